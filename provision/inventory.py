@@ -176,9 +176,10 @@ def _check_nodes(cluster: Cluster) -> None:
     seen_names: dict[str, str] = {}
     seen_addresses: dict[tuple[str, int], str] = {}
     for node in cluster.nodes:
-        if not NODE_NAME_RE.match(node.name) or len(node.name) > 63:
-            raise InputError(f"{path}: host '{node.name}' is not a valid Kubernetes node name: use lower-case "
-                             "letters, digits and '-' (at most 63 characters), e.g. gpu-worker-1")
+        # kubelet lower-cases the host name it registers, so "Node1" and "node1" would be one node.
+        if not NODE_NAME_RE.match(node.name.lower()) or len(node.name) > 63:
+            raise InputError(f"{path}: host '{node.name}' is not a valid Kubernetes node name: use letters, "
+                             "digits and '-' (at most 63 characters), e.g. gpu-worker-1")
         other = seen_names.get(node.name.lower())
         if other:
             raise InputError(f"{path}: hosts '{other}' and '{node.name}' have the same name once lower-cased: "

@@ -36,9 +36,12 @@ class KubernetesSettings(_Section):
     # ipvs needs kernel modules that many hosts (and every lab node here) lack; iptables works everywhere.
     kube_proxy_mode: Literal["iptables", "ipvs", "nftables"] = "iptables"
 
-    @field_validator("version")
+    @field_validator("version", mode="before")
     @classmethod
-    def _version_format(cls, value: str) -> str:
+    def _version_format(cls, value: object) -> str:
+        if isinstance(value, (int, float)):
+            # YAML reads 1.30 as the number 1.3: a silent wrong version, so numbers are refused.
+            raise ValueError(f"{value} is a number, not a version: quote it, e.g. version: '1.31'")
         match = KUBE_VERSION_RE.match(str(value).strip())
         if not match:
             raise ValueError(f"'{value}' is not a Kubernetes version: write it as 1.31 or 1.31.4")
@@ -117,10 +120,10 @@ class OfflineSettings(_Section):
 class CalicoSettings(_Section):
     version: str = "v3.28.2"
 
-    @field_validator("version")
+    @field_validator("version", mode="before")
     @classmethod
-    def _version_format(cls, value: str) -> str:
-        if not re.match(r"^v\d+\.\d+\.\d+$", value):
+    def _version_format(cls, value: object) -> str:
+        if not isinstance(value, str) or not re.match(r"^v\d+\.\d+\.\d+$", value):
             raise ValueError(f"'{value}' is not a Calico release tag: write it as v3.28.2")
         return value
 
