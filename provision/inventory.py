@@ -77,7 +77,7 @@ def _parse_error(path: Path) -> str | None:
     plugin_name = "yaml" if path.suffix in (".yml", ".yaml", ".json") else "ini"
     plugin = inventory_loader.get(plugin_name)
     try:
-        plugin.parse(InventoryData(), DataLoader(), str(path), cache=False)
+        plugin.parse(InventoryData(), DataLoader(), str(path.resolve()), cache=False)
     except Exception as exc:  # noqa: BLE001 - any parser failure becomes the user's one-line message
         message = str(getattr(exc, "message", "") or exc).strip().splitlines()
         return message[0] if message else type(exc).__name__

@@ -18,7 +18,7 @@ import yaml
 
 from provision import COLLECTIONS_DIR, PLAYBOOKS_DIR, PROJECT_ROOT
 from provision.errors import BootstrapError
-from provision.inventory import Cluster
+from provision.inventory import Cluster, Node
 from provision.playbook_vars import playbook_vars
 from provision.settings import Settings
 
@@ -122,11 +122,15 @@ def ssh_args(settings: Settings) -> str:
 
 def _groups_inventory(cluster: Cluster, run_dir: Path) -> Path:
     """The canonical groups our playbooks target, laid over the user's inventory (which keeps its vars)."""
+    def host_vars(node: Node) -> dict[str, str]:
+        # Key paths are resolved against the inventory file; ssh would resolve them against its own cwd.
+        return {"ansible_ssh_private_key_file": str(node.key_file)} if node.key_file else {}
+
     groups = {
         "all": {
             "children": {
-                "control_plane": {"hosts": {cluster.control_plane.name: {}}},
-                "workers": {"hosts": {n.name: {} for n in cluster.workers}},
+                "control_plane": {"hosts": {cluster.control_plane.name: host_vars(cluster.control_plane)}},
+                "workers": {"hosts": {n.name: host_vars(n) for n in cluster.workers}},
                 "k8s_cluster": {"children": {"control_plane": {}, "workers": {}}},
             }
         }

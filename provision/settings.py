@@ -211,6 +211,8 @@ def parse_settings(data: Any, source: str = "cluster.yaml") -> Settings:
         data = {}
     if not isinstance(data, dict):
         raise InputError(f"{source}: the top level must be a mapping of sections (kubernetes:, mirrors:, ...)")
+    # A section whose keys are all commented out reads as None: treat it as "all defaults".
+    data = {key: value for key, value in data.items() if value is not None}
     try:
         return Settings.model_validate(data)
     except ValidationError as exc:
