@@ -23,9 +23,9 @@ want=$(cat pyproject.toml scripts/setup.sh scripts/install_collections.py | sha2
 if [ ! -f "$stamp" ] || [ "$(cat "$stamp")" != "$want" ]; then
   echo "setup: creating $VENV"
   [ -x "$VENV/bin/python" ] || "$PY" -m venv "$VENV"
-  "$VENV/bin/pip" install -q --disable-pip-version-check -U pip >/dev/null
   # torch==2.13.0 is pinned in the trainer extra; the CPU wheel is taken from a local wheel directory when one is configured.
-  "$VENV/bin/pip" install -q --disable-pip-version-check -e ".[test,trainer,fast]"
+  # pip's warnings about configured-but-absent local indexes are noise; real errors still fail the script.
+  "$VENV/bin/pip" install -q --disable-pip-version-check -e ".[test,trainer,fast]" 2> >(grep -v "^WARNING: Location" >&2)
   "$VENV/bin/python" scripts/install_collections.py "$ROOT/.collections"
   echo "$want" > "$stamp"
 fi
