@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import os
 import shlex
+import sys
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -213,6 +214,8 @@ def run_playbook(
         "ANSIBLE_HOST_KEY_CHECKING": "False" if settings.ssh.accept_new_host_keys else "True",
         "ANSIBLE_PIPELINING": "True",
         "ANSIBLE_TIMEOUT": str(settings.ssh.connect_timeout_s),
+        # The ansible-playbook installed beside this interpreter first, so an un-activated virtualenv works too.
+        "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}",
     }
     passwords = {}
     if become_password is not None:

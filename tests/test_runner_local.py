@@ -1,0 +1,71 @@
+"""The playbook driver: per-host tallies, failures named by host and task, a run log, no secrets in it.
+
+Runs real ansible-playbook through ansible-runner against local-connection hosts (no SSH needed);
+the lab tests cover the same driver over SSH.
+"""
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from provision import PROJECT_ROOT
+from provision.errors import BootstrapError
+from provision.inventory import load_inventory
+from provision.runner import RunProgress, run_playbook
+from provision.settings import Settings
+
+PROBE = str(PROJECT_ROOT / "tests" / "playbooks" / "local_probe.yml")
+SECRET = "s3cr3t-abcdef.0123456789abcdef"
+
+
+@pytest.fixture
+def local_cluster(tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
+    monkeypatch.setenv("BOOTSTRAP_RUNS_DIR", str(tmp_path / "runs"))
+    monkeypatch.setattr("provision.runner.RUNS_DIR", tmp_path / "runs")
+    inventory = tmp_path / "hosts.ini"
+    python = Path(__import__("sys").executable)
+    inventory.write_text(
+        "[control_plane]\ncp1 ansible_host=127.0.0.11\n[workers]\nw1 ansible_host=127.0.0.12\n"
+        f"[all:vars]\nansible_connection=local\nansible_python_interpreter={python}\n")
+    return load_inventory(inventory), tmp_path
+
+
+def test_run_reports_per_host_results_failure_and_keeps_a_log_without_secrets(local_cluster) -> None:
+    cluster, tmp_path = local_cluster
+    seen: list[tuple[str, str]] = []
+
+    def on_progress(progress: RunProgress) -> None:
+        seen.append((progress.task, ",".join(f"{h}:{t.ok}" for h, t in sorted(progress.tally.items()))))
+
+    result = run_playbook(PROBE, cluster, Settings(), phase="probe", on_progress=on_progress,
+                          extra_vars={"marker_dir": str(tmp_path), "probe_secret": SECRET})
+
+    assert not result.ok
+    assert (tmp_path / "cp1.txt").read_text() == "cp1\n"
+    assert result.tally["cp1"].failed == 0 and result.tally["cp1"].changed == 1
+    assert result.tally["w1"].failed == 1
+    assert [(f.host, f.task) for f in result.failures] == [("w1", "Fail on workers")]
+    assert "planted failure on w1" in result.failures[0].message
+    assert any(task == "Write a marker" for task, _ in seen)
+
+    log = (result.run_dir / "run.log").read_text()
+    assert "w1\tFAILED\tFail on workers" in log and "cp1\tchanged\tWrite a marker" in log
+    assert (result.run_dir / "artifacts").is_dir()
+    leaked = [p for p in result.run_dir.rglob("*") if p.is_file() and "extravars" not in p.name
+              and SECRET in p.read_text(errors="ignore")]
+    assert leaked == []
+
+    with pytest.raises(BootstrapError) as raised:
+        result.raise_for_failure()
+    assert "w1: failed at 'Fail on workers'" in str(raised.value) and str(result.run_dir) in str(raised.value)
+
+
+def test_second_run_of_an_idempotent_task_reports_no_change(local_cluster) -> None:
+    cluster, tmp_path = local_cluster
+    extra = {"marker_dir": str(tmp_path), "probe_secret": SECRET}
+    run_playbook(PROBE, cluster, Settings(), phase="probe", limit=["cp1"], extra_vars=extra)
+    again = run_playbook(PROBE, cluster, Settings(), phase="probe", limit=["cp1"], extra_vars=extra)
+    assert again.ok
+    assert again.changed == {"cp1": 0}
+    assert list(again.tally) == ["cp1"]
