@@ -1,0 +1,54 @@
+"""Mirrors and offline mode are settings: a profile switches every source, an override one, offline all."""
+from __future__ import annotations
+
+from dataclasses import fields
+
+from provision.mirrors import PROFILES, Sources, resolve_sources
+from provision.settings import parse_settings
+
+
+def test_default_profile_uses_upstream_sources() -> None:
+    sources = resolve_sources(parse_settings({}))
+    assert sources.kubernetes_repo == "https://pkgs.k8s.io/core:/stable:"
+    assert sources.image_repository == "registry.k8s.io"
+    assert sources.os_repo is None
+    assert sources.registry_mirrors == {}
+
+
+def test_cn_profile_switches_every_online_source_away_from_upstream() -> None:
+    default = resolve_sources(parse_settings({}))
+    cn = resolve_sources(parse_settings({"mirrors": {"profile": "cn"}}))
+    for f in fields(Sources):
+        if f.name == "registry_mirrors":
+            continue
+        assert getattr(cn, f.name) != getattr(default, f.name), f.name
+    assert "aliyun" in cn.kubernetes_repo and "aliyun" in cn.image_repository
+    assert "tuna.tsinghua" in cn.pip_index
+    assert set(cn.registry_mirrors) >= {"docker.io", "registry.k8s.io", "quay.io", "nvcr.io"}
+
+
+def test_a_single_override_beats_the_profile_and_keeps_the_rest() -> None:
+    settings = parse_settings({"mirrors": {"profile": "cn", "image_repository": "harbor.example.com/k8s/"},
+                               "container_runtime": {"registry_mirrors": {"docker.io": ["https://hub.example.com"]}}})
+    sources = resolve_sources(settings)
+    assert sources.image_repository == "harbor.example.com/k8s"
+    assert sources.kubernetes_repo == PROFILES["cn"]["kubernetes_repo"]
+    assert sources.registry_mirrors["docker.io"] == ["https://hub.example.com"]
+    assert sources.registry_mirrors["quay.io"] == ["https://quay.m.daocloud.io"]
+
+
+def test_offline_source_replaces_every_online_source() -> None:
+    settings = parse_settings({"mirrors": {"profile": "cn"},
+                               "offline": {"source": "/srv/cb-repo", "image_repository": "10.0.0.5:5000/k8s"}})
+    sources = resolve_sources(settings)
+    for f in fields(Sources):
+        value = getattr(sources, f.name)
+        if f.name in ("registry_mirrors", "image_repository"):
+            continue
+        assert value.startswith("file:///srv/cb-repo/"), f.name
+    assert sources.image_repository == "10.0.0.5:5000/k8s"
+
+
+def test_http_offline_source_keeps_its_scheme() -> None:
+    sources = resolve_sources(parse_settings({"offline": {"source": "http://repo.lan/cb/"}}))
+    assert sources.kubernetes_repo == "http://repo.lan/cb/kubernetes"
