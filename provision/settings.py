@@ -133,6 +133,9 @@ class GpuSettings(_Section):
     driver_branch: str = "565"
     container_toolkit_version: str = "1.17.3"
     device_plugin_version: str = "v0.17.0"
+    # The device plugin image without its tag (the tag is device_plugin_version); offline.image_repository
+    # replaces its registry host when set.
+    device_plugin_image: str = "nvcr.io/nvidia/k8s-device-plugin"
     # default: nvidia becomes containerd's default runtime; runtimeclass: pods opt in via RuntimeClass "nvidia".
     runtime: Literal["default", "runtimeclass"] = "default"
 
@@ -149,6 +152,13 @@ class SmokeTestSettings(_Section):
     timeout_s: int = Field(default=900, ge=60)
     # synthetic: a generated, learnable set in CIFAR-10's format (no download); cifar10: the real archive.
     dataset: Literal["synthetic", "cifar10"] = "synthetic"
+
+
+class VerifySettings(_Section):
+    # How long `up` waits for every node to be Ready and every kube-system pod to run.
+    timeout_s: int = Field(default=600, ge=10)
+    # A small image with nslookup; the verify phase runs it once to prove cluster DNS answers.
+    dns_probe_image: str = "docker.io/library/busybox:1.36"
 
 
 class SshSettings(_Section):
@@ -175,6 +185,7 @@ class Settings(_Section):
     calico: CalicoSettings = Field(default_factory=CalicoSettings)
     gpu: GpuSettings = Field(default_factory=GpuSettings)
     smoke_test: SmokeTestSettings = Field(default_factory=SmokeTestSettings)
+    verify: VerifySettings = Field(default_factory=VerifySettings)
     ssh: SshSettings = Field(default_factory=SshSettings)
     firewall: FirewallSettings = Field(default_factory=FirewallSettings)
 
