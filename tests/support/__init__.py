@@ -1,0 +1,1 @@
+"""Test helpers shared by several test files (stand-ins for external services)."""
