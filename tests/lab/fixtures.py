@@ -1,0 +1,45 @@
+"""pytest fixtures for real lab nodes: `lab_factory` (labs of N nodes) and `lab3` (one shared 3-node lab).
+
+Every lab made here is torn down at the end of the session. Tests that change a node in a way later tests
+would notice (hostname, listeners, fstab) should take their own lab from `lab_factory` or undo the change.
+"""
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+
+import pytest
+
+from tests.lab.lab import Lab, unavailable_reason
+
+LAB_FIXTURES = ("lab_factory", "lab3")
+
+
+@pytest.fixture(scope="session")
+def lab_factory() -> Iterator[Callable[..., Lab]]:
+    reason = unavailable_reason()
+    if reason:
+        pytest.skip(f"lab tests skipped: {reason}")
+    labs: list[Lab] = []
+
+    def make(n: int = 3, **kwargs: object) -> Lab:
+        lab = Lab.up(n, **kwargs)  # type: ignore[arg-type]
+        labs.append(lab)
+        return lab
+
+    try:
+        yield make
+    finally:
+        for lab in labs:
+            lab.down()
+
+
+@pytest.fixture(scope="session")
+def lab3(lab_factory: Callable[..., Lab]) -> Lab:
+    return lab_factory(3)
+
+
+def mark_lab_tests(items: list[pytest.Item]) -> None:
+    """Tests that use a lab fixture carry the `lab` marker, so `-m 'not lab'` leaves them out."""
+    for item in items:
+        if any(name in getattr(item, "fixturenames", ()) for name in LAB_FIXTURES):
+            item.add_marker(pytest.mark.lab)

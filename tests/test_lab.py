@@ -1,0 +1,148 @@
+"""The lab itself: nodes boot with their own identity, are reached with checked host keys, may reach only
+the Debian mirror, and leave nothing behind when torn down (also when their owner was killed)."""
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from provision.inventory import load_inventory
+from provision.settings import load_settings
+from tests.lab import lab as lablib
+from tests.lab.lab import Lab
+
+pytestmark = pytest.mark.lab
+
+
+def traces_of(slot: int, cgroups: list[Path], lab_dir: Path) -> list[str]:
+    """What of a slot is still on this machine, found without asking the lab code."""
+    found = []
+    netns = subprocess.run(["ip", "netns", "list"], capture_output=True, text=True).stdout.split("\n")
+    found += [f"netns {line.split()[0]}" for line in netns
+              if line.startswith((f"cb{slot}hub", f"cb{slot}n"))]
+    links = subprocess.run(["ip", "-o", "link"], capture_output=True, text=True).stdout.splitlines()
+    found += [f"link {line.split()[1]}" for line in links if line.split()[1].startswith((f"cb{slot}up", f"cb{slot}v"))]
+    for table in ("filter", "nat"):
+        rules = subprocess.run(["iptables", "-w", "-t", table, "-S"], capture_output=True, text=True).stdout
+        found += [f"rule {r}" for r in rules.splitlines() if f"cblab-{slot} " in r + " "]
+    found += [f"mount {line.split()[1]}" for line in Path("/proc/mounts").read_text().splitlines()
+              if line.split()[1].startswith(str(lab_dir))]
+    found += [f"cgroup {c}" for c in cgroups if c.exists()]
+    for pid in filter(str.isdigit, os.listdir("/proc")):
+        try:
+            cmdline = Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
+        except OSError:
+            continue
+        if str(lab_dir) in cmdline:
+            found.append(f"process {pid} {cmdline[:80]}")
+    if lab_dir.exists():
+        found.append(f"dir {lab_dir}")
+    if Path(f"/run/cluster-bootstrap-lab/slot-{slot}.lock").exists():
+        found.append("slot lock")
+    return found
+
+
+def lab_cgroups(lab: Lab) -> list[Path]:
+    return [*lab.cgroups, *(parent / node.name for parent in lab.cgroups for node in lab.nodes)]
+
+
+def test_nodes_have_distinct_identities_and_passwordless_sudo(lab3: Lab) -> None:
+    seen: dict[str, set[str]] = {"hostname": set(), "machine-id": set(), "product_uuid": set(), "mac": set()}
+    for node in lab3.nodes:
+        out = node.ssh("hostname; cat /etc/machine-id; sudo -n cat /sys/class/dmi/id/product_uuid; "
+                       "cat /sys/class/net/eth0/address", user="tester").stdout.split()
+        assert out[0] == node.name
+        for key, value in zip(seen, out):
+            seen[key].add(value)
+        assert node.ssh("id -u", user="tester").stdout.strip() == "1000"
+    assert all(len(values) == len(lab3.nodes) for values in seen.values()), seen
+
+
+def test_nodes_boot_systemd_with_the_node_fixes(lab3: Lab) -> None:
+    node = lab3.nodes[0]
+    state = node.ssh("systemctl is-system-running --wait", check=False, timeout=60).stdout.strip()
+    assert state in ("running", "degraded"), state
+    assert node.ssh("systemctl is-active cblab-prep.service").stdout.strip() == "active"
+    assert node.ssh("modprobe br_netfilter && modprobe overlay && test -e /dev/kmsg && echo ok").stdout.strip() == "ok"
+    # cgroup controllers are writable inside (runc creates cgroups)
+    node.ssh("mkdir /sys/fs/cgroup/memory/cblab-probe && rmdir /sys/fs/cgroup/memory/cblab-probe")
+
+
+def test_inventory_and_settings_point_at_the_lab(lab3: Lab) -> None:
+    cluster = load_inventory(lab3.inventory_path)
+    assert cluster.control_plane.name == "n1"
+    assert [w.name for w in cluster.workers] == ["n2", "n3"]
+    assert {n.address for n in cluster.nodes} == {n.ip for n in lab3.nodes}
+    assert all(n.user == "tester" and n.key_file == lab3.key_path for n in cluster.nodes)
+    settings = load_settings(lab3.config_path)
+    assert settings.ssh.known_hosts_path == lab3.known_hosts_path
+    assert not settings.ssh.accept_new_host_keys
+    known = lab3.known_hosts_path.read_text()
+    assert all(f"{node.ip} ssh-ed25519 " in known for node in lab3.nodes)
+
+
+def test_host_keys_are_checked(lab3: Lab, tmp_path: Path) -> None:
+    node = lab3.nodes[0]
+    strict = [a if not a.startswith("UserKnownHostsFile=") else f"UserKnownHostsFile={tmp_path / 'empty'}"
+              for a in node.ssh_command()]
+    result = subprocess.run([*strict, "true"], capture_output=True, text=True, timeout=30)
+    assert result.returncode != 0
+    assert "Host key verification failed" in result.stderr
+
+
+def test_nodes_reach_the_debian_mirror_and_nothing_else(lab3: Lab) -> None:
+    node = lab3.nodes[1]
+    code = node.ssh("curl -sS -o /dev/null -w '%{http_code}' --max-time 20 "
+                    "http://deb.debian.org/debian/dists/bookworm/Release").stdout
+    assert code == "200"
+    host_address = subprocess.run(["ip", "-4", "-o", "route", "get", lab3.mirror_ips[0]], capture_output=True,
+                                  text=True).stdout.split(" src ")[1].split()[0]
+    blocked = node.ssh(f"timeout 5 bash -c '</dev/tcp/{host_address}/22' && echo open || echo blocked",
+                       check=False, timeout=30).stdout.strip()
+    assert blocked == "blocked"
+    assert node.ssh(f"ping -c1 -W2 {lab3.nodes[2].ip} >/dev/null && echo ok").stdout.strip() == "ok"
+
+
+def test_node_added_later_stays_out_of_the_inventory_until_asked_and_survives_reboot(lab_factory) -> None:
+    lab = lab_factory(1)
+    added = lab.add_node()
+    assert added.name == "n2"
+    assert [n.name for n in load_inventory(lab.inventory_path).nodes] == ["n1"]
+    assert added.ssh("hostname", user="tester").stdout.strip() == "n2"
+    lab.write_inventory(["n1", "n2"])
+    assert [n.name for n in load_inventory(lab.inventory_path).workers] == ["n2"]
+    added.ssh("systemctl reboot", check=False, timeout=30)
+    time.sleep(2)
+    added._wait_for_sshd(90)
+    assert added.ssh("cat /proc/1/comm").stdout.strip() == "systemd"
+    lab.down()
+
+
+def test_teardown_leaves_nothing_behind() -> None:
+    lab = Lab.up(2)
+    slot, cgroups, lab_dir = lab.slot, lab_cgroups(lab), lab.dir
+    assert traces_of(slot, cgroups, lab_dir)  # the probe sees a live lab
+    lab.down()
+    assert traces_of(slot, cgroups, lab_dir) == []
+
+
+def test_a_killed_owners_lab_is_cleaned_up_at_the_next_start() -> None:
+    owner = subprocess.Popen(
+        [sys.executable, "-c", "import sys, time\nfrom tests.lab.lab import Lab\nlab = Lab.up(1)\n"
+         "print(lab.slot, flush=True)\ntime.sleep(600)"],
+        cwd=Path(__file__).resolve().parent.parent, stdout=subprocess.PIPE, text=True)
+    try:
+        slot = int(owner.stdout.readline())
+    finally:
+        owner.send_signal(signal.SIGKILL)
+        owner.wait()
+    lab_dir = lablib.slot_dir(slot)
+    cgroups = [Path(p) for p in (lab_dir / "cgroups").read_text().split()]
+    assert any(t.startswith("netns") for t in traces_of(slot, cgroups, lab_dir))
+    assert slot in lablib.cleanup_stale()
+    assert traces_of(slot, cgroups, lab_dir) == []
