@@ -121,6 +121,31 @@ def ssh_args(settings: Settings) -> str:
     ])
 
 
+def executor_envvars(settings: Settings) -> dict[str, str]:
+    """Environment that selects how Ansible executes tasks: Mitogen's strategy, or the stock one as fallback.
+
+    Mitogen runs tasks over one persistent Python interpreter per host, which matters here: with stock Ansible
+    the controller's CPU per task and host is the limit for wide runs.
+    """
+    choice = settings.ansible.executor
+    if choice == "stock":
+        return {}
+    try:
+        import ansible_mitogen
+        from ansible_mitogen.loaders import assert_supported_release
+
+        assert_supported_release()
+    except Exception as exc:  # noqa: BLE001 - missing or incompatible Mitogen: fall back (or refuse, if forced)
+        if choice == "mitogen":
+            raise BootstrapError(f"ansible.executor is 'mitogen' but Mitogen cannot be used ({exc}): "
+                                 "pip install mitogen==0.3.54, or set ansible.executor: auto") from None
+        return {}
+    return {
+        "ANSIBLE_STRATEGY_PLUGINS": str(Path(ansible_mitogen.__file__).parent / "plugins" / "strategy"),
+        "ANSIBLE_STRATEGY": "mitogen_linear",
+    }
+
+
 def _groups_inventory(cluster: Cluster, run_dir: Path) -> Path:
     """The canonical groups our playbooks target, laid over the user's inventory (which keeps its vars)."""
     def host_vars(node: Node) -> dict[str, str]:
@@ -216,7 +241,7 @@ def run_playbook(
         "ANSIBLE_TIMEOUT": str(settings.ssh.connect_timeout_s),
         # The ansible-playbook installed beside this interpreter first, so an un-activated virtualenv works too.
         "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}",
-    }
+    } | executor_envvars(settings)
     passwords = {}
     if become_password is not None:
         passwords = {r"^BECOME password.*:\s*?$": become_password}

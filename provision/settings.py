@@ -161,6 +161,12 @@ class VerifySettings(_Section):
     dns_probe_image: str = "docker.io/library/busybox:1.36"
 
 
+class AnsibleSettings(_Section):
+    # auto: Mitogen's mitogen_linear strategy when it is installed and supports this Ansible, else the stock one.
+    # Mitogen costs far less controller CPU per task and host; stock is the fallback and the reference.
+    executor: Literal["auto", "mitogen", "stock"] = "auto"
+
+
 class SshSettings(_Section):
     # Host keys are always checked; accepting unknown keys on first contact must be asked for.
     accept_new_host_keys: bool = False
@@ -188,6 +194,7 @@ class Settings(_Section):
     verify: VerifySettings = Field(default_factory=VerifySettings)
     ssh: SshSettings = Field(default_factory=SshSettings)
     firewall: FirewallSettings = Field(default_factory=FirewallSettings)
+    ansible: AnsibleSettings = Field(default_factory=AnsibleSettings)
 
 
 def _model_at(loc: tuple[Any, ...]) -> type[BaseModel] | None:
