@@ -1,0 +1,52 @@
+"""`bootstrap smoke-test` as a user runs it: the verdict is printed and is the exit code."""
+from __future__ import annotations
+
+from pathlib import Path
+
+import yaml
+from typer.testing import CliRunner
+
+from provision.cli import app
+from tests.support.apiserver import FakeApiServer
+from tests.test_smoke_driver import EPOCH_LOG, METRICS, Cluster, job, succeeded
+
+runner = CliRunner()
+
+
+def invoke(tmp_path: Path, cluster: Cluster, *args: str) -> tuple[int, str, FakeApiServer]:
+    with FakeApiServer() as api:
+        cluster.serve(api)
+        kubeconfig = api.write_kubeconfig(tmp_path / "kubeconfig")
+        result = runner.invoke(app, ["smoke-test", "--kubeconfig", str(kubeconfig), *args])
+    return result.exit_code, result.output, api
+
+
+def test_a_passing_run_exits_0_and_prints_accuracy_and_time(tmp_path: Path) -> None:
+    cluster = Cluster(steps=[(job(("Complete", "", "")), [succeeded(METRICS)], EPOCH_LOG)])
+    code, output, api = invoke(tmp_path, cluster)
+    assert code == 0, output
+    assert "PASS: test accuracy 94.12% in 5.1s" in output
+    assert "epoch 10/10" in output  # the trainer's log is streamed
+    assert api.requests_to("DELETE")
+
+
+def test_a_failing_run_exits_1_with_the_cause_and_keep_leaves_the_namespace(tmp_path: Path) -> None:
+    cluster = Cluster(steps=[(job(("Complete", "", "")), [succeeded(METRICS | {"test_accuracy": 0.3})], EPOCH_LOG)])
+    code, output, api = invoke(tmp_path, cluster, "--keep")
+    assert code == 1
+    assert "FAIL (low-accuracy): test accuracy 0.3000 is under the threshold 0.90" in output
+    assert "kept: namespace cb-smoke-" in output
+    assert not api.requests_to("DELETE")
+
+
+def test_print_manifests_shows_the_pytorchjob_variant_without_a_cluster(tmp_path: Path) -> None:
+    result = runner.invoke(app, ["smoke-test", "--kubeconfig", str(tmp_path / "none"), "--print-manifests",
+                                 "pytorchjob", "--nodes", "3", "--gpus", "8", "--image", "registry.local/torch:1"])
+    assert result.exit_code == 0, result.output
+    objects = list(yaml.safe_load_all(result.output))
+    assert [o["kind"] for o in objects] == ["Namespace", "ConfigMap", "PyTorchJob"]
+    replicas = objects[2]["spec"]["pytorchReplicaSpecs"]
+    assert replicas["Master"]["replicas"] == 1 and replicas["Worker"]["replicas"] == 2
+    container = replicas["Worker"]["template"]["spec"]["containers"][0]
+    assert container["image"] == "registry.local/torch:1"
+    assert container["resources"]["limits"]["nvidia.com/gpu"] == "8"
