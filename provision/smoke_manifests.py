@@ -144,5 +144,17 @@ def render(spec: SmokeSpec, variant: Variant = "job") -> list[dict[str, Any]]:
     return objects
 
 
+class _BlockDumper(yaml.SafeDumper):
+    """Multi-line strings (the trainer's source, the pod scripts) as readable `|` blocks."""
+
+
+def _represent_str(dumper: yaml.SafeDumper, value: str) -> yaml.ScalarNode:
+    style = "|" if "\n" in value and not any(line != line.rstrip() for line in value.splitlines()) else None
+    return dumper.represent_scalar("tag:yaml.org,2002:str", value, style=style)
+
+
+_BlockDumper.add_representer(str, _represent_str)
+
+
 def to_yaml(objects: list[dict[str, Any]]) -> str:
-    return yaml.safe_dump_all(objects, sort_keys=False)
+    return yaml.dump_all(objects, Dumper=_BlockDumper, sort_keys=False, width=120)
