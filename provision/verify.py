@@ -1,0 +1,403 @@
+"""Is the cluster healthy? Asked through the Kubernetes API (the kubernetes client), never over SSH.
+
+Every node Ready, every kube-system pod running, cluster DNS answering from inside a pod, and on GPU nodes
+`nvidia.com/gpu` allocatable equal to the GPUs preflight found. The checks poll until they pass or the
+time is up; what still fails then becomes a Problem naming the node and the likely cause.
+"""
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+from typing import Literal
+
+import urllib3
+from kubernetes import client
+from kubernetes.client.exceptions import ApiException
+
+from provision.errors import BootstrapError
+
+GPU_RESOURCE = "nvidia.com/gpu"
+DEVICE_PLUGIN_SELECTOR = "app.kubernetes.io/name=nvidia-device-plugin"
+DNS_PROBE_LABELS = {"app.kubernetes.io/name": "dns-probe", "app.kubernetes.io/managed-by": "cluster-bootstrap"}
+# One API call never waits longer than this; the overall wait is the caller's timeout.
+REQUEST_TIMEOUT_S = 10
+# A container restarted this often while waiting in CrashLoopBackOff is not going to recover by itself.
+SETTLED_RESTARTS = 3
+Check = Literal["nodes", "pods", "gpus", "dns"]
+ALL_CHECKS: tuple[Check, ...] = ("nodes", "pods", "gpus", "dns")
+
+
+@dataclass(frozen=True)
+class Problem:
+    """One thing wrong, said the way an operator can act on it."""
+
+    subject: str
+    what: str
+    cause: str
+    # False while it may still resolve itself (an image being pulled, a node still registering).
+    settled: bool = False
+
+    def describe(self) -> str:
+        return f"{self.subject}: {self.what}: {self.cause}"
+
+
+@dataclass(frozen=True)
+class Expectations:
+    """What a healthy cluster looks like for this inventory and these settings."""
+
+    nodes: tuple[str, ...]
+    # Node -> GPUs preflight found there; nodes with 0 (or absent) are not checked for GPUs.
+    gpus: dict[str, int] = field(default_factory=dict)
+    pod_cidr: str = "10.244.0.0/16"
+    dns_domain: str = "cluster.local"
+    gpu_runtime: Literal["default", "runtimeclass"] = "default"
+    dns_probe_image: str = "docker.io/library/busybox:1.36"
+    # Only pods on these nodes are checked (None: every kube-system pod); `node add` checks its node only.
+    pods_on: tuple[str, ...] | None = None
+
+
+@dataclass
+class VerifyReport:
+    ready_nodes: list[str] = field(default_factory=list)
+    # Node -> (GPUs expected, GPUs allocatable).
+    gpus: dict[str, tuple[int, int]] = field(default_factory=dict)
+    dns_answered: bool | None = None
+    problems: list[Problem] = field(default_factory=list)
+    elapsed_s: float = 0.0
+
+    @property
+    def ok(self) -> bool:
+        return not self.problems
+
+    def summary(self) -> str:
+        parts = [f"{len(self.ready_nodes)} nodes Ready"]
+        if self.gpus:
+            parts.append(f"{sum(found for _, found in self.gpus.values())} GPUs allocatable")
+        if self.dns_answered:
+            parts.append("DNS answers")
+        return ", ".join(parts)
+
+    def raise_for_problems(self, what: str = "verification") -> None:
+        if self.ok:
+            return
+        more = f" (and {len(self.problems) - 1} more problems)" if len(self.problems) > 1 else ""
+        raise BootstrapError(f"{what} failed: {self.problems[0].describe()}{more}")
+
+
+class ApiUnreachable(BootstrapError):
+    """The API server did not answer (or refused our credentials)."""
+
+
+def _server(api: client.ApiClient) -> str:
+    return str(getattr(api.configuration, "host", "the API server"))
+
+
+def call_api(api: client.ApiClient, fn: Callable[..., object], *args: object, **kwargs: object) -> object:
+    """One API call with a bounded wait; an unreachable server becomes ApiUnreachable naming the fix."""
+    try:
+        return fn(*args, _request_timeout=REQUEST_TIMEOUT_S, **kwargs)
+    except ApiException as exc:
+        if exc.status in (401, 403):
+            raise ApiUnreachable(
+                f"{_server(api)} refused our credentials (HTTP {exc.status}): the kubeconfig is from another "
+                "cluster or was revoked; fetch it again with `bootstrap up --only control_plane`") from None
+        if exc.status and exc.status >= 500:
+            raise ApiUnreachable(f"{_server(api)} answered HTTP {exc.status} ({exc.reason}): the API server or "
+                                 "etcd is unhealthy; check `crictl ps -a` on the control plane") from None
+        raise
+    except urllib3.exceptions.HTTPError as exc:
+        reason = getattr(exc, "reason", None) or exc
+        raise ApiUnreachable(
+            f"API server {_server(api)} unreachable ({type(reason).__name__}): is kube-apiserver running on the "
+            "control plane (`crictl ps -a | grep kube-apiserver` there), and is port 6443 open from here?") from None
+
+
+def wait_for_api(api: client.ApiClient, timeout_s: float, *, sleep: Callable[[float], None] = time.sleep) -> str:
+    """The server's version (e.g. v1.31.4) once /version answers; ApiUnreachable after timeout_s."""
+    deadline = time.monotonic() + timeout_s
+    while True:
+        try:
+            info = call_api(api, client.VersionApi(api).get_code)
+            return str(info.git_version)  # type: ignore[attr-defined]
+        except ApiUnreachable:
+            if time.monotonic() >= deadline:
+                raise
+        sleep(min(2.0, max(0.0, deadline - time.monotonic())))
+
+
+# --- node checks -------------------------------------------------------------------------------------
+
+def _ready_condition(node: client.V1Node) -> client.V1NodeCondition | None:
+    for condition in (node.status.conditions if node.status and node.status.conditions else []):
+        if condition.type == "Ready":
+            return condition
+    return None
+
+
+def _node_problems(nodes: dict[str, client.V1Node], expected: Iterable[str]) -> tuple[list[str], list[Problem]]:
+    ready, problems = [], []
+    for name in expected:
+        node = nodes.get(name)
+        if node is None:
+            problems.append(Problem(name, "has not registered with the API server",
+                                    f"the kubelet on {name} did not join: see `journalctl -u kubelet` on {name}, "
+                                    "then `bootstrap up --from join`"))
+            continue
+        condition = _ready_condition(node)
+        if condition is not None and condition.status == "True":
+            ready.append(name)
+            continue
+        message = (condition.message or "") if condition else ""
+        reason = (condition.reason or "") if condition else ""
+        text = f"{reason} {message}".lower()
+        if condition is None or condition.status == "Unknown" or "stopped posting" in text:
+            cause = (f"the kubelet on {name} stopped reporting: check `systemctl status kubelet` and "
+                     f"`journalctl -u kubelet` on {name}")
+        elif "cni" in text or "network plugin" in text or "networkpluginnotready" in text:
+            cause = (f"the pod network is not up on {name}: check the calico-node pod on {name} "
+                     "(`kubectl -n kube-system get pods -o wide -l k8s-app=calico-node`)")
+        else:
+            cause = message or reason or "the kubelet reports it not ready"
+        problems.append(Problem(name, "is NotReady", cause))
+    return ready, problems
+
+
+# --- pod checks --------------------------------------------------------------------------------------
+
+def _pod_component(pod: client.V1Pod) -> str:
+    labels = pod.metadata.labels or {}
+    for key in ("k8s-app", "app.kubernetes.io/name", "component", "app"):
+        if key in labels:
+            return str(labels[key])
+    return pod.metadata.name
+
+
+def _crash_cause(component: str, pod: client.V1Pod, expect: Expectations) -> str:
+    name, node = pod.metadata.name, pod.spec.node_name or "its node"
+    logs = f"`kubectl -n kube-system logs --previous {name}`"
+    if component == "calico-node":
+        return (f"check the pod CIDR: kubernetes.pod_cidr {expect.pod_cidr} must not overlap any network of {node} "
+                f"nor the service CIDR; then {logs}")
+    if component in ("kube-dns", "coredns"):
+        return ("CoreDNS usually crash-loops on a forwarding loop: the node's /etc/resolv.conf points at a local "
+                f"stub resolver (127.0.0.53); see {logs}")
+    if component == "kube-proxy":
+        return f"kube_proxy_mode needs kernel support on {node} (ipvs needs the ip_vs modules); see {logs}"
+    if component == "nvidia-device-plugin":
+        return _device_plugin_cause(node, expect)
+    return f"see {logs}"
+
+
+def _device_plugin_cause(node: str, expect: Expectations) -> str:
+    if expect.gpu_runtime == "default":
+        return (f"nvidia runtime is not containerd's default on {node}: the device plugin cannot load NVML; "
+                "check default_runtime_name = \"nvidia\" in /etc/containerd/config.toml and restart containerd")
+    return (f"containerd on {node} has no 'nvidia' runtime handler for RuntimeClass nvidia: check the nvidia "
+            "runtime in /etc/containerd/config.toml (`nvidia-ctk runtime configure --runtime=containerd`)")
+
+
+def _pod_problem(pod: client.V1Pod, expect: Expectations) -> Problem | None:
+    status = pod.status or client.V1PodStatus()
+    if status.phase == "Succeeded":
+        return None
+    name, node = pod.metadata.name, pod.spec.node_name
+    subject = node or "cluster"
+    component = _pod_component(pod)
+    statuses = list(status.init_container_statuses or []) + list(status.container_statuses or [])
+    for container in statuses:
+        waiting = container.state.waiting if container.state else None
+        if waiting is None:
+            continue
+        if waiting.reason == "CrashLoopBackOff":
+            return Problem(subject, f"{component} CrashLoopBackOff (pod {name}, container {container.name}, "
+                                    f"{container.restart_count} restarts)",
+                           _crash_cause(component, pod, expect),
+                           settled=(container.restart_count or 0) >= SETTLED_RESTARTS)
+        if waiting.reason in ("ImagePullBackOff", "ErrImagePull", "InvalidImageName"):
+            return Problem(subject, f"{component} cannot pull its image {container.image} (pod {name})",
+                           f"check the registry mirrors / offline.image_repository, and try `crictl pull "
+                           f"{container.image}` on {node}", settled=waiting.reason == "InvalidImageName")
+        if waiting.reason in ("CreateContainerConfigError", "CreateContainerError", "RunContainerError"):
+            return Problem(subject, f"{component} cannot start (pod {name}): {waiting.reason}",
+                           waiting.message or f"see `kubectl -n kube-system describe pod {name}`", settled=True)
+    if status.phase == "Pending" and not node:
+        message = next((c.message for c in status.conditions or [] if c.type == "PodScheduled" and c.message), "")
+        return Problem("cluster", f"{component} cannot be scheduled (pod {name})",
+                       message or "no node fits it: see `kubectl -n kube-system describe pod " + name + "`")
+    if status.phase == "Failed":
+        return Problem(subject, f"{component} failed (pod {name}): {status.reason or ''}".rstrip(": "),
+                       status.message or f"see `kubectl -n kube-system describe pod {name}`", settled=True)
+    if status.phase != "Running":
+        return Problem(subject, f"{component} is {status.phase or 'Pending'} (pod {name})",
+                       f"still starting; see `kubectl -n kube-system describe pod {name}`")
+    not_ready = [c.name for c in status.container_statuses or [] if not c.ready]
+    if not_ready:
+        return Problem(subject, f"{component} is running but not ready (pod {name}, {', '.join(not_ready)})",
+                       f"its readiness probe fails: see `kubectl -n kube-system logs {name}`")
+    return None
+
+
+# --- GPU checks --------------------------------------------------------------------------------------
+
+def _gpu_problems(nodes: dict[str, client.V1Node], pods: list[client.V1Pod], expect: Expectations,
+                  report: VerifyReport) -> list[Problem]:
+    problems = []
+    plugin_pods = {p.spec.node_name: p for p in pods
+                   if (p.metadata.labels or {}).get("app.kubernetes.io/name") == "nvidia-device-plugin"}
+    for name, expected in sorted(expect.gpus.items()):
+        if expected <= 0 or name not in nodes:
+            continue
+        allocatable = (nodes[name].status.allocatable or {}) if nodes[name].status else {}
+        try:
+            found = int(str(allocatable.get(GPU_RESOURCE, "0")))
+        except ValueError:
+            found = 0
+        report.gpus[name] = (expected, found)
+        if found == expected:
+            continue
+        plugin = plugin_pods.get(name)
+        if found > 0:
+            problems.append(Problem(name, f"advertises {found} {GPU_RESOURCE}, preflight found {expected}",
+                                    f"a GPU is hidden or unhealthy: run nvidia-smi on {name} and see the "
+                                    "nvidia-device-plugin pod's log", settled=True))
+        elif plugin is None:
+            problems.append(Problem(name, f"no {GPU_RESOURCE} allocatable and no nvidia-device-plugin pod runs there",
+                                    f"is {name} labelled nvidia.com/gpu.present=true and the DaemonSet applied? "
+                                    "`bootstrap up --only gpu` does both"))
+        else:
+            plugin_problem = _pod_problem(plugin, expect)
+            problems.append(Problem(name, f"no {GPU_RESOURCE} allocatable"
+                                    + (f" ({plugin_problem.what})" if plugin_problem else ""),
+                                    _device_plugin_cause(name, expect),
+                                    settled=bool(plugin_problem and plugin_problem.settled)))
+    return problems
+
+
+# --- the whole check ---------------------------------------------------------------------------------
+
+def _snapshot(api: client.ApiClient, expect: Expectations, checks: tuple[Check, ...]) -> VerifyReport:
+    core = client.CoreV1Api(api)
+    report = VerifyReport()
+    nodes = {n.metadata.name: n for n in call_api(api, core.list_node).items}  # type: ignore[attr-defined]
+    pods: list[client.V1Pod] = []
+    if "pods" in checks or "gpus" in checks:
+        pods = list(call_api(api, core.list_namespaced_pod, "kube-system").items)  # type: ignore[attr-defined]
+    if "nodes" in checks:
+        report.ready_nodes, node_problems = _node_problems(nodes, expect.nodes)
+        report.problems.extend(node_problems)
+    gpu_problems = _gpu_problems(nodes, pods, expect, report) if "gpus" in checks else []
+    if "pods" in checks:
+        gpu_nodes = {p.subject for p in gpu_problems}
+        for pod in pods:
+            if expect.pods_on is not None and pod.spec.node_name not in expect.pods_on:
+                continue
+            if pod.metadata.labels and pod.metadata.labels.get("app.kubernetes.io/name") == "dns-probe":
+                continue
+            problem = _pod_problem(pod, expect)
+            # The GPU check already says what a failing device plugin means on that node.
+            if problem and not (_pod_component(pod) == "nvidia-device-plugin" and problem.subject in gpu_nodes):
+                report.problems.append(problem)
+    report.problems.extend(gpu_problems)
+    return report
+
+
+def dns_probe_target(expect: Expectations) -> str:
+    return f"kubernetes.default.svc.{expect.dns_domain}"
+
+
+def dns_probe_pod(expect: Expectations, timeout_s: float) -> client.V1Pod:
+    """A one-shot pod in kube-system that resolves the API server's service name and exits."""
+    return client.V1Pod(
+        api_version="v1", kind="Pod",
+        metadata=client.V1ObjectMeta(generate_name="bootstrap-dns-probe-", namespace="kube-system",
+                                     labels=dict(DNS_PROBE_LABELS)),
+        spec=client.V1PodSpec(
+            restart_policy="Never",
+            active_deadline_seconds=max(30, int(timeout_s)),
+            # Any node will do, the control plane of a single-node cluster included.
+            tolerations=[client.V1Toleration(operator="Exists")],
+            containers=[client.V1Container(name="nslookup", image=expect.dns_probe_image,
+                                           command=["nslookup", dns_probe_target(expect)])],
+        ),
+    )
+
+
+def check_dns(api: client.ApiClient, expect: Expectations, timeout_s: float, *,
+              sleep: Callable[[float], None] = time.sleep) -> Problem | None:
+    """Run a one-shot pod that resolves the API server's service name; None when DNS answered."""
+    core = client.CoreV1Api(api)
+    selector = ",".join(f"{k}={v}" for k, v in DNS_PROBE_LABELS.items())
+    call_api(api, core.delete_collection_namespaced_pod, "kube-system", label_selector=selector)
+    target = dns_probe_target(expect)
+    pod = dns_probe_pod(expect, timeout_s)
+    created = call_api(api, core.create_namespaced_pod, "kube-system", pod)
+    name = created.metadata.name  # type: ignore[attr-defined]
+    deadline = time.monotonic() + timeout_s
+    try:
+        while True:
+            current = call_api(api, core.read_namespaced_pod, name, "kube-system")
+            phase = current.status.phase if current.status else None  # type: ignore[attr-defined]
+            node = current.spec.node_name or "cluster"  # type: ignore[attr-defined]
+            if phase == "Succeeded":
+                return None
+            if phase == "Failed":
+                log = str(call_api(api, core.read_namespaced_pod_log, name, "kube-system")).strip().splitlines()
+                return Problem(node, f"cluster DNS did not answer for {target}",
+                               f"{log[-1] if log else 'no output'}; check the CoreDNS pods and that kube-proxy "
+                               f"and calico-node run on {node}", settled=True)
+            problem = _pod_problem(current, expect)  # type: ignore[arg-type]
+            if problem and "cannot pull" in problem.what:
+                return Problem(node, f"the DNS probe image {expect.dns_probe_image} cannot be pulled",
+                               "set verify.dns_probe_image to an image (with nslookup) your registry serves",
+                               settled=True)
+            if time.monotonic() >= deadline:
+                return Problem(node, f"the DNS probe did not finish in {timeout_s:.0f}s (pod phase {phase})",
+                               f"see `kubectl -n kube-system describe pod {name}`")
+            sleep(1.0)
+    finally:
+        try:
+            call_api(api, core.delete_namespaced_pod, name, "kube-system", grace_period_seconds=0)
+        except (ApiException, ApiUnreachable):
+            pass
+
+
+def verify_cluster(api: client.ApiClient, expect: Expectations, *, timeout_s: float,
+                   checks: tuple[Check, ...] = ALL_CHECKS, poll_s: float = 2.0,
+                   on_message: Callable[[str], None] | None = None,
+                   sleep: Callable[[float], None] = time.sleep) -> VerifyReport:
+    """Poll until every check passes or timeout_s is spent; the report lists what still fails.
+
+    An unreachable API server is itself a problem (retried for the whole wait). Problems that will not go
+    away by waiting (a crash loop that has restarted several times) end the wait early.
+    """
+    started = time.monotonic()
+    deadline = started + timeout_s
+    report = VerifyReport()
+    while True:
+        try:
+            report = _snapshot(api, expect, checks)
+        except ApiUnreachable as exc:
+            report = VerifyReport(problems=[Problem("control plane", "the Kubernetes API does not answer",
+                                                    str(exc))])
+        if report.ok:
+            break
+        if on_message:
+            on_message(f"waiting: {report.problems[0].describe()}")
+        if all(p.settled for p in report.problems) or time.monotonic() >= deadline:
+            report.elapsed_s = time.monotonic() - started
+            return report
+        sleep(min(poll_s, max(0.0, deadline - time.monotonic())))
+    if "dns" in checks:
+        if on_message:
+            on_message("checking that cluster DNS answers from a pod")
+        remaining = max(30.0, deadline - time.monotonic())
+        try:
+            problem = check_dns(api, expect, remaining, sleep=sleep)
+        except ApiUnreachable as exc:
+            problem = Problem("control plane", "the Kubernetes API stopped answering", str(exc))
+        report.dns_answered = problem is None
+        if problem:
+            report.problems.append(problem)
+    report.elapsed_s = time.monotonic() - started
+    return report
