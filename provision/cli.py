@@ -10,7 +10,7 @@ from rich.console import Console
 from provision.errors import BootstrapError
 
 # One module per command under provision/commands/, each exposing register(app).
-COMMAND_MODULES: tuple[str, ...] = ("config", "smoke_test")
+COMMAND_MODULES: tuple[str, ...] = ("config", "lab", "preflight", "prepare", "smoke_test", "up", "reset", "node")
 
 HELP = """bootstrap: turn machines you can reach over SSH into a Kubernetes cluster with working NVIDIA GPUs.
 
