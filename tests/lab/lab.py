@@ -489,7 +489,7 @@ class LabNode:
             f"{self.ip}\t{self.name}\n{self.lab.mirror_ips[0]}\t{MIRROR_HOST}\n")
         (etc / "resolv.conf").unlink(missing_ok=True)
         # Nothing answers DNS at the hub, so a lookup fails at once instead of hanging.
-        (etc / "resolv.conf").write_text(f"nameserver {self.lab.hub_ip}\n")
+        (etc / "resolv.conf").write_text(f"nameserver {self.lab.hub_ip}\noptions timeout:1 attempts:1\n")
         _run(["ssh-keygen", "-A", "-f", str(self.root)])
         public_key = self.lab.key_path.with_suffix(".pub").read_text()
         for home, uid in ((self.root / "root", 0), (self.root / "home/tester", TESTER_UID)):
@@ -762,6 +762,9 @@ class Lab:
             ["ip", "-n", hub, "route", "add", "default", "via", f"{prefix}.254"],
             ["ip", "route", "add", str(self.subnet), "via", f"{prefix}.253", "dev", uplink],
             ["ip", "netns", "exec", hub, "sysctl", "-qw", "net.ipv4.ip_forward=1"],
+            # Nodes' DNS queries go to the hub, where nothing listens: every one must get its "port
+            # unreachable" at once, not only the first few (otherwise sudo waits 5 s to resolve a renamed host).
+            ["ip", "netns", "exec", hub, "sysctl", "-qw", "net.ipv4.icmp_ratelimit=0"],
             # The hub forwards node <-> node, host -> node, and node -> mirror (80/443) only.
             [*hub_iptables, "-P", "FORWARD", "DROP"],
             [*hub_iptables, "-A", "FORWARD", "-i", bridge, "-o", bridge, "-j", "ACCEPT"],

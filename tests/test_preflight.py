@@ -1,0 +1,197 @@
+"""Preflight's judgement, without nodes: the probe's output is parsed into facts, facts into ok/warn/fail with
+a fix, and one policy decides what blocks. The probe itself is run for real on this machine."""
+from __future__ import annotations
+
+import time
+from dataclasses import replace
+
+import pytest
+
+from provision.errors import BootstrapError
+from provision.inventory import Node
+from provision.preflight import (PROBE_SCRIPT, Listener, NodeFacts, check_clock, check_gpu, check_os, check_ports,
+                                 check_selinux, check_swap, check_unique, evaluate, parse_facts, parse_listeners,
+                                 severity)
+from provision.settings import SshSettings
+from provision.ssh import LocalShell, SshShell
+
+CONTROL_PLANE = Node(name="cp1", address="10.0.0.1", role="control_plane", user="ops")
+WORKER = Node(name="w1", address="10.0.0.2", role="worker", user="ops")
+
+CENTOS7_GPU_PROBE = """\
+@@os-release
+NAME="CentOS Linux"
+VERSION="7 (Core)"
+ID="centos"
+ID_LIKE="rhel fedora"
+VERSION_ID="7"
+PRETTY_NAME="CentOS Linux 7 (Core)"
+@@hostname
+gpu-node-1
+@@product_uuid
+4C4C4544-0042-3510-8052-B4C04F384E32
+@@default_iface
+ens3
+@@interfaces
+docker0 02:42:ac:11:00:01 0
+ens3 52:54:00:12:34:56 1
+ens4 52:54:00:12:34:57 1
+lo 00:00:00:00:00:00 0
+@@cpus
+16
+@@meminfo
+MemTotal:       65690724 kB
+@@listen
+LISTEN 0      128          0.0.0.0:22        0.0.0.0:*    users:(("sshd",pid=1040,fd=3))
+LISTEN 0      4096               *:10250           *:*    users:(("kubelet",pid=2211,fd=20))
+@@time
+1700000000.250000000
+@@swaps
+/dev/dm-1                               partition	8388604	0	-2
+@@fstab
+/dev/mapper/centos-root /                       xfs     defaults        0 0
+/dev/mapper/centos-swap swap                    swap    defaults        0 0
+@@selinux
+Enforcing
+@@nvidia_pci
+0000:3b:00.0
+0000:af:00.0
+@@lspci
+3b:00.0 "3D controller" "NVIDIA Corporation" "GA100 [A100 PCIe 40GB]" -ra1 "NVIDIA Corporation" "Device 145f"
+af:00.0 "3D controller" "NVIDIA Corporation" "GA100 [A100 PCIe 40GB]" -ra1 "NVIDIA Corporation" "Device 145f"
+@@nvidia_driver
+NVRM version: NVIDIA UNIX x86_64 Kernel Module  565.57.01  Thu Oct 10 12:29:05 UTC 2024
+@@kube
+/etc/kubernetes/kubelet.conf
+@@end
+"""
+
+
+def facts(**changes: object) -> NodeFacts:
+    base = parse_facts(CENTOS7_GPU_PROBE)
+    return replace(base, **changes)  # type: ignore[arg-type]
+
+
+def test_probe_output_is_parsed_into_facts() -> None:
+    found = parse_facts(CENTOS7_GPU_PROBE)
+    assert found.os_release["ID"] == "centos" and found.os_release["VERSION_ID"] == "7"
+    assert found.hostname == "gpu-node-1"
+    assert found.product_uuid == "4c4c4544-0042-3510-8052-b4c04f384e32"
+    # physical NICs and the default route's interface; docker0 and lo are not identities
+    assert found.macs == {"ens3": "52:54:00:12:34:56", "ens4": "52:54:00:12:34:57"}
+    assert (found.cpus, found.memory_mb) == (16, 64151)
+    assert Listener(10250, "kubelet", 2211) in found.listeners
+    assert found.swaps_active == ("/dev/dm-1",)
+    assert found.fstab_swaps == ("/dev/mapper/centos-swap swap swap defaults 0 0",)
+    assert found.selinux == "enforcing"
+    assert found.gpus == ("0000:3b:00.0 GA100 [A100 PCIe 40GB]", "0000:af:00.0 GA100 [A100 PCIe 40GB]")
+    assert found.kube_configs == ("/etc/kubernetes/kubelet.conf",)
+
+
+def test_cut_short_probe_output_is_refused() -> None:
+    with pytest.raises(ValueError, match="ended early"):
+        parse_facts(CENTOS7_GPU_PROBE.replace("@@end\n", ""))
+
+
+def test_the_probe_runs_and_parses_on_this_machine() -> None:
+    result = LocalShell().run(PROBE_SCRIPT)
+    assert result.ok, result.stderr
+    found = parse_facts(result.stdout)
+    assert found.cpus >= 1 and found.memory_mb > 0 and found.hostname
+    assert found.os_release.get("ID")
+
+
+@pytest.mark.parametrize(("os_id", "version", "supported"), [
+    ("centos", "7", True), ("centos", "9", True), ("centos", "8", False), ("rocky", "8.10", True),
+    ("almalinux", "9.4", True), ("rocky", "10.0", False), ("ubuntu", "22.04", True), ("ubuntu", "24.04", True),
+    ("ubuntu", "20.04", False), ("ubuntu", "22.10", False), ("debian", "12", True), ("debian", "11", False),
+    ("fedora", "40", False), ("", "", False),
+])
+def test_supported_systems(os_id: str, version: str, supported: bool) -> None:
+    finding = check_os(facts(os_release={"ID": os_id, "VERSION_ID": version, "NAME": os_id}))
+    assert finding.problem is not supported
+    if not supported:
+        assert "Ubuntu 22.04/24.04" in finding.fix
+
+
+def test_cpu_and_memory_block_on_the_control_plane_and_warn_on_workers() -> None:
+    small = facts(cpus=1, memory_mb=1024)
+    cp = {c.name: c for c in evaluate([CONTROL_PLANE], {"cp1": small})["cp1"][0]}
+    worker = {c.name: c for c in evaluate([WORKER], {"w1": small})["w1"][0]}
+    assert (cp["cpu"].status, cp["memory"].status) == ("fail", "fail")
+    assert (worker["cpu"].status, worker["memory"].status) == ("warn", "warn")
+    assert "1700 MB" in cp["memory"].detail
+    assert severity("swap", CONTROL_PLANE) == "warn" and severity("ports", WORKER) == "fail"
+
+
+def test_a_foreign_listener_on_a_kubernetes_port_blocks() -> None:
+    taken = facts(listeners=(Listener(6443, "python3", 812),), kube_configs=())
+    finding = check_ports(taken, CONTROL_PLANE)
+    assert finding.problem and finding.detail == "in use: 6443 (python3 pid 812)"
+    assert "sport = :6443" in finding.fix
+    # a worker only needs 10250
+    assert not check_ports(taken, WORKER).problem
+
+
+def test_a_node_already_in_the_cluster_is_not_blocked_by_its_own_components() -> None:
+    running = facts(listeners=(Listener(6443, "kube-apiserver", 1), Listener(2379, "etcd", 2),
+                               Listener(10250, "kubelet", 3)), kube_configs=("/etc/kubernetes/admin.conf",))
+    finding = check_ports(running, CONTROL_PLANE)
+    assert not finding.problem and finding.detail == "already part of the cluster (etcd, kube-apiserver, kubelet)"
+    # ...but a stranger among them still blocks
+    mixed = replace(running, listeners=running.listeners + (Listener(10259, "nginx", 9),))
+    assert check_ports(mixed, CONTROL_PLANE).problem
+
+
+def test_identities_must_differ_between_nodes() -> None:
+    a = facts(hostname="node-a", product_uuid="u-1", macs={"eth0": "52:54:00:00:00:01"})
+    b = facts(hostname="NODE-A", product_uuid="u-2", macs={"eth0": "52:54:00:00:00:02"})
+    c = facts(hostname="node-c", product_uuid="u-1", macs={"eth0": "52:54:00:00:00:02"})
+    findings = check_unique({"a": a, "b": b, "c": c})
+    problems = {name: {f.name: f.detail for f in found if f.problem} for name, found in findings.items()}
+    assert problems == {
+        "a": {"hostname": "hostname node-a also on b", "product_uuid": "product_uuid u-1 also on c"},
+        "b": {"hostname": "hostname node-a also on a", "mac": "mac 52:54:00:00:00:02 also on c"},
+        "c": {"product_uuid": "product_uuid u-1 also on a", "mac": "mac 52:54:00:00:00:02 also on b"},
+    }
+
+
+def test_clock_skew_beyond_the_limit_blocks_allowing_for_the_round_trip() -> None:
+    assert not check_clock(facts(clock_offset_s=29.0)).problem
+    assert not check_clock(facts(clock_offset_s=-33.0, clock_uncertainty_s=4.0)).problem
+    late = check_clock(facts(clock_offset_s=-95.0, clock_uncertainty_s=0.1))
+    assert late.problem and late.detail.startswith("-95 s") and "timedatectl" in late.fix
+
+
+def test_swap_and_selinux_warn_with_what_prepare_will_do() -> None:
+    swap = check_swap(facts())
+    assert swap.problem and "active: /dev/dm-1" in swap.detail and "prepare turns swap off" in swap.fix
+    assert not check_swap(facts(swaps_active=(), fstab_swaps=())).problem
+    assert check_selinux(facts()).problem
+    assert not check_selinux(facts(selinux="permissive")).problem
+    results = {c.name: c.status for c in evaluate([CONTROL_PLANE], {"cp1": facts()})["cp1"][0]}
+    assert results["swap"] == results["selinux"] == "warn"
+
+
+def test_gpus_are_counted_unless_the_inventory_opts_out() -> None:
+    finding, count = check_gpu(facts(), CONTROL_PLANE)
+    assert count == 2 and finding.detail == "2 NVIDIA GPUs (driver 565.57.01)"
+    _, count = check_gpu(facts(), replace(CONTROL_PLANE, gpu="false"))
+    assert count == 0
+    finding, _ = check_gpu(facts(gpus=(), nvidia_driver=None), replace(WORKER, gpu="true"))
+    assert finding.problem and "no NVIDIA GPU" in finding.detail
+    finding, count = check_gpu(facts(nvidia_driver=None), WORKER)
+    assert count == 2 and not finding.problem and "no driver yet" in finding.detail
+
+
+def test_ss_rows_without_process_names_still_count() -> None:
+    rows = ["LISTEN 0 4096 [::]:6443 [::]:*", "LISTEN 0 128 127.0.0.1:2379 0.0.0.0:*", "garbage"]
+    assert parse_listeners(rows) == (Listener(6443), Listener(2379))
+
+
+def test_an_address_nobody_answers_on_fails_in_bounded_time_naming_the_host() -> None:
+    node = Node(name="nobody", address="127.0.0.1", port=1, role="worker", user="ops")
+    started = time.monotonic()
+    with pytest.raises(BootstrapError, match=r"^nobody \(ops@127\.0\.0\.1:1\): unreachable: .*port 1"):
+        SshShell(node, SshSettings(connect_timeout_s=3)).open()
+    assert time.monotonic() - started < 5
