@@ -1,0 +1,247 @@
+"""The `up` pipeline: phases run in order, a failure stops the run and says where to resume, --from and --only
+resume, a phase finds what it needs from earlier runs (or re-runs a read-only phase that provides it), and
+the summary lists every phase with its time."""
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+from typer.testing import CliRunner
+
+from provision import phases as phases_module
+from provision.cli import app
+from provision.errors import BootstrapError, InputError
+from provision.inventory import load_inventory
+from provision.phases import (NODE_ADD_PHASES, PHASES, UP_PHASES, Phase, PhaseContext, run_phases,
+                              select_phases)
+from provision.settings import Settings
+from provision.state import ClusterState
+from tests.support.apiserver import FakeApiServer
+from tests.test_verify import VERSION, healthy_pods, node, object_list
+
+
+@pytest.fixture
+def cluster(tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
+    monkeypatch.setenv("BOOTSTRAP_STATE_DIR", str(tmp_path / "state"))
+    hosts = tmp_path / "hosts.ini"
+    hosts.write_text("[control_plane]\ncp1 ansible_host=10.20.0.10\n[workers]\nw1 ansible_host=10.20.0.11\n")
+    return load_inventory(hosts)
+
+
+class Recorder:
+    """Fake phases that record their runs, for testing the pipeline itself."""
+
+    def __init__(self) -> None:
+        self.ran: list[str] = []
+
+    def phase(self, name: str, *, fail: bool = False, needs: tuple[str, ...] = (), provides: tuple[str, ...] = (),
+              read_only: bool = False, skip: str | None = None) -> Phase:
+        def check(ctx: PhaseContext) -> str:
+            self.ran.append(name)
+            if "gpus" in provides:
+                ctx.state.gpus = {"cp1": 0, "w1": 2}
+            if fail:
+                raise BootstrapError(f"{name} broke: fix the widget on w1")
+            return f"{name} done"
+        return Phase(name, f"the {name} phase", check, needs=needs, provides=provides,  # type: ignore[arg-type]
+                     read_only=read_only, skip_reason=(lambda ctx: skip) if skip else None)
+
+    def install(self, monkeypatch: pytest.MonkeyPatch, *phases: Phase) -> None:
+        monkeypatch.setattr(phases_module, "PHASES", {p.name: p for p in phases})
+
+
+def context(cluster: Any, **kwargs: Any) -> PhaseContext:
+    return PhaseContext(cluster=cluster, settings=Settings(), state=ClusterState.load(cluster), **kwargs)
+
+
+def test_phases_run_in_order_and_a_failure_stops_the_run(cluster, monkeypatch: pytest.MonkeyPatch) -> None:
+    recorder = Recorder()
+    recorder.install(monkeypatch, recorder.phase("a"), recorder.phase("b", fail=True), recorder.phase("c"))
+    result = run_phases(select_phases(("a", "b", "c")), context(cluster))
+    assert recorder.ran == ["a", "b"]
+    assert [(o.name, o.status) for o in result.outcomes] == [("a", "ok"), ("b", "failed"), ("c", "not run")]
+    assert isinstance(result.error, BootstrapError) and "fix the widget on w1" in str(result.error)
+    assert all(o.seconds >= 0 for o in result.outcomes)
+    # The outcomes are remembered for the next run.
+    saved = ClusterState.load(cluster)
+    assert saved.phases["a"].status == "ok" and saved.phases["b"].status == "failed" and "c" not in saved.phases
+
+
+def test_a_phase_with_nothing_to_do_is_skipped(cluster, monkeypatch: pytest.MonkeyPatch) -> None:
+    recorder = Recorder()
+    recorder.install(monkeypatch, recorder.phase("a"), recorder.phase("gpu", skip="no GPU found by preflight"))
+    result = run_phases(select_phases(("a", "gpu")), context(cluster))
+    assert [(o.name, o.status, o.detail) for o in result.outcomes] == [
+        ("a", "ok", "a done"), ("gpu", "skipped", "no GPU found by preflight")]
+    assert result.ok
+
+
+def test_from_and_only_select_phases() -> None:
+    assert [p.name for p in select_phases(UP_PHASES, from_phase="gpu")] == ["gpu", "verify", "smoke"]
+    assert [p.name for p in select_phases(UP_PHASES, only="network")] == ["network"]
+    assert [p.name for p in select_phases(UP_PHASES)] == list(UP_PHASES)
+    with pytest.raises(InputError, match="unknown phase 'netwrk': phases are preflight, prepare, control_plane"):
+        select_phases(UP_PHASES, only="netwrk")
+    with pytest.raises(InputError, match="exclude each other"):
+        select_phases(UP_PHASES, from_phase="join", only="gpu")
+
+
+def test_up_is_the_issue_order_and_node_add_reuses_its_phases() -> None:
+    assert UP_PHASES == ("preflight", "prepare", "control_plane", "network", "join", "gpu", "verify", "smoke")
+    assert set(NODE_ADD_PHASES) <= set(UP_PHASES)
+    assert all(name in PHASES for name in UP_PHASES)
+    playbooks = {p.name: p.playbook for p in PHASES.values() if p.playbook}
+    assert playbooks == {"prepare": "prepare.yml", "control_plane": "control_plane.yml", "network": "network.yml",
+                         "join": "join.yml", "gpu": "gpu_plugin.yml", "reset": "reset.yml"}
+    root = Path(phases_module.__file__).resolve().parent.parent / "playbooks"
+    assert all((root / playbook).is_file() for name, playbook in playbooks.items() if name != "prepare")
+
+
+def test_a_need_from_a_read_only_phase_runs_it_first(cluster, monkeypatch: pytest.MonkeyPatch) -> None:
+    recorder = Recorder()
+    recorder.install(monkeypatch, recorder.phase("preflight", provides=("gpus",), read_only=True),
+                     recorder.phase("gpu", needs=("gpus",)))
+    result = run_phases(select_phases(("preflight", "gpu"), only="gpu"), context(cluster))
+    assert recorder.ran == ["preflight", "gpu"]
+    assert [o.name for o in result.outcomes] == ["preflight", "gpu"] and result.ok
+    assert ClusterState.load(cluster).gpus == {"cp1": 0, "w1": 2}
+
+    # Next time the saved GPU counts are enough.
+    recorder.ran.clear()
+    run_phases(select_phases(("preflight", "gpu"), only="gpu"), context(cluster))
+    assert recorder.ran == ["gpu"]
+
+
+def test_a_need_from_a_phase_that_changes_nodes_is_not_run_behind_the_users_back(cluster, monkeypatch) -> None:
+    recorder = Recorder()
+    recorder.install(monkeypatch, recorder.phase("control_plane", provides=("kubeconfig",)),
+                     recorder.phase("network", needs=("kubeconfig",)))
+    result = run_phases(select_phases(("control_plane", "network"), only="network"), context(cluster))
+    assert recorder.ran == []
+    assert isinstance(result.error, InputError)
+    assert "run `bootstrap up --from control_plane`" in str(result.error)
+    assert [(o.name, o.status) for o in result.outcomes] == [("network", "not run")]
+
+
+# --- the real verify phase, through the pipeline, against a stand-in API server ----------------------------
+
+def _install_kubeconfig(cluster, server: FakeApiServer) -> None:
+    from provision.kubeconfig import admin_kubeconfig_path
+
+    server.write_kubeconfig(admin_kubeconfig_path(cluster))
+
+
+def _stand_in_cluster(server: FakeApiServer, gpus: int = 2) -> None:
+    server.add("GET", "/version/", VERSION)
+    server.add("GET", "/api/v1/nodes", object_list("NodeList", [node("cp1"), node("w1", gpus=gpus)]))
+    server.add("GET", "/api/v1/namespaces/kube-system/pods", object_list("PodList", healthy_pods()))
+    server.add("DELETE", "/api/v1/namespaces/kube-system/pods", object_list("PodList", []))
+
+    def created(request: Any) -> Any:
+        from tests.support.apiserver import Response
+        body = request.json
+        body["metadata"]["name"] = "probe"
+        return Response(201, body)
+    server.add("POST", "/api/v1/namespaces/kube-system/pods", created)
+    server.add("GET", "/api/v1/namespaces/kube-system/pods/probe",
+               {"metadata": {"name": "probe"}, "spec": {"nodeName": "w1", "containers": [{"name": "c"}]},
+                "status": {"phase": "Succeeded"}})
+    server.add("DELETE", "/api/v1/namespaces/kube-system/pods/probe", {"metadata": {"name": "probe"}})
+
+
+def test_verify_phase_checks_the_gpus_preflight_found(cluster) -> None:
+    with FakeApiServer() as server:
+        _stand_in_cluster(server, gpus=1)
+        _install_kubeconfig(cluster, server)
+        ctx = context(cluster)
+        ctx.state.gpus = {"cp1": 0, "w1": 2}
+        ctx.settings = Settings.model_validate({"verify": {"timeout_s": 10}})
+        result = run_phases([PHASES["verify"]], ctx)
+    assert [(o.name, o.status) for o in result.outcomes] == [("verify", "failed")]
+    assert "w1: advertises 1 nvidia.com/gpu, preflight found 2" in str(result.error)
+
+
+def test_up_only_verify_prints_the_summary_table(cluster, monkeypatch: pytest.MonkeyPatch) -> None:
+    with FakeApiServer() as server:
+        _stand_in_cluster(server)
+        _install_kubeconfig(cluster, server)
+        state = ClusterState(gpus={"cp1": 0, "w1": 2})
+        state.save(cluster)
+        runner = CliRunner()
+        outcome = runner.invoke(app, ["up", "--inventory", str(cluster.inventory_path), "--only", "verify"])
+    assert outcome.exit_code == 0, outcome.output
+    lines = [line for line in outcome.output.splitlines() if line.strip()]
+    table = "\n".join(lines)
+    assert "verify" in table and "ok" in table and "2 nodes Ready, 2 GPUs allocatable, DNS answers" in table
+    assert any(line.startswith("total") for line in lines)
+    assert "admin kubeconfig (mode 0600):" in table
+    saved = json.loads((cluster_state_file(cluster)).read_text())
+    assert saved["phases"]["verify"]["status"] == "ok"
+
+
+def cluster_state_file(cluster) -> Path:
+    from provision.state import cluster_dir
+    return cluster_dir(cluster) / "state.json"
+
+
+def test_a_failed_up_shows_where_to_resume(cluster, monkeypatch: pytest.MonkeyPatch) -> None:
+    recorder = Recorder()
+    recorder.install(monkeypatch, *[recorder.phase(n, fail=(n == "join")) for n in UP_PHASES])
+    outcome = CliRunner().invoke(app, ["up", "--inventory", str(cluster.inventory_path)])
+    assert isinstance(outcome.exception, BootstrapError) and "fix the widget on w1" in str(outcome.exception)
+    assert recorder.ran == ["preflight", "prepare", "control_plane", "network", "join"]
+    output = outcome.output
+    for name, status in (("network", "ok"), ("join", "failed"), ("gpu", "not run"), ("smoke", "not run")):
+        assert any(line.split()[:1] == [name] and line.split()[1:1 + len(status.split())] == status.split()
+                   for line in output.splitlines()), (name, output)
+    assert "--from join" in output
+
+    # The re-run resumes where it failed and finishes the job.
+    recorder.install(monkeypatch, *[recorder.phase(n) for n in UP_PHASES])
+    recorder.ran.clear()
+    outcome = CliRunner().invoke(app, ["up", "--inventory", str(cluster.inventory_path), "--from", "join"])
+    assert outcome.exit_code == 0, outcome.output
+    assert recorder.ran == ["join", "gpu", "verify", "smoke"]
+
+
+def test_node_commands_refuse_the_control_plane_and_unknown_names(cluster) -> None:
+    runner = CliRunner()
+    # (The CLI's main() turns an InputError into exit code 2.)
+    outcome = runner.invoke(app, ["node", "add", "cp1", "--inventory", str(cluster.inventory_path)])
+    assert isinstance(outcome.exception, InputError) and "'cp1' is the control plane" in str(outcome.exception)
+    outcome = runner.invoke(app, ["node", "remove", "w9", "--inventory", str(cluster.inventory_path), "--yes"])
+    assert isinstance(outcome.exception, InputError) and "no host named 'w9'" in str(outcome.exception)
+    outcome = runner.invoke(app, ["node", "add", "w1", "--inventory", str(cluster.inventory_path)])
+    assert isinstance(outcome.exception, InputError) and "run `bootstrap up` first" in str(outcome.exception)
+
+
+def test_reset_asks_before_wiping(cluster, monkeypatch: pytest.MonkeyPatch) -> None:
+    recorder = Recorder()
+    recorder.install(monkeypatch, recorder.phase("drain"), recorder.phase("reset"))
+    outcome = CliRunner().invoke(app, ["reset", "w1", "--inventory", str(cluster.inventory_path)], input="n\n")
+    assert outcome.exit_code == 1 and recorder.ran == []
+    assert "Wipe Kubernetes from w1" in outcome.output
+    outcome = CliRunner().invoke(app, ["reset", "w1", "--inventory", str(cluster.inventory_path), "--yes"])
+    assert outcome.exit_code == 0, outcome.output
+    assert recorder.ran == ["drain", "reset"]
+
+
+def test_down_resets_every_node_and_forgets_the_cluster_here(cluster, monkeypatch: pytest.MonkeyPatch,
+                                                             tmp_path: Path) -> None:
+    from provision.kubeconfig import admin_kubeconfig_path
+    from provision.state import cluster_dir
+
+    recorder = Recorder()
+    seen: list[tuple[str, ...]] = []
+    recorder.install(monkeypatch, Phase("drain", "drain", lambda ctx: seen.append(ctx.target_nodes) or "ok"),
+                     recorder.phase("reset"))
+    admin_kubeconfig_path(cluster).write_text(yaml.safe_dump({"clusters": []}))
+    monkeypatch.setenv("HOME", str(tmp_path / "home"))
+    outcome = CliRunner().invoke(app, ["down", "--inventory", str(cluster.inventory_path), "--yes"])
+    assert outcome.exit_code == 0, outcome.output
+    assert seen == [("w1", "cp1")]  # workers first, the control plane last
+    assert recorder.ran == ["reset"]
+    assert not cluster_dir(cluster, create=False).exists()
