@@ -79,7 +79,7 @@ def download(url: str, dest: Path, md5: str, *, stall_timeout_s: float = DOWNLOA
                                     f"{ARCHIVE_NAME} by other means and put it in {dest.parent}")
     except (urllib.error.URLError, OSError) as exc:
         partial.unlink(missing_ok=True)
-        reason = getattr(exc, "reason", exc)
+        reason = f"HTTP {exc.code} {exc.reason}" if isinstance(exc, urllib.error.HTTPError) else getattr(exc, "reason", exc)
         raise DataError(f"could not download {url}: {reason}; put {ARCHIVE_NAME} in {dest.parent} "
                         "or pass --download-url with a reachable mirror") from None
     except DataError:
