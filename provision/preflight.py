@@ -45,7 +45,7 @@ PROBE_TIMEOUT_S = 60
 
 # The column each check is shown in (`bootstrap preflight` draws one column per family).
 FAMILIES: dict[str, tuple[str, ...]] = {
-    "access": ("ssh", "sudo"),
+    "access": ("ssh", "sudo", "facts"),
     "os": ("os",),
     "resources": ("cpu", "memory"),
     "unique": ("hostname", "product_uuid", "mac"),
@@ -198,7 +198,8 @@ for d in /sys/class/net/*; do
 done
 section cpus; nproc 2>/dev/null || grep -c '^processor' /proc/cpuinfo
 section meminfo; grep '^MemTotal:' /proc/meminfo
-section listen; ss -ltnp 2>/dev/null | tail -n +2
+if command -v ss >/dev/null 2>&1; then section listen; ss -ltnp 2>/dev/null | tail -n +2
+else section proc_net_tcp; cat /proc/net/tcp /proc/net/tcp6 2>/dev/null; fi
 section time; date +%s.%N
 section swaps; tail -n +2 /proc/swaps 2>/dev/null
 section fstab; grep -v '^[[:space:]]*#' /etc/fstab 2>/dev/null
@@ -259,6 +260,16 @@ def parse_listeners(lines: Iterable[str]) -> tuple[Listener, ...]:
     return tuple(found)
 
 
+def parse_proc_net_tcp(lines: Iterable[str]) -> tuple[Listener, ...]:
+    """/proc/net/tcp{,6} rows in state 0A (LISTEN) -> ports, for nodes without `ss` (no process names)."""
+    ports = set()
+    for line in lines:
+        columns = line.split()
+        if len(columns) > 3 and columns[3] == "0A" and ":" in columns[1]:
+            ports.add(int(columns[1].rsplit(":", 1)[1], 16))
+    return tuple(Listener(port) for port in sorted(ports))
+
+
 def parse_facts(text: str) -> NodeFacts:
     """The probe's output -> facts. Raises ValueError when the output is cut short."""
     sections = _sections(text)
@@ -291,7 +302,8 @@ def parse_facts(text: str) -> NodeFacts:
         macs=macs,
         cpus=int(cpu_lines[0]) if cpu_lines else 0,
         memory_mb=memory_kb // 1024,
-        listeners=parse_listeners(sections.get("listen", [])),
+        listeners=parse_listeners(sections["listen"]) if "listen" in sections
+        else parse_proc_net_tcp(sections.get("proc_net_tcp", [])),
         swaps_active=tuple(line.split()[0] for line in sections.get("swaps", []) if line.strip()),
         fstab_swaps=tuple(" ".join(line.split()) for line in sections.get("fstab", [])
                           if len(line.split()) >= 3 and line.split()[2] == "swap"),

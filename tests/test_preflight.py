@@ -11,7 +11,7 @@ from provision.errors import BootstrapError
 from provision.inventory import Node
 from provision.preflight import (PROBE_SCRIPT, Listener, NodeFacts, check_clock, check_gpu, check_os, check_ports,
                                  check_selinux, check_swap, check_unique, evaluate, parse_facts, parse_listeners,
-                                 severity)
+                                 parse_proc_net_tcp, severity)
 from provision.settings import SshSettings
 from provision.ssh import LocalShell, SshShell
 
@@ -187,6 +187,17 @@ def test_gpus_are_counted_unless_the_inventory_opts_out() -> None:
 def test_ss_rows_without_process_names_still_count() -> None:
     rows = ["LISTEN 0 4096 [::]:6443 [::]:*", "LISTEN 0 128 127.0.0.1:2379 0.0.0.0:*", "garbage"]
     assert parse_listeners(rows) == (Listener(6443), Listener(2379))
+
+
+def test_without_ss_listening_ports_come_from_proc_net_tcp() -> None:
+    rows = ["  sl  local_address rem_address   st tx_queue rx_queue tr tm->when retrnsmt   uid",
+            "   0: 00000000:192B 00000000:0000 0A 00000000:00000000 00:00000000 00000000     0",
+            "   1: 0100007F:0016 0100007F:9C40 01 00000000:00000000 00:00000000 00000000     0",
+            "   0: 00000000000000000000000000000000:0016 00000000000000000000000000000000:0000 0A 0"]
+    assert parse_proc_net_tcp(rows) == (Listener(22), Listener(6443))
+    output = CENTOS7_GPU_PROBE.replace("@@listen", "@@proc_net_tcp").replace(
+        'LISTEN 0      128          0.0.0.0:22        0.0.0.0:*    users:(("sshd",pid=1040,fd=3))', rows[1])
+    assert Listener(6443) in parse_facts(output).listeners
 
 
 def test_an_address_nobody_answers_on_fails_in_bounded_time_naming_the_host() -> None:
