@@ -492,6 +492,18 @@ def _describe(exc: Exception) -> str:
     return f"{type(exc).__name__}: {exc}"
 
 
+def build_spec(settings: Settings, mode: Mode, *, namespace: str, gpus: int | None = None, nodes: int | None = None,
+               image: str | None = None, epochs: int | None = None, timeout_s: int | None = None) -> SmokeSpec:
+    """What to run: the arguments given, else `settings.smoke_test`. On CPU the trainer's own CPU defaults
+    (fewer epochs, a smaller synthetic set) apply unless epochs are given here or set in cluster.yaml."""
+    smoke = settings.smoke_test
+    if epochs is None and (mode == "gpu" or "epochs" in smoke.model_fields_set):
+        epochs = smoke.epochs
+    return SmokeSpec(namespace=namespace, image=image or smoke.image, gpus=0 if mode == "cpu" else (gpus or smoke.gpus),
+                     nodes=nodes or smoke.nodes, epochs=epochs, dataset=smoke.dataset,
+                     timeout_s=timeout_s or smoke.timeout_s)
+
+
 def run_smoke_test(
     kubeconfig: Path,
     settings: Settings,
@@ -510,8 +522,8 @@ def run_smoke_test(
 ) -> Verdict:
     """Run the CIFAR-10 smoke test on the cluster behind `kubeconfig` and return its verdict.
 
-    Arguments left None take their value from `settings.smoke_test`. In CPU mode the trainer's own CPU
-    defaults (fewer epochs, a smaller synthetic set) apply unless epochs are given here or in the settings.
+    Arguments left None take their value from `settings.smoke_test` (see build_spec). The Verdict's
+    exit_code is the command's; progress goes to `on_progress` after every poll.
     """
     smoke = settings.smoke_test
     api = load_api_client(kubeconfig)
@@ -524,11 +536,8 @@ def run_smoke_test(
                        f"nodes: {_describe(exc)}", namespace=namespace, mode="cpu" if cpu else "gpu",
                        elapsed_s=round(time.monotonic() - started, 1), cause=FailureKind.API_ERROR,
                        detail=f"cannot list the cluster's nodes: {_describe(exc)}")
-    if epochs is None and (mode == "gpu" or "epochs" in smoke.model_fields_set):
-        epochs = smoke.epochs
-    spec = SmokeSpec(namespace=namespace, image=image or smoke.image, gpus=0 if mode == "cpu" else (gpus or smoke.gpus),
-                     nodes=nodes or smoke.nodes, epochs=epochs, dataset=smoke.dataset,
-                     timeout_s=timeout_s or smoke.timeout_s)
+    spec = build_spec(settings, mode, namespace=namespace, gpus=gpus, nodes=nodes, image=image, epochs=epochs,
+                      timeout_s=timeout_s)
     run = _Run(api, spec, mode, min_accuracy=smoke.min_accuracy, mirrors=resolve_sources(settings).registry_mirrors,
                timings=timings, on_progress=on_progress, sleep=sleep)
     try:

@@ -278,8 +278,7 @@ def test_a_cluster_without_gpus_runs_the_cpu_variant(tmp_path: Path) -> None:
 
 
 def test_several_nodes_get_an_indexed_job_and_a_headless_service(tmp_path: Path) -> None:
-    pods = [succeeded(METRICS | {"world_size": 4, "gpu_count": 4, "nodes": 2}) | {}
-            for _ in range(2)]
+    pods = [succeeded(METRICS | {"world_size": 4, "gpu_count": 4, "nodes": 2}) for _ in range(2)]
     for i, p in enumerate(pods):
         p["metadata"]["name"] = f"{JOB}-{i}-xyz"
         p["metadata"]["labels"]["batch.kubernetes.io/job-completion-index"] = str(i)
@@ -324,3 +323,14 @@ def test_a_missing_kubeconfig_is_a_one_line_error(tmp_path: Path) -> None:
     from provision.errors import BootstrapError
     with pytest.raises(BootstrapError, match="kubeconfig not found"):
         run_smoke_test(tmp_path / "nope", Settings())
+
+
+def test_epochs_follow_the_settings_and_cpu_runs_keep_the_trainers_shorter_default() -> None:
+    from provision.smoke import build_spec
+
+    assert build_spec(Settings(), "gpu", namespace=NS).epochs == 10
+    assert build_spec(Settings(), "cpu", namespace=NS).epochs is None
+    assert build_spec(parse_settings({"smoke_test": {"epochs": 4}}), "cpu", namespace=NS).epochs == 4
+    assert build_spec(Settings(), "cpu", namespace=NS, epochs=1).epochs == 1
+    spec = build_spec(parse_settings({"smoke_test": {"gpus": 8, "nodes": 2}}), "cpu", namespace=NS, image="x:1")
+    assert (spec.gpus, spec.nodes, spec.image) == (0, 2, "x:1")

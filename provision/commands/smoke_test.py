@@ -14,8 +14,8 @@ from rich.text import Text
 
 from provision.commands.options import ConfigOption
 from provision.settings import load_settings
-from provision.smoke import SmokeProgress, Verdict, new_namespace, run_smoke_test
-from provision.smoke_manifests import SmokeSpec, render, to_yaml
+from provision.smoke import SmokeProgress, Verdict, build_spec, new_namespace, run_smoke_test
+from provision.smoke_manifests import render, to_yaml
 
 console = Console(stderr=True, highlight=False)
 
@@ -116,11 +116,10 @@ def register(app: typer.Typer) -> None:
         if print_manifests is not None:
             if print_manifests not in ("job", "pytorchjob"):
                 raise typer.BadParameter("choose job or pytorchjob", param_hint="--print-manifests")
-            smoke = settings.smoke_test
-            spec = SmokeSpec(namespace=new_namespace(), image=image or smoke.image,
-                             gpus=0 if cpu else (gpus or smoke.gpus), nodes=nodes or smoke.nodes,
-                             epochs=epochs if epochs is not None else (None if cpu else smoke.epochs),
-                             dataset=smoke.dataset, timeout_s=timeout or smoke.timeout_s)
+            # Without a cluster to ask, "auto" means GPU unless --cpu or the settings say CPU.
+            mode = "cpu" if cpu or settings.smoke_test.mode == "cpu" else "gpu"
+            spec = build_spec(settings, mode, namespace=new_namespace(), gpus=gpus, nodes=nodes, image=image,
+                              epochs=epochs, timeout_s=timeout)
             typer.echo(to_yaml(render(spec, print_manifests)), nl=False)
             return
         with live_view() as on_progress:
