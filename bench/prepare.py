@@ -1,0 +1,126 @@
+"""Benchmark: wall time of `prepare` on 1, 4 and 8 lab nodes, first run and re-run, in one invocation.
+
+    .venv/bin/python -m bench.prepare                 # sizes 1 4 8, executor from settings (auto: Mitogen)
+    .venv/bin/python -m bench.prepare --sizes 1 8 --executors mitogen stock --write-doc
+
+Each size gets fresh nodes (tests/lab), the placeholder Kubernetes repository (tests/test_prepare_repo.py) and
+Debian's docker.io, exactly as the lab test. The time a run spends per task (summed over hosts) comes from the
+run's own log, so the table says what dominates. Needs root (the lab). Not a test: goals are read, not asserted.
+"""
+from __future__ import annotations
+
+import argparse
+import re
+import statistics
+import sys
+import tempfile
+import time
+from collections import defaultdict
+from dataclasses import dataclass
+from pathlib import Path
+
+from provision import PROJECT_ROOT
+from provision.inventory import load_inventory
+from provision.prepare import prepare
+from provision.settings import load_settings
+from tests.lab.lab import Lab
+from tests.test_prepare_lab import OFFLINE_DIR, push_kubernetes_repo, write_config
+
+DOC = PROJECT_ROOT / "docs" / "benchmarks.md"
+SECTION = "## prepare"
+LOG_LINE = re.compile(r"^(?P<host>\S+)\t(?P<state>[^\t]+)\t(?P<task>.*) \((?P<seconds>[\d.]+)s\)")
+
+
+@dataclass
+class Measurement:
+    nodes: int
+    executor: str
+    first_s: float
+    rerun_s: float
+    rerun_changed: int
+    top_tasks: list[tuple[str, float]]
+
+
+def _task_seconds(run_log: Path) -> dict[str, float]:
+    """Seconds per task, averaged over hosts (what one node waits for), from the run's log."""
+    per_task: dict[str, list[float]] = defaultdict(list)
+    for line in run_log.read_text().splitlines():
+        match = LOG_LINE.match(line)
+        if match:
+            per_task[match["task"]].append(float(match["seconds"]))
+    return {task: statistics.mean(values) for task, values in per_task.items()}
+
+
+def measure(nodes: int, executor: str) -> Measurement:
+    lab = Lab.up(nodes)
+    try:
+        with tempfile.TemporaryDirectory() as scratch:
+            tmp = Path(scratch)
+            push_kubernetes_repo(lab, tmp / "offline")
+            config = write_config(lab, tmp / "cluster.yaml",
+                                  mirrors={"kubernetes_repo": f"file://{OFFLINE_DIR}/kubernetes"},
+                                  container_runtime={"docker_source": "docker.io"},
+                                  ansible={"executor": executor})
+            cluster, settings = load_inventory(lab.inventory_path), load_settings(config)
+            started = time.monotonic()
+            first = prepare(cluster, settings)
+            first_s = time.monotonic() - started
+            started = time.monotonic()
+            again = prepare(cluster, settings)
+            rerun_s = time.monotonic() - started
+            tasks = sorted(_task_seconds(first.playbook.run_dir / "run.log").items(), key=lambda kv: -kv[1])
+            return Measurement(nodes, executor, first_s, rerun_s, sum(again.changed.values()), tasks[:4])
+    finally:
+        lab.down()
+
+
+def render(results: list[Measurement]) -> str:
+    lines = [SECTION, "",
+             f"`bench/prepare.py` on this machine (2 cores shared by the controller and every node), "
+             f"{time.strftime('%Y-%m-%d')}: fresh Debian bookworm lab nodes, Debian's docker.io and containerd from "
+             "the Debian mirror, placeholder Kubernetes packages from a local signed repository.", "",
+             "| executor | nodes | first run | re-run | re-run changes | re-run / first | vs 1 node |",
+             "|---|---|---|---|---|---|---|"]
+    for result in results:
+        base = next((r for r in results if r.executor == result.executor and r.nodes == 1), None)
+        ratio = f"{result.first_s / base.first_s:.2f}x" if base else "-"
+        lines.append(f"| {result.executor} | {result.nodes} | {result.first_s:.1f} s | {result.rerun_s:.1f} s | "
+                     f"{result.rerun_changed} | {result.rerun_s / result.first_s:.0%} | {ratio} |")
+    lines += ["", "Slowest tasks of each first run (seconds a node waits, averaged over nodes):", ""]
+    for result in results:
+        top = ", ".join(f"{task} {seconds:.1f} s" for task, seconds in result.top_tasks)
+        lines.append(f"- {result.executor}, {result.nodes} nodes: {top}")
+    return "\n".join(lines) + "\n"
+
+
+def write_section(text: str) -> None:
+    """Replace (or append) the `## prepare` section of docs/benchmarks.md; other sections stay as they are."""
+    current = DOC.read_text() if DOC.exists() else "# Benchmarks\n"
+    pattern = re.compile(rf"^{re.escape(SECTION)}\n.*?(?=^## |\Z)", re.MULTILINE | re.DOTALL)
+    updated = pattern.sub(lambda _: text + "\n", current) if pattern.search(current) else \
+        current.rstrip("\n") + "\n\n" + text
+    DOC.write_text(updated)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--sizes", type=int, nargs="+", default=[1, 4, 8])
+    parser.add_argument("--executors", nargs="+", default=["auto"], choices=["auto", "mitogen", "stock"])
+    parser.add_argument("--write-doc", action="store_true", help=f"write the results into {DOC}")
+    args = parser.parse_args(argv)
+    results = []
+    for executor in args.executors:
+        for size in args.sizes:
+            result = measure(size, executor)
+            print(f"{executor:8} {size:2} nodes: first {result.first_s:6.1f} s, re-run {result.rerun_s:5.1f} s "
+                  f"(changes {result.rerun_changed})", flush=True)
+            results.append(result)
+    text = render(results)
+    print(text)
+    if args.write_doc:
+        write_section(text)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

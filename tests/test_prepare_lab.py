@@ -1,0 +1,171 @@
+"""`bootstrap prepare` on real nodes (Debian bookworm under systemd-nspawn, reached over SSH).
+
+os_prep and container_runtime run for real (Debian's docker.io and containerd, from the Debian mirror).
+kubernetes_packages runs for real against a local, signed apt repository of PLACEHOLDER packages (see
+tests/test_prepare_repo.py): pkgs.k8s.io cannot be reached here. The default source and NVIDIA's repositories
+are tested up to that boundary: the run fails within a bounded time, naming the repository and the setting.
+"""
+from __future__ import annotations
+
+import re
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+import yaml
+from typer.testing import CliRunner
+
+from provision.cli import app
+from provision.inventory import load_inventory
+from provision.prepare import PrepareResult, prepare
+from provision.settings import load_settings
+from tests.lab.lab import Lab
+from tests.test_prepare_repo import build_kubernetes_repo
+
+OFFLINE_DIR = "/srv/cb-offline"
+SYSCTLS = ("net.bridge.bridge-nf-call-iptables", "net.bridge.bridge-nf-call-ip6tables", "net.ipv4.ip_forward")
+# An unreachable source must fail fast: DNS fails at once here, and every download has a 20 s timeout.
+FAILURE_BOUND_S = 120
+
+
+def push_kubernetes_repo(lab: Lab, tmp: Path) -> None:
+    """Build the placeholder repository once and copy it to every node (a local directory, file://)."""
+    import subprocess
+
+    build_kubernetes_repo(tmp)
+    for node in lab.nodes:
+        archive = subprocess.run(["tar", "-C", str(tmp), "-cf", "-", "."], check=True, capture_output=True).stdout
+        ssh = node.ssh_command("root") + [f"mkdir -p {OFFLINE_DIR} && tar -C {OFFLINE_DIR} -xf -"]
+        subprocess.run(ssh, input=archive, check=True, capture_output=True, timeout=60)
+
+
+def write_config(lab: Lab, path: Path, **sections: dict[str, object]) -> Path:
+    data = yaml.safe_load(lab.config_path.read_text()) or {}
+    for name, values in sections.items():
+        data.setdefault(name, {}).update(values)
+    path.write_text(yaml.safe_dump(data))
+    return path
+
+
+@pytest.fixture(scope="module")
+def lab(lab_factory: Callable[..., Lab]) -> Lab:
+    return lab_factory(3)
+
+
+@pytest.fixture(scope="module")
+def lab_config(lab: Lab, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    tmp = tmp_path_factory.mktemp("prepare")
+    push_kubernetes_repo(lab, tmp / "offline")
+    return write_config(lab, tmp / "cluster.yaml",
+                        mirrors={"kubernetes_repo": f"file://{OFFLINE_DIR}/kubernetes"},
+                        container_runtime={"docker_source": "docker.io"})
+
+
+@pytest.fixture(scope="module")
+def first_run(lab: Lab, lab_config: Path) -> PrepareResult:
+    return prepare(load_inventory(lab.inventory_path), load_settings(lab_config))
+
+
+def test_first_prepare_changes_every_node_and_reports_it_ready(lab: Lab, first_run: PrepareResult) -> None:
+    assert first_run.playbook.ok
+    assert set(first_run.reports) == {node.name for node in lab.nodes}
+    for node in lab.nodes:
+        assert first_run.changed[node.name] > 0
+        assert first_run.reports[node.name].get("hostname") == node.name
+
+
+def test_prepared_nodes_have_the_os_settings_kubeadm_needs(lab: Lab, first_run: PrepareResult) -> None:
+    for node in lab.nodes:
+        run = node.ssh
+        assert run("hostname").stdout.strip() == node.name
+        hosts = run("cat /etc/hosts").stdout
+        block = hosts.split("# BEGIN cluster-bootstrap nodes")[1].split("# END cluster-bootstrap nodes")[0]
+        assert sorted(block.split()) == sorted([n.ip for n in lab.nodes] + [n.name for n in lab.nodes])
+        fstab_swap = [line for line in run("cat /etc/fstab").stdout.splitlines()
+                      if not line.lstrip().startswith("#") and re.search(r"\sswap\s", line)]
+        assert fstab_swap == []
+        assert run("swapon --show --noheadings").stdout.strip() == ""
+        assert run("systemctl is-enabled swap.target", check=False).stdout.strip() == "masked"
+        modules = run("cat /etc/modules-load.d/cluster-bootstrap.conf").stdout.split()
+        assert {"overlay", "br_netfilter"} <= set(modules)
+        persisted = run("cat /etc/sysctl.d/99-cluster-bootstrap.conf").stdout
+        for key in SYSCTLS:
+            assert re.search(rf"^{re.escape(key)}\s*=\s*1$", persisted, re.MULTILINE), key
+            assert run(f"sysctl -n {key}").stdout.strip() == "1"
+        # In a container the clock is the host's: chronyd serves time but never sets it (-x).
+        assert "-x" in run("cat /proc/$(pidof -s chronyd)/cmdline | tr '\\0' ' '").stdout.split()
+
+
+def test_prepared_nodes_run_containerd_for_kubernetes_and_docker(lab: Lab, first_run: PrepareResult) -> None:
+    for node in lab.nodes:
+        run = node.ssh
+        assert run("systemctl is-active containerd docker").stdout.split() == ["active", "active"]
+        dump = run("containerd config dump").stdout
+        assert re.search(r"^\s*SystemdCgroup = true$", dump, re.MULTILINE)
+        assert 'sandbox_image = "registry.k8s.io/pause:3.10"' in dump
+        assert 'config_path = "/etc/containerd/certs.d"' in dump
+        assert run("docker info --format '{{.CgroupDriver}}'").stdout.strip() == "systemd"
+        # crictl comes with cri-tools from the Kubernetes repository (not in Debian): its configuration points
+        # at containerd's socket, and the CRI service behind that socket is up.
+        assert "runtime-endpoint: unix:///run/containerd/containerd.sock" in run("cat /etc/crictl.yaml").stdout
+        cri = [line.split() for line in run("ctr --address /run/containerd/containerd.sock plugins ls").stdout
+               .splitlines() if line.split()[1:2] == ["cri"]]
+        assert cri and cri[0][-1] == "ok"
+
+
+def test_prepared_nodes_have_kubernetes_packages_held_from_the_signed_repository(lab: Lab,
+                                                                                 first_run: PrepareResult) -> None:
+    for node in lab.nodes:
+        run = node.ssh
+        sources = run("cat /etc/apt/sources.list.d/cb-kubernetes.sources").stdout
+        assert f"URIs: file://{OFFLINE_DIR}/kubernetes/v1.31/deb/" in sources
+        assert "Signed-By: /etc/apt/keyrings/cb-kubernetes.asc" in sources
+        assert "trusted" not in sources.lower()
+        assert set(run("apt-mark showhold").stdout.split()) >= {"kubeadm", "kubelet", "kubectl"}
+        assert run("kubeadm").stdout.strip() == "kubeadm placeholder v1.31.0"
+        assert run("systemctl is-enabled kubelet").stdout.strip() == "enabled"
+
+
+def test_a_second_prepare_changes_nothing_on_any_node(lab: Lab, lab_config: Path, first_run: PrepareResult) -> None:
+    again = prepare(load_inventory(lab.inventory_path), load_settings(lab_config))
+    assert again.changed == {node.name: 0 for node in lab.nodes}
+    assert again.playbook.elapsed_s < first_run.playbook.elapsed_s
+
+
+def test_unreachable_kubernetes_repository_fails_fast_by_name_and_leaves_no_broken_source(
+        lab: Lab, tmp_path: Path, first_run: PrepareResult) -> None:
+    default_repo = write_config(lab, tmp_path / "cluster.yaml", container_runtime={"docker_source": "docker.io"})
+    started = time.monotonic()
+    result = CliRunner().invoke(app, ["prepare", "-i", str(lab.inventory_path), "-c", str(default_repo),
+                                      "--limit", "n1"])
+    elapsed = time.monotonic() - started
+    assert result.exit_code == 1, result.output
+    message = " ".join(str(result.exception or "").split()) + " ".join(result.output.split())
+    assert "Kubernetes repository https://pkgs.k8s.io/core:/stable:/v1.31/deb/ is unusable from n1" in message
+    assert "mirrors.kubernetes_repo" in message
+    assert elapsed < FAILURE_BOUND_S
+    # apt keeps working on the node: the unusable source was taken out again.
+    node = lab.node("n1")
+    assert node.ssh("test -e /etc/apt/sources.list.d/cb-kubernetes.sources", check=False).returncode == 1
+    assert node.ssh("apt-get update -q", timeout=120).returncode == 0
+
+
+def test_a_gpu_node_fails_fast_at_nvidias_unreachable_repository(lab: Lab, lab_config: Path, tmp_path: Path,
+                                                                first_run: PrepareResult) -> None:
+    inventory = tmp_path / "hosts.ini"
+    lab.write_inventory(path=inventory)
+    inventory.write_text(inventory.read_text().replace(f"n3 ansible_host={lab.node('n3').ip}",
+                                                       f"n3 ansible_host={lab.node('n3').ip} gpu=true"))
+    started = time.monotonic()
+    result = CliRunner().invoke(app, ["prepare", "-i", str(inventory), "-c", str(lab_config), "--limit", "n3"])
+    assert result.exit_code == 1, result.output
+    message = " ".join(str(result.exception or "").split())
+    assert "NVIDIA CUDA repository https://developer.download.nvidia.com/compute/cuda/repos/debian12/x86_64/ " \
+           "is unusable from n3" in message
+    assert "mirrors.nvidia_cuda_repo" in message
+    assert time.monotonic() - started < FAILURE_BOUND_S
+    node = lab.node("n3")
+    assert "blacklist nouveau" in node.ssh(
+        "cat /etc/modprobe.d/cluster-bootstrap-blacklist-nouveau.conf").stdout
+    assert node.ssh("ls /etc/apt/sources.list.d/ | grep -c nvidia", check=False).stdout.strip() == "0"
