@@ -176,7 +176,8 @@ def _control_plane_check(ctx: PhaseContext) -> str:
     ctx.facts["kubeconfig"] = kubeconfig
     version = wait_for_api(_api(ctx), timeout_s=120)
     wanted = ctx.settings.kubernetes.version
-    if not version.lstrip("v").startswith(wanted + ("" if wanted.count(".") == 2 else ".")):
+    running = version.lstrip("v").split("+")[0]
+    if not (running == wanted if wanted.count(".") == 2 else running.startswith(wanted + ".")):
         raise BootstrapError(f"the API server runs {version} but kubernetes.version is {wanted}: the control plane "
                              "was initialised with another version; `bootstrap down` and `up` again to change it")
     if ctx.merge_context:
