@@ -39,6 +39,8 @@ class Measurement:
     rerun_s: float
     rerun_changed: int
     top_tasks: list[tuple[str, float]]
+    # A further re-run with Ansible's stock strategy (the executor's own cost, nothing else changes).
+    stock_rerun_s: float | None = None
 
 
 def _task_seconds(run_log: Path) -> dict[str, float]:
@@ -51,7 +53,7 @@ def _task_seconds(run_log: Path) -> dict[str, float]:
     return {task: statistics.mean(values) for task, values in per_task.items()}
 
 
-def measure(nodes: int, executor: str) -> Measurement:
+def measure(nodes: int, executor: str, compare_stock: bool = False) -> Measurement:
     lab = Lab.up(nodes)
     try:
         with tempfile.TemporaryDirectory() as scratch:
@@ -68,8 +70,17 @@ def measure(nodes: int, executor: str) -> Measurement:
             started = time.monotonic()
             again = prepare(cluster, settings)
             rerun_s = time.monotonic() - started
+            stock_rerun_s = None
+            if compare_stock:
+                stock = load_settings(write_config(lab, tmp / "stock.yaml", ansible={"executor": "stock"},
+                                                   mirrors={"kubernetes_repo": f"file://{OFFLINE_DIR}/kubernetes"},
+                                                   container_runtime={"docker_source": "docker.io"}))
+                started = time.monotonic()
+                prepare(cluster, stock)
+                stock_rerun_s = time.monotonic() - started
             tasks = sorted(_task_seconds(first.playbook.run_dir / "run.log").items(), key=lambda kv: -kv[1])
-            return Measurement(nodes, executor, first_s, rerun_s, sum(again.changed.values()), tasks[:4])
+            return Measurement(nodes, executor, first_s, rerun_s, sum(again.changed.values()), tasks[:4],
+                               stock_rerun_s)
     finally:
         lab.down()
 
@@ -79,13 +90,15 @@ def render(results: list[Measurement]) -> str:
              f"`bench/prepare.py` on this machine (2 cores shared by the controller and every node), "
              f"{time.strftime('%Y-%m-%d')}: fresh Debian bookworm lab nodes, Debian's docker.io and containerd from "
              "the Debian mirror, placeholder Kubernetes packages from a local signed repository.", "",
-             "| executor | nodes | first run | re-run | re-run changes | re-run / first | vs 1 node |",
-             "|---|---|---|---|---|---|---|"]
+             "| executor | nodes | first run | re-run | re-run changes | re-run / first | first vs 1 node "
+             "| re-run, stock strategy |",
+             "|---|---|---|---|---|---|---|---|"]
     for result in results:
         base = next((r for r in results if r.executor == result.executor and r.nodes == 1), None)
         ratio = f"{result.first_s / base.first_s:.2f}x" if base else "-"
         lines.append(f"| {result.executor} | {result.nodes} | {result.first_s:.1f} s | {result.rerun_s:.1f} s | "
-                     f"{result.rerun_changed} | {result.rerun_s / result.first_s:.0%} | {ratio} |")
+                     f"{result.rerun_changed} | {result.rerun_s / result.first_s:.0%} | {ratio} | "
+                     + (f"{result.stock_rerun_s:.1f} s |" if result.stock_rerun_s is not None else "- |"))
     lines += ["", "Slowest tasks of each first run (seconds a node waits, averaged over nodes):", ""]
     for result in results:
         top = ", ".join(f"{task} {seconds:.1f} s" for task, seconds in result.top_tasks)
@@ -106,14 +119,16 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--sizes", type=int, nargs="+", default=[1, 4, 8])
     parser.add_argument("--executors", nargs="+", default=["auto"], choices=["auto", "mitogen", "stock"])
+    parser.add_argument("--compare-stock", action="store_true",
+                        help="after each re-run, re-run once more with the stock strategy")
     parser.add_argument("--write-doc", action="store_true", help=f"write the results into {DOC}")
     args = parser.parse_args(argv)
     results = []
     for executor in args.executors:
         for size in args.sizes:
-            result = measure(size, executor)
+            result = measure(size, executor, args.compare_stock)
             print(f"{executor:8} {size:2} nodes: first {result.first_s:6.1f} s, re-run {result.rerun_s:5.1f} s "
-                  f"(changes {result.rerun_changed})", flush=True)
+                  f"(changes {result.rerun_changed}), stock re-run {result.stock_rerun_s}", flush=True)
             results.append(result)
     text = render(results)
     print(text)

@@ -17,6 +17,7 @@ import yaml
 from typer.testing import CliRunner
 
 from provision.cli import app
+from provision.errors import BootstrapError
 from provision.inventory import load_inventory
 from provision.prepare import PrepareResult, prepare
 from provision.settings import load_settings
@@ -169,3 +170,19 @@ def test_a_gpu_node_fails_fast_at_nvidias_unreachable_repository(lab: Lab, lab_c
     assert "blacklist nouveau" in node.ssh(
         "cat /etc/modprobe.d/cluster-bootstrap-blacklist-nouveau.conf").stdout
     assert node.ssh("ls /etc/apt/sources.list.d/ | grep -c nvidia", check=False).stdout.strip() == "0"
+
+
+def test_the_mitogen_executor_still_refuses_an_unknown_host_key(lab: Lab, lab_config: Path, tmp_path: Path,
+                                                                first_run: PrepareResult) -> None:
+    empty = tmp_path / "known_hosts"
+    empty.write_text("")
+    config = yaml.safe_load(lab_config.read_text())
+    config["ssh"]["known_hosts_file"] = str(empty)
+    config["ansible"] = {"executor": "mitogen"}
+    strict = tmp_path / "cluster.yaml"
+    strict.write_text(yaml.safe_dump(config))
+    with pytest.raises(BootstrapError) as refused:
+        prepare(load_inventory(lab.inventory_path), load_settings(strict), limit=["n1"])
+    assert "n1: unreachable" in str(refused.value)
+    assert "Host key verification failed" in str(refused.value) or "host key" in str(refused.value).lower()
+    assert empty.read_text() == ""
