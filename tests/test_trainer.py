@@ -103,7 +103,8 @@ def test_inference_refuses_a_file_that_is_not_a_saved_model(trained: Run, tmp_pa
 
 def test_torchrun_with_two_gloo_processes_reports_the_same_metrics(trained: Run, tmp_path: Path) -> None:
     launcher = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc-per-node", "2"]
-    run = run_trainer(tmp_path, [*SMALL, "--data-dir", str(tmp_path / "data")], launcher=launcher)
+    # No --data-dir: both ranks must agree on the default one (local rank 0 writes it, rank 1 reads it).
+    run = run_trainer(tmp_path, SMALL, launcher=launcher)
     assert run.returncode == 0, run.stderr
     assert run.metrics is not None and set(run.metrics) == set(trained.metrics)
     assert run.metrics["world_size"] == 2 and run.metrics["nodes"] == 1
@@ -111,6 +112,7 @@ def test_torchrun_with_two_gloo_processes_reports_the_same_metrics(trained: Run,
     assert run.metrics["test_accuracy"] >= 0.90 and run.metrics["inference_accuracy"] >= 0.90
     # One JSON line and one progress stream, from the local rank 0 only.
     assert len([line for line in run.stderr.splitlines() if line.startswith("epoch 2/2")]) == 1
+    assert (tmp_path / "data-synthetic" / "cifar-10-batches-py" / "test_batch").is_file()
 
 
 def test_missing_data_fails_with_the_fix_in_the_termination_log(tmp_path: Path) -> None:

@@ -72,6 +72,20 @@ def test_the_synthetic_set_is_written_in_the_official_format(tmp_path: Path) -> 
     assert len(set(data.train.labels.tolist())) == 10
 
 
+def test_a_synthetic_set_never_overwrites_a_real_one(tmp_path: Path) -> None:
+    archive, md5 = make_archive(tmp_path)
+    real = cifar_data.locate(archive.parent, md5=md5)
+    (real / cifar_data.META_FILE).write_bytes(pickle.dumps({"label_names": list(cifar_data.CLASSES)}))  # as shipped
+    before = (real / "test_batch").read_bytes()
+    with pytest.raises(cifar_data.DataError, match="holds a real CIFAR-10 set; --synthetic will not overwrite it"):
+        cifar_data.write_synthetic(archive.parent, train_size=20, test_size=10)
+    assert (real / "test_batch").read_bytes() == before
+    # A synthetic set is regenerated in place without complaint.
+    cifar_data.write_synthetic(tmp_path / "synthetic", train_size=20, test_size=10)
+    cifar_data.write_synthetic(tmp_path / "synthetic", train_size=30, test_size=10)
+    assert len(cifar_data.read_folder(tmp_path / "synthetic" / cifar_data.FOLDER_NAME).train) == 30
+
+
 def test_the_synthetic_set_is_the_same_for_the_same_seed_and_differs_between_splits(tmp_path: Path) -> None:
     a = cifar_data.synthetic_images(64, seed=5)
     b = cifar_data.synthetic_images(64, seed=5)

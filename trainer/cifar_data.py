@@ -203,9 +203,20 @@ def synthetic_images(count: int, seed: int, *, noise: float = 48.0) -> Split:
     return Split(images=np.clip(images, 0, 255).round().astype(np.uint8), labels=labels.astype(np.int64))
 
 
+def is_synthetic(folder: Path) -> bool:
+    meta = folder / META_FILE
+    if not meta.is_file():
+        return False
+    with meta.open("rb") as handle:
+        return bool(pickle.load(handle, encoding="latin1").get("synthetic"))
+
+
 def write_synthetic(into: Path, *, train_size: int = 50_000, test_size: int = 10_000, seed: int = 0) -> Path:
     """Write a generated set as a `cifar-10-batches-py` folder under `into`; returns the folder."""
     folder = into / FOLDER_NAME
+    if _is_batches_folder(folder) and not is_synthetic(folder):
+        raise DataError(f"{folder} holds a real CIFAR-10 set; --synthetic will not overwrite it: pass another "
+                        "--data-dir")
     folder.mkdir(parents=True, exist_ok=True)
     train = synthetic_images(train_size, seed)
     test = synthetic_images(test_size, seed + 1)
@@ -226,5 +237,6 @@ def write_synthetic(into: Path, *, train_size: int = 50_000, test_size: int = 10
     })
     _write_pickle(folder / META_FILE, {
         "label_names": list(CLASSES), "num_cases_per_batch": int(bounds[1]), "num_vis": IMAGE_BYTES,
+        "synthetic": True,
     })
     return folder

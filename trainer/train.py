@@ -21,7 +21,6 @@ import json
 import os
 import socket
 import sys
-import tempfile
 import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
@@ -477,8 +476,8 @@ def write_termination_log(payload: dict, path: Path) -> None:
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description="Train a small CNN on CIFAR-10 (or a synthetic set) quickly.")
     parser.add_argument("--data-dir", type=Path, default=None,
-                        help="holds cifar-10-batches-py/ or cifar-10-python.tar.gz (default: ./data; "
-                             "a temporary folder with --synthetic)")
+                        help="holds cifar-10-batches-py/ or cifar-10-python.tar.gz (default: ./data, "
+                             "or ./data-synthetic with --synthetic)")
     parser.add_argument("--download", action="store_true", help="fetch the official archive when it is missing")
     parser.add_argument("--download-url", default=cifar_data.CIFAR_URL, help="where to fetch it (a mirror)")
     parser.add_argument("--md5", default=cifar_data.CIFAR_MD5, help="the archive's expected md5")
@@ -497,7 +496,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     args = parser.parse_args(argv)
     args.dataset_name = "synthetic" if args.synthetic else "cifar10"
     if args.data_dir is None:
-        args.data_dir = Path(tempfile.mkdtemp(prefix="cifar-synthetic-")) if args.synthetic else Path("data")
+        # The same path for every local rank, and never the folder a real data set is kept in.
+        args.data_dir = Path("data-synthetic" if args.synthetic else "data")
     return args
 
 
