@@ -50,3 +50,21 @@ def test_print_manifests_shows_the_pytorchjob_variant_without_a_cluster(tmp_path
     container = replicas["Worker"]["template"]["spec"]["containers"][0]
     assert container["image"] == "registry.local/torch:1"
     assert container["resources"]["limits"]["nvidia.com/gpu"] == "8"
+
+
+def test_the_live_view_shows_each_pod_and_the_epoch_reached() -> None:
+    from rich.console import Console
+
+    from provision.commands.smoke_test import progress_view
+    from provision.smoke import PodView, SmokeProgress
+
+    progress = SmokeProgress(namespace="cb-smoke-1a2b3c", job="cifar10-smoke", mode="gpu", gpus=2, nodes=2,
+                             image="img", stage="training", epoch=3, epochs=10,
+                             pods=[PodView("cifar10-smoke-0-abc", "0", "gpu-1", "Running"),
+                                   PodView("cifar10-smoke-1-def", "1", "", "Pending (ImagePullBackOff)")])
+    console = Console(record=True, width=120)
+    console.print(progress_view(progress))
+    screen = console.export_text()
+    assert "training" in screen and "cb-smoke-1a2b3c" in screen and "2 node(s) x 2 GPU" in screen
+    assert "cifar10-smoke-0-abc" in screen and "gpu-1" in screen and "Pending (ImagePullBackOff)" in screen
+    assert "epoch 3/10  [######" in screen
