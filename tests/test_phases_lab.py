@@ -44,6 +44,8 @@ case "$1" in
       echo "error execution phase wait-control-plane: timed out waiting for the condition" >&2
       exit 1
     fi
+    # A kubeadm that claims success without doing anything (a placeholder package, say).
+    [ -e /root/init-silent ] && exit 0
     mkdir -p /etc/kubernetes
     cat > /etc/kubernetes/admin.conf <<EOF
 apiVersion: v1
@@ -158,6 +160,19 @@ def test_a_failed_init_is_rolled_back_and_reported_without_the_token(lab: Lab) -
                                      "reset --force"]
     assert leaked(result.run_dir) == []
     n1.ssh("rm -f /root/kubeadm-calls")
+
+
+def test_an_init_that_leaves_no_admin_kubeconfig_is_named(lab: Lab) -> None:
+    n1 = lab.node("n1")
+    n1.ssh("touch /root/init-silent")
+    try:
+        result = play("control_plane", context(lab))
+    finally:
+        n1.ssh("rm -f /root/init-silent /root/kubeadm-calls")
+    (failure,) = result.failures
+    assert failure.host == "n1"
+    assert "kubeadm init ended on n1 but /etc/kubernetes/admin.conf is missing" in failure.message
+    assert "kubeadm version" in failure.message
 
 
 def test_control_plane_pulls_images_then_inits_once_and_fetches_a_private_kubeconfig(lab: Lab) -> None:
@@ -289,7 +304,9 @@ def test_gpu_nodes_are_labelled_and_the_device_plugin_applied(lab: Lab) -> None:
     assert labels == [f"--kubeconfig /etc/kubernetes/admin.conf label node {n} nvidia.com/gpu.present=true --overwrite"
                       for n in ("n2", "n3")]
     assert kubectl[-1] == "--kubeconfig /etc/kubernetes/admin.conf apply -f /etc/kubernetes/addons/nvidia"
-    plugin = lab.node("n1").ssh("cat /etc/kubernetes/addons/nvidia/nvidia-device-plugin.yaml").stdout
+    plugin = lab.node("n1").ssh("cat /etc/kubernetes/addons/nvidia/20-nvidia-device-plugin.yaml").stdout
     assert 'image: "nvcr.io/nvidia/k8s-device-plugin:v0.17.0"' in plugin
+    assert lab.node("n1").ssh("ls /etc/kubernetes/addons/nvidia").stdout.split() == [
+        "10-runtimeclass-nvidia.yaml", "20-nvidia-device-plugin.yaml"]
     again = play("gpu", ctx)
     assert again.ok and sum(again.changed.values()) == 0
