@@ -1,6 +1,7 @@
 """`bootstrap smoke-test` as a user runs it: the verdict is printed and is the exit code."""
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import yaml
@@ -22,11 +23,14 @@ def invoke(tmp_path: Path, cluster: Cluster, *args: str) -> tuple[int, str, Fake
 
 
 def test_a_passing_run_exits_0_and_prints_accuracy_and_time(tmp_path: Path) -> None:
-    cluster = Cluster(steps=[(job(("Complete", "", "")), [succeeded(METRICS)], EPOCH_LOG)])
+    log = EPOCH_LOG + json.dumps(METRICS) + "\n"
+    cluster = Cluster(steps=[(job(("Complete", "", "")), [succeeded(METRICS)], log)])
     code, output, api = invoke(tmp_path, cluster)
     assert code == 0, output
     assert "PASS: test accuracy 94.12% in 5.1s" in output
-    assert "epoch 10/10" in output  # the trainer's log is streamed
+    assert "epoch 10/10" in output  # the trainer's log is streamed,
+    assert '{"test_accuracy"' not in output  # but its metrics JSON is shown as a table instead
+    assert "images/s              98,765" in output
     assert api.requests_to("DELETE")
 
 

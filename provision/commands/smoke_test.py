@@ -14,7 +14,7 @@ from rich.text import Text
 
 from provision.commands.options import ConfigOption
 from provision.settings import load_settings
-from provision.smoke import SmokeProgress, Verdict, build_spec, new_namespace, run_smoke_test
+from provision.smoke import SmokeProgress, TrainerMetrics, Verdict, build_spec, new_namespace, run_smoke_test
 from provision.smoke_manifests import render, to_yaml
 
 console = Console(stderr=True, highlight=False)
@@ -40,6 +40,11 @@ def progress_view(progress: SmokeProgress) -> Group:
     return Group(*parts)
 
 
+def log_lines(progress: SmokeProgress) -> list[str]:
+    """The trainer's new log lines, less its final metrics JSON (the verdict shows those as a table)."""
+    return [line for line in progress.new_lines if TrainerMetrics.parse(line) is None]
+
+
 @contextmanager
 def live_view() -> Iterator[Callable[[SmokeProgress], None]]:
     """Log lines scroll above a live table of the pods; without a terminal, the lines and stages only."""
@@ -51,13 +56,13 @@ def live_view() -> Iterator[Callable[[SmokeProgress], None]]:
             if progress.stage != last_stage:
                 console.print(f"[{progress.elapsed:5.1f}s] {progress.stage}")
                 last_stage = progress.stage
-            for line in progress.new_lines:
+            for line in log_lines(progress):
                 console.print(f"  {line}", markup=False)
         yield plain
         return
     with Live(console=console, refresh_per_second=8, transient=True) as live:
         def update(progress: SmokeProgress) -> None:
-            for line in progress.new_lines:
+            for line in log_lines(progress):
                 live.console.print(f"  {line}", markup=False)
             live.update(progress_view(progress))
         yield update
