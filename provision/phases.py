@@ -10,7 +10,6 @@ from __future__ import annotations
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any, Literal
 
 from provision.errors import BootstrapError, InputError
@@ -37,9 +36,6 @@ class PhaseContext:
     on_message: Callable[[str], None] | None = None
     # The smoke test's live view (provision.smoke.SmokeProgress).
     on_smoke_progress: Callable[[Any], None] | None = None
-    # `--merge-kubeconfig`: the context name to merge the admin kubeconfig under (None: do not merge).
-    merge_context: str | None = None
-    merge_target: Path | None = None
     playbook_results: list[PlaybookResult] = field(default_factory=list)
     # Filled by phases for the ones after them and for the CLI's closing lines.
     facts: dict[str, Any] = field(default_factory=dict)
@@ -169,7 +165,7 @@ def _control_plane_vars(ctx: PhaseContext) -> dict[str, Any]:
 
 
 def _control_plane_check(ctx: PhaseContext) -> str:
-    from provision.kubeconfig import fetched_kubeconfig_path, install_admin_kubeconfig, merge_kubeconfig
+    from provision.kubeconfig import fetched_kubeconfig_path, install_admin_kubeconfig
     from provision.verify import wait_for_api
 
     kubeconfig = install_admin_kubeconfig(fetched_kubeconfig_path(ctx.cluster), ctx.cluster)
@@ -180,9 +176,6 @@ def _control_plane_check(ctx: PhaseContext) -> str:
     if not (running == wanted if wanted.count(".") == 2 else running.startswith(wanted + ".")):
         raise BootstrapError(f"the API server runs {version} but kubernetes.version is {wanted}: the control plane "
                              "was initialised with another version; `bootstrap down` and `up` again to change it")
-    if ctx.merge_context:
-        merged = merge_kubeconfig(kubeconfig, ctx.merge_context, *([ctx.merge_target] if ctx.merge_target else []))
-        ctx.facts["merged_kubeconfig"] = (merged, ctx.merge_context)
     return f"API server {version}; kubeconfig {kubeconfig}"
 
 
@@ -252,7 +245,8 @@ def _gpu_check(ctx: PhaseContext) -> str:
                             timeout_s=ctx.settings.verify.timeout_s, on_message=ctx.say)
     report.raise_for_problems("gpu")
     found = sum(f for _, f in report.gpus.values())
-    return f"device plugin {ctx.settings.gpu.device_plugin_version}: {found} GPUs allocatable on {len(report.gpus)} nodes"
+    plugin = ctx.settings.gpu.device_plugin_version
+    return f"device plugin {plugin}: {found} GPUs allocatable on {len(report.gpus)} nodes"
 
 
 # --- verify ------------------------------------------------------------------------------------------------

@@ -22,8 +22,8 @@ def _node_addresses(cluster: Cluster) -> list[tuple[str, ipaddress.IPv4Address |
         try:
             found.append((node.name, ipaddress.ip_address(str(value))))
         except ValueError:
-            raise InputError(f"{cluster.inventory_path}: host '{node.name}': node_ip={value!r} is not an IP "
-                             "address: write the address the node uses to reach the others, e.g. node_ip=10.0.0.5") from None
+            raise InputError(f"{cluster.inventory_path}: host '{node.name}': node_ip={value!r} is not an IP address: "
+                             "write the address the node uses to reach the others, e.g. node_ip=10.0.0.5") from None
     return found
 
 

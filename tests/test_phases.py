@@ -164,15 +164,22 @@ def test_verify_phase_checks_the_gpus_preflight_found(cluster) -> None:
     assert "w1: advertises 1 nvidia.com/gpu, preflight found 2" in str(result.error)
 
 
-def test_up_only_verify_prints_the_summary_table(cluster, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_up_only_verify_prints_the_summary_table_and_merges_the_kubeconfig(
+        cluster, monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    monkeypatch.setenv("HOME", str(tmp_path / "home"))
     with FakeApiServer() as server:
         _stand_in_cluster(server)
         _install_kubeconfig(cluster, server)
         state = ClusterState(gpus={"cp1": 0, "w1": 2})
         state.save(cluster)
         runner = CliRunner()
-        outcome = runner.invoke(app, ["up", "--inventory", str(cluster.inventory_path), "--only", "verify"])
+        outcome = runner.invoke(app, ["up", "--inventory", str(cluster.inventory_path), "--only", "verify",
+                                      "--merge-kubeconfig", "--context", "mylab"])
     assert outcome.exit_code == 0, outcome.output
+    merged = tmp_path / "home" / ".kube" / "config"
+    assert f"merged into {merged} as context 'mylab'" in " ".join(outcome.output.split())
+    assert yaml.safe_load(merged.read_text())["current-context"] == "mylab"
+    assert merged.stat().st_mode & 0o777 == 0o600
     lines = [line for line in outcome.output.splitlines() if line.strip()]
     table = "\n".join(lines)
     assert "verify" in table and "ok" in table and "2 nodes Ready, 2 GPUs allocatable, DNS answers" in table

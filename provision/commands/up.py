@@ -16,7 +16,6 @@ from rich.text import Text
 from provision.commands.live import console, progress_table
 from provision.commands.options import (AcceptHostKeysOption, AskBecomePassOption, ConfigOption, InventoryOption,
                                         VerboseOption)
-from provision.errors import BootstrapError
 from provision.inventory import Cluster
 from provision.phases import UP_PHASES, PhaseContext, PipelineResult, run_phases, select_phases
 from provision.runner import RunProgress
@@ -98,14 +97,13 @@ def ask_become_password(ask: bool) -> str | None:
 
 def run_pipeline(phase_names: tuple[str, ...], cluster: Cluster, settings: Settings, *, title: str,
                  from_phase: str | None = None, only: str | None = None, nodes: tuple[str, ...] | None = None,
-                 verbose: bool = False, become_password: str | None = None,
-                 merge_context: str | None = None) -> PhaseContext:
+                 verbose: bool = False, become_password: str | None = None) -> PhaseContext:
     """Run the phases with the live view, print the summary table, raise the first failure."""
     phases = select_phases(phase_names, from_phase=from_phase, only=only)
     view = PhaseView(verbose)
     ctx = PhaseContext(cluster=cluster, settings=settings, state=ClusterState.load(cluster), nodes=nodes,
                        verbose=verbose, become_password=become_password, on_progress=view.playbook,
-                       on_message=view.message, on_smoke_progress=view.smoke, merge_context=merge_context)
+                       on_message=view.message, on_smoke_progress=view.smoke)
     try:
         result = run_phases(phases, ctx)
     finally:
@@ -123,22 +121,25 @@ def run_pipeline(phase_names: tuple[str, ...], cluster: Cluster, settings: Setti
 def run_up_command(inventory: Path, config: Path | None, *, from_phase: str | None = None, only: str | None = None,
                    verbose: bool = False, accept_new_host_keys: bool = False, ask_become_pass: bool = False,
                    merge_kubeconfig: bool = False, context: str | None = None) -> None:
-    from provision.kubeconfig import admin_kubeconfig_path, default_context_name
+    from provision.kubeconfig import admin_kubeconfig_path, default_context_name, merge_kubeconfig
 
     cluster, settings = load_cluster(inventory, config)
     settings = with_host_key_choice(settings, accept_new_host_keys)
-    merge_context = (context or default_context_name(cluster)) if merge_kubeconfig else None
-    ctx = run_pipeline(UP_PHASES, cluster, settings, title=f"bootstrap up: {inventory}", from_phase=from_phase,
-                       only=only, verbose=verbose, become_password=ask_become_password(ask_become_pass),
-                       merge_context=merge_context)
-    kubeconfig = admin_kubeconfig_path(cluster)
-    if kubeconfig.exists():
-        console.print(f"admin kubeconfig (mode 0600): {kubeconfig}", soft_wrap=True)
-        if "merged_kubeconfig" in ctx.facts:
-            merged, name = ctx.facts["merged_kubeconfig"]
-            console.print(f"merged into {merged} as context '{name}' (now current)", soft_wrap=True)
-        else:
-            console.print(f"  export KUBECONFIG={kubeconfig}   # or re-run with --merge-kubeconfig", soft_wrap=True)
+    try:
+        run_pipeline(UP_PHASES, cluster, settings, title=f"bootstrap up: {inventory}", from_phase=from_phase,
+                     only=only, verbose=verbose, become_password=ask_become_password(ask_become_pass))
+    finally:
+        # Even after a later phase failed, the operator gets the kubeconfig to look at the cluster with.
+        kubeconfig = admin_kubeconfig_path(cluster)
+        if kubeconfig.exists():
+            console.print(f"admin kubeconfig (mode 0600): {kubeconfig}", soft_wrap=True)
+            if merge_kubeconfig:
+                name = context or default_context_name(cluster)
+                merged = merge_kubeconfig(kubeconfig, name)
+                console.print(f"merged into {merged} as context '{name}' (now current)", soft_wrap=True)
+            else:
+                console.print(f"  export KUBECONFIG={kubeconfig}   # or re-run with --merge-kubeconfig",
+                              soft_wrap=True)
 
 
 def register(app: typer.Typer) -> None:
