@@ -202,7 +202,9 @@ def set_cpu_threads(ranks: Ranks) -> int:
     if "OMP_NUM_THREADS" in os.environ:
         threads = max(1, int(os.environ["OMP_NUM_THREADS"]))
     else:
-        threads = max(1, len(os.sched_getaffinity(0)) // ranks.local_world)
+        # The cores this process may run on (a container's cpuset), where the OS can tell.
+        cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
+        threads = max(1, cores // ranks.local_world)
     torch.set_num_threads(threads)
     return threads
 
