@@ -111,7 +111,8 @@ def _expectations(ctx: PhaseContext, nodes: Sequence[str] | None = None):  # typ
     return Expectations(nodes=scope, gpus=gpus, pod_cidr=settings.kubernetes.pod_cidr,
                         dns_domain=settings.kubernetes.dns_domain, gpu_runtime=settings.gpu.runtime,
                         dns_probe_image=_dns_probe_image(settings),
-                        pods_on=None if ctx.nodes is None else tuple(scope))
+                        pods_on=None if ctx.nodes is None else tuple(scope),
+                        dns_node=scope[0] if ctx.nodes is not None and len(scope) == 1 else None)
 
 
 def _dns_probe_image(settings: Settings) -> str:

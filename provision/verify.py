@@ -55,6 +55,8 @@ class Expectations:
     dns_probe_image: str = "docker.io/library/busybox:1.36"
     # Only pods on these nodes are checked (None: every kube-system pod); `node add` checks its node only.
     pods_on: tuple[str, ...] | None = None
+    # Where the DNS probe runs (None: wherever the scheduler puts it); `node add` asks from the new node.
+    dns_node: str | None = None
 
 
 @dataclass
@@ -314,6 +316,7 @@ def dns_probe_pod(expect: Expectations, timeout_s: float) -> client.V1Pod:
                                      labels=dict(DNS_PROBE_LABELS)),
         spec=client.V1PodSpec(
             restart_policy="Never",
+            node_name=expect.dns_node,
             active_deadline_seconds=max(30, int(timeout_s)),
             # Any node will do, the control plane of a single-node cluster included.
             tolerations=[client.V1Toleration(operator="Exists")],

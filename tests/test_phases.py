@@ -252,3 +252,19 @@ def test_down_resets_every_node_and_forgets_the_cluster_here(cluster, monkeypatc
     assert seen == [("w1", "cp1")]  # workers first, the control plane last
     assert recorder.ran == ["reset"]
     assert not cluster_dir(cluster, create=False).exists()
+
+
+def test_verify_for_a_node_added_later_looks_at_that_node(cluster) -> None:
+    with FakeApiServer() as server:
+        _stand_in_cluster(server)
+        # Something unrelated is wrong elsewhere: it is not this run's business.
+        server.add("GET", "/api/v1/nodes", object_list("NodeList", [node("cp1", ready="False", message="disk full"),
+                                                                    node("w1", gpus=2)]))
+        _install_kubeconfig(cluster, server)
+        ctx = context(cluster, nodes=("w1",))
+        ctx.state.gpus = {"cp1": 0, "w1": 2}
+        result = run_phases([PHASES["verify"]], ctx)
+        probe = server.requests_to("POST", "/api/v1/namespaces/kube-system/pods")[0].json
+    assert result.ok, result.error
+    assert result.outcomes[0].detail == "1 nodes Ready, 2 GPUs allocatable, DNS answers"
+    assert probe["spec"]["nodeName"] == "w1"

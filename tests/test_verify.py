@@ -139,6 +139,14 @@ def test_a_healthy_cluster_passes_and_dns_is_probed_from_a_pod_that_is_cleaned_u
     assert container["image"] == "docker.io/library/busybox:1.36"
     assert container["command"] == ["nslookup", "kubernetes.default.svc.cluster.local"]
     assert created.json["spec"]["restartPolicy"] == "Never"
+    assert "nodeName" not in created.json["spec"]
+
+
+def test_a_node_added_later_is_asked_for_dns_itself(cluster: Cluster) -> None:
+    report = cluster.verify(nodes=("w1",), gpus={"w1": 2}, pods_on=("w1",), dns_node="w1")
+    assert report.ok, [p.describe() for p in report.problems]
+    (created,) = cluster.server.requests_to("POST", "/api/v1/namespaces/kube-system/pods")
+    assert created.json["spec"]["nodeName"] == "w1"
     assert cluster.server.requests_to("DELETE", f"/api/v1/namespaces/kube-system/pods/{PROBE}")
 
 
