@@ -30,6 +30,8 @@ from provision.settings import Settings
 from provision.smoke_manifests import RUN_LABEL, SmokeSpec, render
 
 GPU_RESOURCE = "nvidia.com/gpu"
+# The RuntimeClass the GPU role creates when gpu.runtime is "runtimeclass".
+GPU_RUNTIME_CLASS = "nvidia"
 EPOCH_LINE = re.compile(r"^epoch (\d+)/(\d+)\b")
 COMPLETION_INDEX_KEY = "batch.kubernetes.io/job-completion-index"
 DEVICE_PLUGIN_HINT = ("check that the NVIDIA device plugin runs on the GPU nodes (kubectl -n kube-system get pods "
@@ -501,7 +503,8 @@ def build_spec(settings: Settings, mode: Mode, *, namespace: str, gpus: int | No
         epochs = smoke.epochs
     return SmokeSpec(namespace=namespace, image=image or smoke.image, gpus=0 if mode == "cpu" else (gpus or smoke.gpus),
                      nodes=nodes or smoke.nodes, epochs=epochs, dataset=smoke.dataset,
-                     timeout_s=timeout_s or smoke.timeout_s)
+                     timeout_s=timeout_s or smoke.timeout_s,
+                     runtime_class=GPU_RUNTIME_CLASS if settings.gpu.runtime == "runtimeclass" else None)
 
 
 def run_smoke_test(

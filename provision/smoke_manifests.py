@@ -41,6 +41,8 @@ class SmokeSpec:
     # A kept run (--keep) is removed by the TTL controller a day after it ends.
     ttl_s: int = 86_400
     trainer_files: dict[str, str] = field(default_factory=dict)
+    # Set when the NVIDIA runtime is not containerd's default: GPU pods then opt in through this RuntimeClass.
+    runtime_class: str | None = None
 
     @property
     def cpu(self) -> bool:
@@ -112,6 +114,7 @@ def _context(spec: SmokeSpec) -> dict[str, Any]:
         "namespace": spec.namespace,
         "image": spec.image,
         "gpus": gpus,
+        "runtime_class": None if spec.cpu else spec.runtime_class,
         "nodes": spec.nodes,
         "timeout_s": spec.timeout_s,
         "ttl_s": spec.ttl_s,

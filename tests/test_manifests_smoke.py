@@ -167,3 +167,16 @@ def test_printed_manifests_read_back_as_the_same_objects(variant: str) -> None:
     text = to_yaml(objects)
     assert "train.py: |" in text  # the source stays readable in the printout
     assert list(yaml.safe_load_all(text)) == objects
+
+
+def test_gpu_pods_opt_into_the_nvidia_runtime_class_only_when_one_is_named() -> None:
+    from dataclasses import replace
+
+    named = replace(SPECS["three-nodes"], runtime_class="nvidia")
+    pod = by_kind(render(named))["Job"]["spec"]["template"]["spec"]
+    assert pod["runtimeClassName"] == "nvidia"
+    validate_strict(by_kind(render(named))["Job"])
+    assert "runtimeClassName" not in by_kind(render(SPECS["three-nodes"]))["Job"]["spec"]["template"]["spec"]
+    # CPU pods never need the NVIDIA runtime.
+    cpu_pod = by_kind(render(replace(SPECS["cpu"], runtime_class="nvidia")))["Job"]["spec"]["template"]["spec"]
+    assert "runtimeClassName" not in cpu_pod

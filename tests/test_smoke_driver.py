@@ -334,3 +334,10 @@ def test_epochs_follow_the_settings_and_cpu_runs_keep_the_trainers_shorter_defau
     assert build_spec(Settings(), "cpu", namespace=NS, epochs=1).epochs == 1
     spec = build_spec(parse_settings({"smoke_test": {"gpus": 8, "nodes": 2}}), "cpu", namespace=NS, image="x:1")
     assert (spec.gpus, spec.nodes, spec.image) == (0, 2, "x:1")
+
+
+def test_with_the_runtimeclass_setting_gpu_pods_name_the_nvidia_runtime_class(tmp_path: Path) -> None:
+    cluster = Cluster(steps=[(job(("Complete", "", "")), [succeeded(METRICS)], EPOCH_LOG)])
+    outcome = run(tmp_path, cluster, settings=parse_settings({"gpu": {"runtime": "runtimeclass"}}))
+    assert outcome.verdict.passed
+    assert outcome.posted("/jobs")["spec"]["template"]["spec"]["runtimeClassName"] == "nvidia"
