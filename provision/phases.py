@@ -276,7 +276,8 @@ def _smoke(ctx: PhaseContext) -> str:
     verdict = run_smoke_test(admin_kubeconfig_path(ctx.cluster), ctx.settings, on_progress=ctx.on_smoke_progress)
     ctx.facts["smoke_verdict"] = verdict
     if not verdict.passed:
-        raise BootstrapError(f"smoke test: {verdict.summary}" + (f" ({verdict.detail})" if verdict.detail else ""))
+        # A FAIL summary already carries the cause and its detail.
+        raise BootstrapError(f"smoke test: {verdict.summary}")
     return verdict.summary
 
 

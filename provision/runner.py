@@ -198,6 +198,16 @@ def run_playbook(
             progress.play = data.get("play", "")
         elif kind == "playbook_on_task_start":
             progress.task = data.get("task", "")
+        elif kind == "playbook_on_stats":
+            # A failure a rescue block handled is not a failure of the run: trust Ansible's final count. The
+            # failures that count are a host's last ones, since a failure that counts ends the host's play.
+            final_failures = data.get("failures") or {}
+            kept: list[TaskFailure] = []
+            for host, tally in progress.tally.items():
+                tally.failed = int(final_failures.get(host, 0))
+                own = [f for f in progress.failures if f.host == host and not f.unreachable]
+                kept += own[len(own) - tally.failed:] if tally.failed else []
+            progress.failures[:] = [f for f in progress.failures if f.unreachable or f in kept]
         elif kind.startswith("runner_on_") and data.get("host"):
             host, task, res = data["host"], data.get("task", ""), data.get("res", {}) or {}
             tally = progress.tally.setdefault(host, HostTally())

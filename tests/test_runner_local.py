@@ -45,12 +45,14 @@ def test_run_reports_per_host_results_failure_and_keeps_a_log_without_secrets(lo
     assert (tmp_path / "cp1.txt").read_text() == "cp1\n"
     assert result.tally["cp1"].failed == 0 and result.tally["cp1"].changed == 1
     assert result.tally["w1"].failed == 1
+    # The rescued failure is in the log but is no failure of the run.
     assert [(f.host, f.task) for f in result.failures] == [("w1", "Fail on workers")]
     assert "planted failure on w1" in result.failures[0].message
     assert any(task == "Write a marker" for task, _ in seen)
 
     log = (result.run_dir / "run.log").read_text()
     assert "w1\tFAILED\tFail on workers" in log and "cp1\tchanged\tWrite a marker" in log
+    assert "cp1\tFAILED\tFail inside a block" in log
     assert (result.run_dir / "artifacts").is_dir()
     leaked = [p for p in result.run_dir.rglob("*") if p.is_file() and "extravars" not in p.name
               and SECRET in p.read_text(errors="ignore")]
