@@ -28,7 +28,21 @@ from tests.test_prepare_lab import OFFLINE_DIR, push_kubernetes_repo, write_conf
 
 DOC = PROJECT_ROOT / "docs" / "benchmarks.md"
 SECTION = "## prepare"
+PACKAGE_TASK = re.compile(r"^Install |^Read the package lists")
 LOG_LINE = re.compile(r"^(?P<host>\S+)\t(?P<state>[^\t]+)\t(?P<task>.*) \((?P<seconds>[\d.]+)s\)")
+
+
+WHAT_DOMINATES = """What dominates: package installation on the nodes (apt-get update, downloads from the Debian mirror,
+dpkg unpacking and configuring containerd, Docker and their dependencies), which is node CPU and disk work.
+In this lab every node is a container on the same 2 cores as the controller, so eight nodes unpack eight
+copies of the same packages on 2 cores: that, not Ansible, is why 8 nodes take longer than 1 here. On real
+machines each node installs on its own CPU and disk, and what remains shared is the controller's cost per
+task and host, which the re-run isolates (no package work): with Mitogen it stays nearly flat from 1 to 4
+nodes and is about 3x cheaper than Ansible's stock strategy at 8 nodes. What the roles do about it: the
+package manager runs only when dpkg/rpm say something is missing (the apt module alone costs seconds of
+node CPU per call), python3-apt and the prerequisites go in one transaction, a new repository's lists are
+read without re-reading the OS archive, no recommended packages, only the facts the roles read, no
+service_facts, and Mitogen (`ansible.executor: auto`) with the stock strategy as fallback."""
 
 
 @dataclass
@@ -41,6 +55,8 @@ class Measurement:
     top_tasks: list[tuple[str, float]]
     # A further re-run with Ansible's stock strategy (the executor's own cost, nothing else changes).
     stock_rerun_s: float | None = None
+    # Share of a node's task time spent in apt/dpkg (installs and package list reads) on the first run.
+    package_share: float = 0.0
 
 
 def _task_seconds(run_log: Path) -> dict[str, float]:
@@ -78,9 +94,11 @@ def measure(nodes: int, executor: str, compare_stock: bool = False) -> Measureme
                 started = time.monotonic()
                 prepare(cluster, stock)
                 stock_rerun_s = time.monotonic() - started
-            tasks = sorted(_task_seconds(first.playbook.run_dir / "run.log").items(), key=lambda kv: -kv[1])
+            seconds = _task_seconds(first.playbook.run_dir / "run.log")
+            tasks = sorted(seconds.items(), key=lambda kv: -kv[1])
+            packages = sum(v for task, v in seconds.items() if PACKAGE_TASK.search(task))
             return Measurement(nodes, executor, first_s, rerun_s, sum(again.changed.values()), tasks[:4],
-                               stock_rerun_s)
+                               stock_rerun_s, packages / sum(seconds.values()))
     finally:
         lab.down()
 
@@ -99,10 +117,23 @@ def render(results: list[Measurement]) -> str:
         lines.append(f"| {result.executor} | {result.nodes} | {result.first_s:.1f} s | {result.rerun_s:.1f} s | "
                      f"{result.rerun_changed} | {result.rerun_s / result.first_s:.0%} | {ratio} | "
                      + (f"{result.stock_rerun_s:.1f} s |" if result.stock_rerun_s is not None else "- |"))
-    lines += ["", "Slowest tasks of each first run (seconds a node waits, averaged over nodes):", ""]
+    lines += ["", "Slowest tasks of each first run (seconds a node waits, averaged over nodes), and the share of "
+              "a node's task time that went to apt and dpkg:", ""]
     for result in results:
         top = ", ".join(f"{task} {seconds:.1f} s" for task, seconds in result.top_tasks)
-        lines.append(f"- {result.executor}, {result.nodes} nodes: {top}")
+        lines.append(f"- {result.executor}, {result.nodes} nodes: {result.package_share:.0%} apt/dpkg; {top}")
+    lines += ["", "Goals (8 nodes within 1.3x of 1 node; a re-run within 25% of the first run):", ""]
+    for executor in dict.fromkeys(r.executor for r in results):
+        runs = {r.nodes: r for r in results if r.executor == executor}
+        if 1 in runs and max(runs) > 1:
+            widest = runs[max(runs)]
+            ratio = widest.first_s / runs[1].first_s
+            lines.append(f"- {executor}: {widest.nodes} nodes took {ratio:.2f}x the time of 1 node: "
+                         f"{'met' if ratio <= 1.3 else 'missed'}.")
+        worst = max(results, key=lambda r: r.rerun_s / r.first_s)
+        lines.append(f"- {executor}: the slowest re-run took {worst.rerun_s / worst.first_s:.0%} of its first run "
+                     f"({worst.nodes} nodes): {'met' if worst.rerun_s <= 0.25 * worst.first_s else 'missed'}.")
+    lines += ["", WHAT_DOMINATES]
     return "\n".join(lines) + "\n"
 
 
