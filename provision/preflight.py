@@ -34,13 +34,18 @@ KUBE_PROCESSES = frozenset({"kube-apiserver", "etcd", "kubelet", "kube-controlle
 NVIDIA_VENDOR = "0x10de"
 # Supported systems: os-release ID -> the major versions that work.
 SUPPORTED_OS: dict[str, tuple[str, ...]] = {
-    "centos": ("7", "9"),  # CentOS 7 and CentOS Stream 9 (CentOS 8 and Stream 8 are past their end of life)
+    # CentOS Stream 9. CentOS 8 and Stream 8 are past their end of life; CentOS 7 too, and see below.
+    "centos": ("9",),
     "rocky": ("8", "9"),
     "almalinux": ("8", "9"),
     "ubuntu": ("22.04", "24.04"),
     "debian": ("12",),
 }
-SUPPORTED_OS_TEXT = "CentOS 7, CentOS Stream 9, Rocky Linux 8-9, AlmaLinux 8-9, Ubuntu 22.04/24.04, Debian 12"
+SUPPORTED_OS_TEXT = "CentOS Stream 9, Rocky Linux 8-9, AlmaLinux 8-9, Ubuntu 22.04/24.04, Debian 12"
+# ansible-core 2.19 runs its modules with Python >= 3.8 and manages packages through dnf: CentOS 7 has Python
+# 3.6 and yum 3, so no playbook can prepare it. Said plainly rather than failing halfway through prepare.
+CENTOS7_FIX = ("CentOS 7 is end-of-life and cannot be managed by ansible-core 2.19 (Python 3.6, yum 3): "
+               "reinstall the node with Rocky Linux or AlmaLinux 8/9, or CentOS Stream 9 (same RPM family)")
 PROBE_TIMEOUT_S = 60
 
 # The column each check is shown in (`bootstrap preflight` draws one column per family).
@@ -324,6 +329,8 @@ def check_os(facts: NodeFacts) -> Finding:
     wanted = SUPPORTED_OS.get(os_id, ())
     if version in wanted or version.split(".")[0] in wanted:
         return Finding("os", False, name)
+    if os_id in ("centos", "rhel") and version.split(".")[0] == "7":
+        return Finding("os", True, f"{name} is not supported", CENTOS7_FIX)
     return Finding("os", True, f"{name} is not supported", f"use one of: {SUPPORTED_OS_TEXT}")
 
 

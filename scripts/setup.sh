@@ -8,7 +8,8 @@ ROOT=$PWD
 VENV=${VENV:-$ROOT/.venv}
 PY=${PYTHON:-python3}
 
-APT_PACKAGES=(debootstrap systemd-container iptables iproute2 openssh-client)
+# gnupg: the lab tests sign a throwaway apt repository (GPG checks stay on).
+APT_PACKAGES=(debootstrap systemd-container iptables iproute2 openssh-client gnupg)
 missing=()
 for p in "${APT_PACKAGES[@]}"; do dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "ok installed" || missing+=("$p"); done
 if [ ${#missing[@]} -gt 0 ]; then

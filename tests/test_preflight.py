@@ -102,7 +102,7 @@ def test_the_probe_runs_and_parses_on_this_machine() -> None:
 
 
 @pytest.mark.parametrize(("os_id", "version", "supported"), [
-    ("centos", "7", True), ("centos", "9", True), ("centos", "8", False), ("rocky", "8.10", True),
+    ("centos", "9", True), ("centos", "8", False), ("rocky", "8.10", True),
     ("almalinux", "9.4", True), ("rocky", "10.0", False), ("ubuntu", "22.04", True), ("ubuntu", "24.04", True),
     ("ubuntu", "20.04", False), ("ubuntu", "22.10", False), ("debian", "12", True), ("debian", "11", False),
     ("fedora", "40", False), ("", "", False),
@@ -112,6 +112,12 @@ def test_supported_systems(os_id: str, version: str, supported: bool) -> None:
     assert finding.problem is not supported
     if not supported:
         assert "Ubuntu 22.04/24.04" in finding.fix
+
+
+def test_centos_7_is_refused_with_the_reason_and_the_way_out() -> None:
+    finding = check_os(facts())
+    assert finding.problem
+    assert "ansible-core 2.19" in finding.fix and "Rocky Linux or AlmaLinux 8/9" in finding.fix
 
 
 def test_cpu_and_memory_block_on_the_control_plane_and_warn_on_workers() -> None:
