@@ -1,11 +1,13 @@
 """libvirtd in a network namespace of its own, so that a real Vagrant/libvirt machine stays off every network.
 
-    root netns: veth cbvag0 10.89.255.1/30, a Debian mirror proxy on 10.89.255.1:3142 (only /debian and
-                /debian-security of deb.debian.org), iptables: from cbvag0 only that port, never forwarded
+    root netns: veth cbvag0 10.89.255.1/30, a mirror server on 10.89.255.1:3142 (/debian and /debian-security
+                relayed from deb.debian.org, and the test's own directories), iptables: from cbvag0 only that
+                port, never forwarded
     netns cbvagrant: veth cbvag1 10.89.255.2/30 (default route), libvirtd + virtlogd + dnsmasq, the libvirt
                 networks (Vagrant's management NAT, the lab's private network), the QEMU machine
 
-The VM's only way out is the proxy, which the toolkit uses as its OS mirror (`mirrors.os_repo`). The test's
+The VM's only way out is that server, which the toolkit uses as its mirrors (`mirrors.os_repo`, and
+`mirrors.kubernetes_repo` for a stand-in Kubernetes repository). The test's
 own process enters the namespace (setns) so that vagrant, ssh and Ansible run inside it. `down()` removes
 every trace: domains are Vagrant's to destroy, then networks, pool, daemons, rules, veth and namespace.
 """
@@ -58,19 +60,42 @@ def _setns(fd: int) -> None:
 
 
 class _MirrorHandler(BaseHTTPRequestHandler):
-    """A reverse proxy for Debian's archive, nothing else: apt on the VM uses it as its mirror."""
+    """Debian's archive relayed (nothing else of the outside world), plus local directories served as they are
+    (a stand-in repository): the VM's apt uses this server as its mirrors."""
+
+    # URL prefix ("/kubernetes/") -> local directory; set per server in LibvirtNetns._proxy.
+    local_dirs: dict[str, Path] = {}
 
     def do_GET(self) -> None:  # noqa: N802 - http.server's naming
-        self._relay(send_body=True)
+        self._answer(send_body=True)
 
     def do_HEAD(self) -> None:  # noqa: N802
-        self._relay(send_body=False)
+        self._answer(send_body=False)
 
-    def _relay(self, send_body: bool) -> None:
-        if not self.path.startswith(MIRROR_PATHS) or ".." in self.path:
-            self.send_error(403, "only the Debian archive is proxied")
+    def _answer(self, send_body: bool) -> None:
+        path = self.path.split("?", 1)[0]
+        if ".." in path:
+            self.send_error(403)
+        elif path.startswith(MIRROR_PATHS):
+            self._relay(path, send_body)
+        elif (prefix := next((p for p in self.local_dirs if path.startswith(p)), None)) is not None:
+            self._local(self.local_dirs[prefix] / path.removeprefix(prefix), send_body)
+        else:
+            self.send_error(403, "only the Debian archive and the test's own directories are served")
+
+    def _local(self, file: Path, send_body: bool) -> None:
+        if not file.is_file():
+            self.send_error(404)
             return
-        request = urllib.request.Request(MIRROR + self.path, method="GET" if send_body else "HEAD")
+        data = file.read_bytes()
+        self.send_response(200)
+        self.send_header("Content-Length", str(len(data)))
+        self.end_headers()
+        if send_body:
+            self.wfile.write(data)
+
+    def _relay(self, path: str, send_body: bool) -> None:
+        request = urllib.request.Request(MIRROR + path, method="GET" if send_body else "HEAD")
         try:
             with urllib.request.urlopen(request, timeout=60) as upstream:
                 self.send_response(upstream.status)
@@ -90,8 +115,9 @@ class _MirrorHandler(BaseHTTPRequestHandler):
 
 
 class LibvirtNetns:
-    def __init__(self, work_dir: Path):
+    def __init__(self, work_dir: Path, local_dirs: dict[str, Path] | None = None):
         self.work_dir = work_dir
+        self.local_dirs = dict(local_dirs or {})
         self.daemons: list[subprocess.Popen[bytes]] = []
         self.proxy: ThreadingHTTPServer | None = None
         self.networks_before: set[str] = set()
@@ -142,7 +168,9 @@ class LibvirtNetns:
         (netns_etc / "resolv.conf").write_text("nameserver 127.0.0.1\n")
 
     def _proxy(self) -> None:
-        self.proxy = ThreadingHTTPServer((HOST_IP, PROXY_PORT), _MirrorHandler)
+        handler = type("MirrorHandler", (_MirrorHandler,), {"local_dirs": {f"/{name.strip('/')}/": path for name, path
+                                                                            in self.local_dirs.items()}})
+        self.proxy = ThreadingHTTPServer((HOST_IP, PROXY_PORT), handler)
         self.proxy.daemon_threads = True
         threading.Thread(target=self.proxy.serve_forever, name="debian-mirror-proxy", daemon=True).start()
 
