@@ -343,7 +343,10 @@ class Lab:
         elif saved is not None:
             # Later commands act on the machines `up` made, whatever lab.yml or LAB_* say now.
             environment.update(saved.environment())
-        environment["LAB_PLAN_FILE"] = str(plan_file or self.files.plan)
+        # Only where the plan is wanted: the Vagrantfile writes it on every load.
+        environment.pop("LAB_PLAN_FILE", None)
+        if plan_file is not None:
+            environment["LAB_PLAN_FILE"] = str(plan_file)
         return Vagrant(self.root, environment)
 
     def plan(self, options: LabOptions) -> LabPlan:
@@ -369,7 +372,7 @@ class Lab:
                 raise InputError(f"the lab already has {', '.join(left_out)}, which these settings leave out: run "
                                  f"`bootstrap lab down` first, or `bootstrap lab up --workers {len(before.machines) - 1}`")
         settings_document = lab_settings(plan, self.files.known_hosts.resolve(), base_settings)
-        vagrant = self._vagrant(options)
+        vagrant = self._vagrant(options, self.files.plan)
         vagrant.run("up", f"--provider={plan.provider}", on_line=on_line, timeout_s=None, log=self.files.log)
         endpoints = parse_ssh_config(vagrant.run("ssh-config", log=self.files.log))
         self.record_host_keys(vagrant, plan)

@@ -11,7 +11,6 @@ from ipaddress import IPv4Network
 from pathlib import Path
 
 import pytest
-import yaml
 from typer.testing import CliRunner
 
 from provision import PROJECT_ROOT
@@ -20,7 +19,9 @@ from provision.errors import BootstrapError, InputError
 from provision.inventory import load_inventory
 from provision.lab import (
     Lab,
+    LabFiles,
     LabMachine,
+    LabOptions,
     LabPlan,
     Vagrant,
     inventory_text,
@@ -234,6 +235,16 @@ def test_lab_commands_before_lab_up_say_what_to_do(tmp_path: Path) -> None:
     assert isinstance(result.exception, InputError)
     assert "there is no lab here yet: run `bootstrap lab up` first" in str(result.exception)
 
+    # Status works before any `lab up`: Vagrant lists what the Vagrantfile would make, no plan is written.
+    env = _fake_vagrant(tmp_path, """\
+        [ -z "$LAB_PLAN_FILE" ] || exit 3
+        echo "1795295605,lab-control-plane,state,not_created"
+    """)
+    result = CliRunner().invoke(app, ["lab", "status"], env=env | {"BOOTSTRAP_LAB_DIR": str(tmp_path / "none")})
+    assert result.exit_code == 0, result.output
+    assert ["lab-control-plane", "not_created", "-"] in [line.split() for line in result.output.splitlines()]
+    assert not (tmp_path / "none").exists()
+
 
 def test_the_slow_vagrant_test_stays_out_of_a_plain_run() -> None:
     def collect(env: dict[str, str], *args: str) -> str:
@@ -279,3 +290,45 @@ def test_lab_status_and_down_act_on_the_machines_up_made(tmp_path: Path, recorde
     assert calls.read_text().splitlines() == ["status --machine-readable LAB_WORKERS=1",
                                               "destroy --force LAB_WORKERS=1"]
     assert not lab.files.state_dir.exists() and not cluster_state.exists()
+
+
+def test_lab_up_passes_its_options_and_settings_on_then_runs_bootstrap_up(tmp_path: Path,
+                                                                         monkeypatch: pytest.MonkeyPatch) -> None:
+    """The command is thin: flags become the Vagrantfile's variables, --config the base of the lab's settings,
+    then the same pipeline as `bootstrap up` runs on the lab's files and the kubeconfig is named."""
+    made: list[tuple[LabOptions, dict]] = []
+    ran: list[tuple[Path, Path]] = []
+    files = LabFiles(tmp_path / "state")
+    files.state_dir.mkdir()
+    files.inventory.write_text("[control_plane]\nlab-control-plane ansible_host=192.168.56.10\n")
+
+    def fake_up(self: Lab, options: LabOptions, base_settings: dict, on_line: object = None) -> LabFiles:
+        made.append((options, base_settings))
+        return files
+
+    import provision.commands.up as up_command
+
+    monkeypatch.setattr(Lab, "up", fake_up)
+    monkeypatch.setattr(up_command, "run_up_command",
+                        lambda inventory, config, verbose: ran.append((inventory, config)))
+    monkeypatch.setenv("BOOTSTRAP_STATE_DIR", str(tmp_path / "clusters"))
+    mine = tmp_path / "mine.yaml"
+    mine.write_text("kubernetes:\n  version: '1.30'\n")
+    runner = CliRunner()
+
+    result = runner.invoke(app, ["lab", "up", "--workers", "2", "--os", "alma9", "--memory", "3072",
+                                 "--libvirt-driver", "qemu", "--config", str(mine)])
+    assert result.exit_code == 0, result.output
+    assert made == [(LabOptions(workers=2, memory_mb=3072, os="alma9", libvirt_driver="qemu"),
+                     {"kubernetes": {"version": "1.30"}})]
+    assert ran == [(files.inventory, files.settings)]
+    assert f"export KUBECONFIG={tmp_path / 'clusters' / 'lab-control-plane' / 'admin.conf'}" in result.output
+
+    result = runner.invoke(app, ["lab", "up", "--machines-only"])
+    assert result.exit_code == 0 and len(ran) == 1
+    assert f"bootstrap up --inventory {files.inventory} --config {files.settings}" in " ".join(result.output.split())
+
+    mine.write_text("kubernetes:\n  verison: '1.30'\n")
+    result = runner.invoke(app, ["lab", "up", "--config", str(mine)])
+    assert isinstance(result.exception, InputError) and "did you mean 'kubernetes.version'" in str(result.exception)
+    assert len(made) == 2, "bad settings are refused before any machine is made"

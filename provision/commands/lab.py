@@ -73,9 +73,11 @@ def register(app: typer.Typer) -> None:
         console.print("[bold]lab:[/] vagrant up (the first run downloads the box)")
         files = lab.up(options, base, on_line=lambda line: console.print(f"  [dim]{line}[/]", markup=True,
                                                                           highlight=False, soft_wrap=True))
-        console.print(f"[bold]lab:[/] machines answer SSH; inventory {files.inventory}, settings {files.settings}")
+        console.print(f"[bold]lab:[/] machines answer SSH; inventory {files.inventory}, settings {files.settings}",
+                      soft_wrap=True)
         if machines_only:
-            console.print(f"next: bootstrap up --inventory {files.inventory} --config {files.settings}")
+            console.print(f"next: bootstrap up --inventory {files.inventory} --config {files.settings}",
+                          soft_wrap=True)
             return
         kubeconfig = _cluster_up(files, verbose)
         # The API server listens on the control plane's private address, which this machine reaches directly.
