@@ -453,6 +453,10 @@ def train(args: argparse.Namespace) -> Metrics:
         shared = [metrics]
         dist.broadcast_object_list(shared, src=0)
         metrics = shared[0]
+        # Drop DDP's reducer (it holds the process group) and let every rank arrive before the group goes:
+        # destroying it under a live reducer aborts the process with "terminate called" under gloo.
+        del model
+        dist.barrier()
         dist.destroy_process_group()
     metrics.wall_time_s = round(time.perf_counter() - started, 3)
     return metrics
