@@ -8,16 +8,28 @@ ROOT=$PWD
 VENV=${VENV:-$ROOT/.venv}
 PY=${PYTHON:-python3}
 
-# gnupg: the lab tests sign a throwaway apt repository (GPG checks stay on).
-APT_PACKAGES=(debootstrap systemd-container iptables iproute2 openssh-client gnupg)
-missing=()
-for p in "${APT_PACKAGES[@]}"; do dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "ok installed" || missing+=("$p"); done
-if [ ${#missing[@]} -gt 0 ]; then
+# usage: scripts/setup.sh [test|vm]
+#   test (default): what the test suite needs: debootstrap + systemd-nspawn for the lab nodes, iptables/iproute2
+#                   for their network, gnupg to sign the lab's throwaway apt repository, vagrant + vagrant-libvirt
+#                   for `vagrant validate`.
+#   vm:             also libvirt and QEMU, for the Vagrant lab itself (`./dev.sh up` and the slow test).
+PROFILE=${1:-test}
+APT_TEST=(debootstrap systemd-container iptables iproute2 openssh-client gnupg vagrant vagrant-libvirt)
+APT_VM=(libvirt-daemon-system qemu-system-x86 qemu-utils dnsmasq-base e2fsprogs)
+
+apt_install() {  # apt_install [--no-install-recommends] PACKAGE...: only the ones not installed yet
+  local opts=() missing=()
+  [ "$1" = --no-install-recommends ] && { opts=("$1"); shift; }
+  for p in "$@"; do dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "ok installed" || missing+=("$p"); done
+  [ ${#missing[@]} -gt 0 ] || return 0
   echo "setup: installing apt packages: ${missing[*]}"
-  SUDO=""; [ "$(id -u)" = 0 ] || SUDO=sudo
-  $SUDO apt-get update -q >/dev/null
-  DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -q --no-install-recommends "${missing[@]}" >/dev/null
-fi
+  local sudo=""; [ "$(id -u)" = 0 ] || sudo=sudo
+  $sudo apt-get update -q >/dev/null
+  DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -q "${opts[@]}" "${missing[@]}" >/dev/null
+}
+apt_install --no-install-recommends "${APT_TEST[@]}"
+# libvirt's network needs dnsmasq, which it only recommends: the VM set is installed as tested, with recommends.
+if [ "$PROFILE" = vm ]; then apt_install "${APT_VM[@]}"; fi
 
 stamp="$VENV/.setup-stamp"
 want=$(cat pyproject.toml scripts/setup.sh scripts/install_collections.py | sha256sum | cut -c1-16)
