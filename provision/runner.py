@@ -128,7 +128,9 @@ def executor_envvars(settings: Settings) -> dict[str, str]:
     the controller's CPU per task and host is the limit for wide runs.
     """
     choice = settings.ansible.executor
-    if choice == "stock":
+    # Mitogen either enforces host keys or ignores them (StrictHostKeyChecking no, known hosts /dev/null, ahead
+    # of our ssh_args): it cannot record new keys, so accepting them is left to the stock ssh connection.
+    if choice == "stock" or (choice == "auto" and settings.ssh.accept_new_host_keys):
         return {}
     try:
         import ansible_mitogen
@@ -246,7 +248,8 @@ def run_playbook(
         "ANSIBLE_COLLECTIONS_PATH": str(COLLECTIONS_DIR),
         "ANSIBLE_CONFIG": str(PLAYBOOKS_DIR / "ansible.cfg"),
         "ANSIBLE_SSH_ARGS": ssh_args(settings),
-        "ANSIBLE_HOST_KEY_CHECKING": "False" if settings.ssh.accept_new_host_keys else "True",
+        # Always on: ssh_args' StrictHostKeyChecking=accept-new records new keys; off, Mitogen would check none.
+        "ANSIBLE_HOST_KEY_CHECKING": "True",
         "ANSIBLE_PIPELINING": "True",
         "ANSIBLE_TIMEOUT": str(settings.ssh.connect_timeout_s),
         # The ansible-playbook installed beside this interpreter first, so an un-activated virtualenv works too.

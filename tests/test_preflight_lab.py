@@ -3,6 +3,7 @@ node it was planted on, with its fix; unreachable hosts and unknown or changed h
 Also the playbook driver over real SSH: per-host results and a run log."""
 from __future__ import annotations
 
+import subprocess
 import time
 from pathlib import Path
 
@@ -178,3 +179,32 @@ def test_a_playbook_over_ssh_reports_per_host_results_and_leaves_its_run_log(
     again = run_playbook(PROBE_PLAYBOOK, cluster, settings, phase="probe")
     assert again.changed == {"n1": 0, "n2": 0, "n3": 0}
     lab3.nodes[0].ssh("rm /root/cb-probe-marker")
+
+
+@pytest.mark.parametrize("executor", ["auto", "mitogen"])
+def test_a_playbook_with_accept_new_host_keys_records_a_new_key_and_refuses_a_changed_one(
+        lab_factory, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, executor: str) -> None:
+    monkeypatch.setattr("provision.runner.RUNS_DIR", tmp_path / "runs")
+    lab = lab_factory(2)
+    n1, n2 = lab.nodes
+    # n1 is seen for the first time; n2's address answers with other keys than the recorded ones (n1's).
+    lines = lab.known_hosts_path.read_text().splitlines()
+    known_hosts = tmp_path / "known_hosts"
+    known_hosts.write_text("".join(f"{n2.ip} {line.split(' ', 1)[1]}\n" for line in lines
+                                   if line.startswith(f"{n1.ip} ")))
+    settings = load_settings(lab.config_path)
+    accepting = settings.model_copy(update={
+        "ssh": settings.ssh.model_copy(update={"accept_new_host_keys": True, "known_hosts_file": str(known_hosts)}),
+        "ansible": settings.ansible.model_copy(update={"executor": executor})})
+
+    result = run_playbook(PROBE_PLAYBOOK, load_inventory(lab.inventory_path), accepting, phase="probe")
+
+    # A changed key is refused whatever the executor: the run never reaches n2.
+    assert result.tally["n2"].unreachable and result.tally["n2"].ok == 0
+    assert n2.ssh("test -e /root/cb-probe-marker", check=False).returncode != 0
+    if executor == "auto":
+        # A new key is recorded on first contact and the node is used.
+        assert (result.tally["n1"].ok, result.tally["n1"].unreachable) == (3, False)
+        found = subprocess.run(["ssh-keygen", "-F", n1.ip, "-f", str(known_hosts)], capture_output=True, text=True)
+        assert found.returncode == 0 and found.stdout.strip()
+    lab.down()
