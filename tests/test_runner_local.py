@@ -71,3 +71,19 @@ def test_second_run_of_an_idempotent_task_reports_no_change(local_cluster) -> No
     assert again.ok
     assert again.changed == {"cp1": 0}
     assert list(again.tally) == ["cp1"]
+
+
+def test_a_failure_message_with_square_brackets_is_printed_as_written(tmp_path: Path, monkeypatch) -> None:
+    import io
+
+    from rich.console import Console
+
+    from provision.commands import live
+    from provision.runner import HostTally, PlaybookResult, TaskFailure
+
+    out = io.StringIO()
+    monkeypatch.setattr(live, "console", Console(file=out, width=200))
+    failure = TaskFailure("w1", "Join", "kubeadm join: [preflight] file [/etc/kubernetes/kubelet.conf] exists")
+    live.print_result(PlaybookResult("join", "join.yml", 2, "failed", tmp_path, {"w1": HostTally(failed=1)},
+                                     [failure], 1.0))
+    assert "w1: failed at 'Join': kubeadm join: [preflight] file [/etc/kubernetes/kubelet.conf] exists" in out.getvalue()

@@ -156,3 +156,15 @@ def test_cli_prints_one_line_and_exits_2_without_traceback(tmp_path: Path) -> No
     lines = [line for line in result.stderr.splitlines() if line.strip()]
     assert len(lines) == 1 and "overlaps service_cidr" in lines[0]
     assert result.stdout == ""
+
+
+def test_cli_error_line_shows_square_brackets_as_written(tmp_path: Path) -> None:
+    # Group names in brackets are part of the fix; the renderer must not read them as markup (and drop them).
+    inventory_path = tmp_path / "hosts.ini"
+    inventory_path.write_text("[workers]\nw1 ansible_host=10.0.0.2\n")
+    result = subprocess.run(
+        [sys.executable, "-c", "from provision.cli import main; main()", "config", "validate",
+         "--inventory", str(inventory_path)], capture_output=True, text=True, timeout=120)
+    assert result.returncode == 2
+    assert "Traceback" not in result.stderr
+    assert "put exactly one host under [control_plane]" in " ".join(result.stderr.split())

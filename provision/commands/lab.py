@@ -8,6 +8,7 @@ from typing import Annotated, Any
 
 import typer
 import yaml
+from rich.markup import escape
 from rich.table import Table
 
 from provision.commands.live import console
@@ -71,7 +72,7 @@ def register(app: typer.Typer) -> None:
         base = _base_settings(config)
         lab = Lab()
         console.print("[bold]lab:[/] vagrant up (the first run downloads the box)")
-        files = lab.up(options, base, on_line=lambda line: console.print(f"  [dim]{line}[/]", markup=True,
+        files = lab.up(options, base, on_line=lambda line: console.print(f"  [dim]{escape(line)}[/]", markup=True,
                                                                           highlight=False, soft_wrap=True))
         console.print(f"[bold]lab:[/] machines answer SSH; inventory {files.inventory}, settings {files.settings}",
                       soft_wrap=True)
@@ -92,7 +93,7 @@ def register(app: typer.Typer) -> None:
         """Destroy the lab's machines and remove its inventory, known_hosts and settings."""
         if not yes and not typer.confirm("Destroy the lab machines?", default=False):
             raise typer.Exit(1)
-        Lab().down(on_line=lambda line: console.print(f"  [dim]{line}[/]", highlight=False, soft_wrap=True))
+        Lab().down(on_line=lambda line: console.print(f"  [dim]{escape(line)}[/]", highlight=False, soft_wrap=True))
         console.print("[bold]lab:[/] machines destroyed, generated files removed")
 
     @lab_app.command("status")

@@ -6,6 +6,7 @@ from contextlib import contextmanager
 
 from rich.console import Console, Group
 from rich.live import Live
+from rich.markup import escape
 from rich.table import Table
 from rich.text import Text
 
@@ -46,4 +47,4 @@ def print_result(result: PlaybookResult) -> None:
     console.print(f"{result.phase}: {status} in {result.elapsed_s:.1f}s, {changed} changes on "
                   f"{len(result.tally)} hosts  (log: {result.run_dir / 'run.log'})")
     for failure in result.failures:
-        console.print(f"  [red]{failure.describe()}[/]")
+        console.print(f"  [red]{escape(failure.describe())}[/]")

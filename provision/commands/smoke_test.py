@@ -70,7 +70,7 @@ def live_view() -> Iterator[Callable[[SmokeProgress], None]]:
 
 def print_verdict(verdict: Verdict) -> None:
     colour = "green" if verdict.passed else "red"
-    console.print(f"[bold {colour}]{verdict.summary}[/]", soft_wrap=True)
+    console.print(Text(verdict.summary, style=f"bold {colour}"), soft_wrap=True)
     metrics = verdict.metrics
     if metrics:
         table = Table(box=None, pad_edge=False, show_header=False)
@@ -96,7 +96,7 @@ def print_verdict(verdict: Verdict) -> None:
         console.print(f"kept: namespace {verdict.namespace} (kubectl -n {verdict.namespace} get pods; "
                       f"kubectl delete namespace {verdict.namespace} when done)")
     if verdict.cleanup_error:
-        console.print(f"[yellow]warning:[/] {verdict.cleanup_error}")
+        console.print(Text.assemble(("warning:", "yellow"), f" {verdict.cleanup_error}"))
 
 
 def register(app: typer.Typer) -> None:

@@ -10,6 +10,7 @@ from typing import Annotated, Any
 
 import typer
 from rich.live import Live
+from rich.markup import escape
 from rich.table import Table
 from rich.text import Text
 
@@ -56,7 +57,7 @@ class PhaseView:
             self.last_wait = text
             return
         self.stop()
-        console.print(f"[bold cyan]>[/] {text}", soft_wrap=True)
+        console.print(f"[bold cyan]>[/] {escape(text)}", soft_wrap=True)
 
     def playbook(self, progress: RunProgress) -> None:
         if self.interactive:
@@ -80,7 +81,7 @@ def print_summary(result: PipelineResult, title: str) -> None:
     for outcome in result.outcomes:
         seconds = f"{outcome.seconds:.1f}s" if outcome.status in ("ok", "failed") else "-"
         detail = outcome.detail if outcome.status != "failed" else "see the error below"
-        table.add_row(outcome.name, Text(outcome.status, style=STATUS_STYLE[outcome.status]), seconds, detail)
+        table.add_row(outcome.name, Text(outcome.status, style=STATUS_STYLE[outcome.status]), seconds, Text(detail))
     table.add_row("total", "", f"{result.total_seconds:.1f}s", "", style="bold")
     console.print(table)
 
