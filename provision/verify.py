@@ -345,7 +345,10 @@ def check_dns(api: client.ApiClient, expect: Expectations, timeout_s: float, *,
             if phase == "Succeeded":
                 return None
             if phase == "Failed":
-                log = str(call_api(api, core.read_namespaced_pod_log, name, "kube-system")).strip().splitlines()
+                try:
+                    log = str(call_api(api, core.read_namespaced_pod_log, name, "kube-system")).strip().splitlines()
+                except ApiException:
+                    log = []  # ended before its container started (its deadline): there is no log to read
                 return Problem(node, f"cluster DNS did not answer for {target}",
                                f"{log[-1] if log else 'no output'}; check the CoreDNS pods and that kube-proxy "
                                f"and calico-node run on {node}", settled=True)

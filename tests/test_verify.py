@@ -275,6 +275,17 @@ def test_dns_that_does_not_answer(cluster: Cluster) -> None:
     assert cluster.server.requests_to("DELETE", f"/api/v1/namespaces/kube-system/pods/{PROBE}")
 
 
+def test_a_dns_probe_stopped_before_its_container_started_is_a_problem_not_a_crash(cluster: Cluster) -> None:
+    # activeDeadlineSeconds ended the pod while it was still being created: the API has no log to give.
+    cluster.dns("Failed", waiting="ContainerCreating")
+    cluster.server.add("GET", f"/api/v1/namespaces/kube-system/pods/{PROBE}/log", status(
+        400, "BadRequest", f'container "main" in pod "{PROBE}" is waiting to start: ContainerCreating'))
+    text = only_problem(cluster.verify())
+    assert text.startswith("w1: cluster DNS did not answer for kubernetes.default.svc.cluster.local")
+    assert "no output" in text
+    assert cluster.server.requests_to("DELETE", f"/api/v1/namespaces/kube-system/pods/{PROBE}")
+
+
 def test_a_dns_probe_image_that_cannot_be_pulled_is_not_blamed_on_dns(cluster: Cluster) -> None:
     cluster.dns("Pending", waiting="ErrImagePull")
     text = only_problem(cluster.verify())
