@@ -134,6 +134,19 @@ def test_a_second_prepare_changes_nothing_on_any_node(lab: Lab, lab_config: Path
     assert again.playbook.elapsed_s < first_run.playbook.elapsed_s
 
 
+def test_a_node_without_etc_docker_gets_its_docker_configuration(lab: Lab, lab_config: Path,
+                                                                  first_run: PrepareResult) -> None:
+    # Docker CE's RPM ships no /etc/docker and does not start the daemon (RHEL family), so the directory may
+    # not exist when daemon.json is written; Debian's docker.io ships it, so take it away here.
+    node = lab.node("n2")
+    node.ssh("rm -rf /etc/docker")
+    again = prepare(load_inventory(lab.inventory_path), load_settings(lab_config), limit=["n2"])
+    assert again.playbook.ok
+    assert '"native.cgroupdriver=systemd"' in node.ssh("cat /etc/docker/daemon.json").stdout
+    assert node.ssh("stat -c %a /etc/docker").stdout.strip() == "755"
+    assert node.ssh("docker info --format '{{.CgroupDriver}}'").stdout.strip() == "systemd"
+
+
 def test_unreachable_kubernetes_repository_fails_fast_by_name_and_leaves_no_broken_source(
         lab: Lab, tmp_path: Path, first_run: PrepareResult) -> None:
     default_repo = write_config(lab, tmp_path / "cluster.yaml", container_runtime={"docker_source": "docker.io"})
