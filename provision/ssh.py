@@ -171,8 +171,15 @@ class SshShell:
             raise SshError(self.where, f"unreachable: {reason}",
                            f"check ansible_host and that sshd listens on port {node.port}") from None
         except paramiko.SSHException as exc:
+            transport = client.get_transport()
+            # paramiko's own message for a peer that never sends a banner is "No existing session".
+            silent = transport is None or not transport.remote_version
             connection.close()
-            raise SshError(self.where, f"SSH failed: {exc}") from None
+            problem = (f"no SSH server answered on port {node.port} within {timeout} s" if silent
+                       else f"SSH handshake failed: {exc}")
+            raise SshError(self.where, problem,
+                           "check that ansible_host and ansible_port point at the node's sshd "
+                           "(ssh.connect_timeout_s sets the wait)") from None
         self._connection = connection
 
     def run(self, command: str, *, sudo: bool = False, timeout_s: float = 60) -> CommandResult:

@@ -212,3 +212,21 @@ def test_an_address_nobody_answers_on_fails_in_bounded_time_naming_the_host() ->
     with pytest.raises(BootstrapError, match=r"^nobody \(ops@127\.0\.0\.1:1\): unreachable: .*port 1"):
         SshShell(node, SshSettings(connect_timeout_s=3)).open()
     assert time.monotonic() - started < 5
+
+
+def test_a_port_that_accepts_but_never_speaks_ssh_fails_in_bounded_time_with_the_fix(tmp_path) -> None:
+    import socket
+
+    with socket.socket() as silent:
+        silent.bind(("127.0.0.1", 0))
+        silent.listen(1)
+        port = silent.getsockname()[1]
+        node = Node(name="mute", address="127.0.0.1", port=port, role="worker", user="ops")
+        settings = SshSettings(connect_timeout_s=2, known_hosts_file=str(tmp_path / "known_hosts"))
+        started = time.monotonic()
+        with pytest.raises(BootstrapError) as raised:
+            SshShell(node, settings).open()
+    assert time.monotonic() - started < 5
+    assert str(raised.value).startswith(f"mute (ops@127.0.0.1:{port}): ")
+    assert f"no SSH server answered on port {port} within 2 s" in str(raised.value)
+    assert "ansible_port" in str(raised.value) and "\n" not in str(raised.value)
