@@ -189,6 +189,19 @@ def test_up_only_verify_prints_the_summary_table_and_merges_the_kubeconfig(
     assert saved["phases"]["verify"]["status"] == "ok"
 
 
+def test_up_leaves_the_users_kubeconfig_alone_without_merge_kubeconfig(
+        cluster, monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    monkeypatch.setenv("HOME", str(tmp_path / "home"))
+    with FakeApiServer() as server:
+        _stand_in_cluster(server)
+        _install_kubeconfig(cluster, server)
+        ClusterState(gpus={"cp1": 0, "w1": 2}).save(cluster)
+        outcome = CliRunner().invoke(app, ["up", "--inventory", str(cluster.inventory_path), "--only", "verify"])
+    assert outcome.exit_code == 0, outcome.output
+    assert not (tmp_path / "home" / ".kube" / "config").exists()
+    assert "export KUBECONFIG=" in outcome.output and "merged into" not in outcome.output
+
+
 def cluster_state_file(cluster) -> Path:
     from provision.state import cluster_dir
     return cluster_dir(cluster) / "state.json"

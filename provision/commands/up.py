@@ -122,7 +122,7 @@ def run_pipeline(phase_names: tuple[str, ...], cluster: Cluster, settings: Setti
 def run_up_command(inventory: Path, config: Path | None, *, from_phase: str | None = None, only: str | None = None,
                    verbose: bool = False, accept_new_host_keys: bool = False, ask_become_pass: bool = False,
                    merge_kubeconfig: bool = False, context: str | None = None) -> None:
-    from provision.kubeconfig import admin_kubeconfig_path, default_context_name, merge_kubeconfig
+    from provision import kubeconfig as kubeconfigs
 
     cluster, settings = load_cluster(inventory, config)
     settings = with_host_key_choice(settings, accept_new_host_keys)
@@ -131,12 +131,12 @@ def run_up_command(inventory: Path, config: Path | None, *, from_phase: str | No
                      only=only, verbose=verbose, become_password=ask_become_password(ask_become_pass))
     finally:
         # Even after a later phase failed, the operator gets the kubeconfig to look at the cluster with.
-        kubeconfig = admin_kubeconfig_path(cluster)
+        kubeconfig = kubeconfigs.admin_kubeconfig_path(cluster)
         if kubeconfig.exists():
             console.print(f"admin kubeconfig (mode 0600): {kubeconfig}", soft_wrap=True)
             if merge_kubeconfig:
-                name = context or default_context_name(cluster)
-                merged = merge_kubeconfig(kubeconfig, name)
+                name = context or kubeconfigs.default_context_name(cluster)
+                merged = kubeconfigs.merge_kubeconfig(kubeconfig, name)
                 console.print(f"merged into {merged} as context '{name}' (now current)", soft_wrap=True)
             else:
                 console.print(f"  export KUBECONFIG={kubeconfig}   # or re-run with --merge-kubeconfig",
