@@ -227,6 +227,15 @@ def test_a_failed_up_shows_where_to_resume(cluster, monkeypatch: pytest.MonkeyPa
     assert recorder.ran == ["join", "gpu", "verify", "smoke"]
 
 
+def test_up_refuses_a_context_name_without_merge_kubeconfig_before_running_anything(
+        cluster, monkeypatch: pytest.MonkeyPatch) -> None:
+    recorder = Recorder()
+    recorder.install(monkeypatch, *[recorder.phase(n) for n in UP_PHASES])
+    outcome = CliRunner().invoke(app, ["up", "--inventory", str(cluster.inventory_path), "--context", "mylab"])
+    assert isinstance(outcome.exception, InputError) and "--merge-kubeconfig" in str(outcome.exception)
+    assert recorder.ran == []
+
+
 def test_node_commands_refuse_the_control_plane_and_unknown_names(cluster) -> None:
     runner = CliRunner()
     # (The CLI's main() turns an InputError into exit code 2.)

@@ -17,6 +17,7 @@ from rich.text import Text
 from provision.commands.live import console, progress_table
 from provision.commands.options import (AcceptHostKeysOption, AskBecomePassOption, ConfigOption, InventoryOption,
                                         VerboseOption)
+from provision.errors import InputError
 from provision.inventory import Cluster
 from provision.phases import UP_PHASES, PhaseContext, PipelineResult, run_phases, select_phases
 from provision.runner import RunProgress
@@ -124,6 +125,9 @@ def run_up_command(inventory: Path, config: Path | None, *, from_phase: str | No
                    merge_kubeconfig: bool = False, context: str | None = None) -> None:
     from provision import kubeconfig as kubeconfigs
 
+    if context is not None and not merge_kubeconfig:
+        raise InputError("--context names the context --merge-kubeconfig writes: add --merge-kubeconfig, "
+                         "or leave --context out")
     cluster, settings = load_cluster(inventory, config)
     settings = with_host_key_choice(settings, accept_new_host_keys)
     try:
