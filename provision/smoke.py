@@ -504,7 +504,8 @@ def build_spec(settings: Settings, mode: Mode, *, namespace: str, gpus: int | No
     return SmokeSpec(namespace=namespace, image=image or smoke.image, gpus=0 if mode == "cpu" else (gpus or smoke.gpus),
                      nodes=nodes or smoke.nodes, epochs=epochs, dataset=smoke.dataset,
                      timeout_s=timeout_s or smoke.timeout_s,
-                     runtime_class=GPU_RUNTIME_CLASS if settings.gpu.runtime == "runtimeclass" else None)
+                     runtime_class=GPU_RUNTIME_CLASS if settings.gpu.runtime == "runtimeclass" else None,
+                     pip_index=resolve_sources(settings).pip_index)
 
 
 def run_smoke_test(

@@ -38,6 +38,8 @@ class SmokeSpec:
     epochs: int | None = None  # None: the trainer's own default for its device
     dataset: Literal["synthetic", "cifar10"] = "synthetic"
     timeout_s: int = 900
+    # Given to the pods as PIP_INDEX_URL (mirrors.pip_index), for images or commands that install packages.
+    pip_index: str | None = None
     # A kept run (--keep) is removed by the TTL controller a day after it ends.
     ttl_s: int = 86_400
     trainer_files: dict[str, str] = field(default_factory=dict)
@@ -115,6 +117,7 @@ def _context(spec: SmokeSpec) -> dict[str, Any]:
         "image": spec.image,
         "gpus": gpus,
         "runtime_class": None if spec.cpu else spec.runtime_class,
+        "pip_index": spec.pip_index,
         "nodes": spec.nodes,
         "timeout_s": spec.timeout_s,
         "ttl_s": spec.ttl_s,

@@ -336,6 +336,18 @@ def test_epochs_follow_the_settings_and_cpu_runs_keep_the_trainers_shorter_defau
     assert (spec.gpus, spec.nodes, spec.image) == (0, 2, "x:1")
 
 
+def test_the_pip_index_setting_reaches_every_training_container() -> None:
+    from provision.smoke import build_spec
+    from provision.smoke_manifests import render
+
+    settings = parse_settings({"mirrors": {"pip_index": "https://pypi.example.com/simple"}})
+    for nodes in (1, 2):
+        objects = render(build_spec(settings, "cpu", namespace=NS, nodes=nodes))
+        pods = [o["spec"]["template"]["spec"] for o in objects if o["kind"] == "Job"]
+        envs = [{e["name"]: e["value"] for e in c["env"]} for pod in pods for c in pod["containers"]]
+        assert envs and all(env["PIP_INDEX_URL"] == "https://pypi.example.com/simple" for env in envs)
+
+
 def test_with_the_runtimeclass_setting_gpu_pods_name_the_nvidia_runtime_class(tmp_path: Path) -> None:
     cluster = Cluster(steps=[(job(("Complete", "", "")), [succeeded(METRICS)], EPOCH_LOG)])
     outcome = run(tmp_path, cluster, settings=parse_settings({"gpu": {"runtime": "runtimeclass"}}))
