@@ -12,6 +12,8 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
+from kubernetes.client.exceptions import ApiException
+
 from provision.errors import BootstrapError, InputError
 from provision.inventory import Cluster
 from provision.runner import PlaybookResult, RunProgress, run_playbook
@@ -378,6 +380,12 @@ def _run_one(phase: Phase, ctx: PhaseContext) -> PhaseOutcome:
         detail = phase.check(ctx)
     except BootstrapError as exc:
         return PhaseOutcome(phase.name, "failed", time.monotonic() - started, str(exc), exc)
+    except ApiException as exc:
+        # The checks turn the answers they expect into named causes; any other refusal still ends the phase in
+        # one line rather than a traceback.
+        error = BootstrapError(f"{phase.name}: the API server answered HTTP {exc.status} ({exc.reason}) to a "
+                               f"request this phase needed; see `kubectl get events -A` on the cluster")
+        return PhaseOutcome(phase.name, "failed", time.monotonic() - started, str(error), error)
     return PhaseOutcome(phase.name, "ok", time.monotonic() - started, detail)
 
 

@@ -70,6 +70,19 @@ def test_phases_run_in_order_and_a_failure_stops_the_run(cluster, monkeypatch: p
     assert saved.phases["a"].status == "ok" and saved.phases["b"].status == "failed" and "c" not in saved.phases
 
 
+def test_an_unexpected_api_refusal_fails_the_phase_in_one_line(cluster, monkeypatch: pytest.MonkeyPatch) -> None:
+    from kubernetes.client.exceptions import ApiException
+
+    def check(ctx: PhaseContext) -> str:
+        raise ApiException(status=422, reason="Unprocessable Entity")
+
+    monkeypatch.setattr(phases_module, "PHASES", {"a": Phase("a", "the a phase", check)})
+    result = run_phases(select_phases(("a",)), context(cluster))
+    assert [(o.name, o.status) for o in result.outcomes] == [("a", "failed")]
+    assert isinstance(result.error, BootstrapError)
+    assert "HTTP 422 (Unprocessable Entity)" in str(result.error) and "\n" not in str(result.error)
+
+
 def test_a_phase_with_nothing_to_do_is_skipped(cluster, monkeypatch: pytest.MonkeyPatch) -> None:
     recorder = Recorder()
     recorder.install(monkeypatch, recorder.phase("a"), recorder.phase("gpu", skip="no GPU found by preflight"))
