@@ -1,5 +1,5 @@
 """What one `up` run leaves for the next on the operator's machine: per cluster, in a private directory
-named after the control plane. It holds the admin kubeconfig and the outputs later phases need from earlier
+named after the control plane and its address. It holds the admin kubeconfig and the outputs later phases need from earlier
 ones (the GPUs preflight found), so `up --from gpu` can resume without repeating the work before it.
 """
 from __future__ import annotations
@@ -21,7 +21,9 @@ def state_root() -> Path:
 
 def cluster_dir(cluster: Cluster, *, create: bool = True) -> Path:
     """The cluster's private directory (it holds admin credentials: mode 0700)."""
-    path = state_root() / cluster.control_plane.name
+    # The address too: two inventories may both call their control plane "master", and must not share state.
+    control_plane = cluster.control_plane
+    path = state_root() / f"{control_plane.name}@{control_plane.address}"
     if create:
         path.mkdir(parents=True, exist_ok=True, mode=0o700)
         path.chmod(0o700)

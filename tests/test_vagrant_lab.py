@@ -271,7 +271,7 @@ def test_lab_status_and_down_act_on_the_machines_up_made(tmp_path: Path, recorde
         OUT
         exit 0
     """)
-    cluster_state = tmp_path / "clusters" / "lab-control-plane"
+    cluster_state = tmp_path / "clusters" / "lab-control-plane@192.168.56.10"
     cluster_state.mkdir(parents=True)
     (cluster_state / "admin.conf").write_text("apiVersion: v1\n")
     env |= {"BOOTSTRAP_LAB_DIR": str(lab.files.state_dir), "BOOTSTRAP_STATE_DIR": str(tmp_path / "clusters"),
@@ -322,7 +322,7 @@ def test_lab_up_passes_its_options_and_settings_on_then_runs_bootstrap_up(tmp_pa
     assert made == [(LabOptions(workers=2, memory_mb=3072, os="alma9", libvirt_driver="qemu"),
                      {"kubernetes": {"version": "1.30"}})]
     assert ran == [(files.inventory, files.settings)]
-    assert f"export KUBECONFIG={tmp_path / 'clusters' / 'lab-control-plane' / 'admin.conf'}" in result.output
+    assert f"export KUBECONFIG={tmp_path / 'clusters' / 'lab-control-plane@192.168.56.10' / 'admin.conf'}" in result.output
 
     result = runner.invoke(app, ["lab", "up", "--machines-only"])
     assert result.exit_code == 0 and len(ran) == 1
