@@ -36,16 +36,23 @@ NVIDIA_VENDOR = "0x10de"
 SUPPORTED_OS: dict[str, tuple[str, ...]] = {
     # CentOS Stream 9. CentOS 8 and Stream 8 are past their end of life; CentOS 7 too, and see below.
     "centos": ("9",),
-    "rocky": ("8", "9"),
-    "almalinux": ("8", "9"),
+    # EL8 is refused like CentOS 7 (see below).
+    "rocky": ("9",),
+    "almalinux": ("9",),
     "ubuntu": ("22.04", "24.04"),
     "debian": ("12",),
 }
-SUPPORTED_OS_TEXT = "CentOS Stream 9, Rocky Linux 8-9, AlmaLinux 8-9, Ubuntu 22.04/24.04, Debian 12"
-# ansible-core 2.19 runs its modules with Python >= 3.8 and manages packages through dnf: CentOS 7 has Python
-# 3.6 and yum 3, so no playbook can prepare it. Said plainly rather than failing halfway through prepare.
-CENTOS7_FIX = ("CentOS 7 is end-of-life and cannot be managed by ansible-core 2.19 (Python 3.6, yum 3): "
-               "reinstall the node with Rocky Linux or AlmaLinux 8/9, or CentOS Stream 9 (same RPM family)")
+SUPPORTED_OS_TEXT = "CentOS Stream 9, Rocky Linux 9, AlmaLinux 9, Ubuntu 22.04/24.04, Debian 12"
+# ansible-core 2.19 runs its modules with Python >= 3.8 and manages packages through the dnf Python bindings.
+# CentOS 7 has Python 3.6 and yum 3; EL8's dnf bindings exist only for its platform Python 3.6 (ansible/ansible
+# #82068). No playbook can prepare either, so they are refused here, before anything runs.
+RHEL_FAMILY_IDS = ("centos", "rhel", "rocky", "almalinux", "ol")
+OLD_RHEL_FIX = {
+    "7": "CentOS/RHEL 7 is end-of-life and cannot be managed by ansible-core 2.19 (Python 3.6, yum 3): reinstall "
+         "the node with Rocky Linux 9, AlmaLinux 9 or CentOS Stream 9 (same RPM family)",
+    "8": "EL8 cannot be managed by ansible-core 2.19 (its dnf Python bindings exist only for Python 3.6): upgrade "
+         "the node to EL9 (Rocky Linux 9, AlmaLinux 9 or CentOS Stream 9)",
+}
 PROBE_TIMEOUT_S = 60
 
 # The column each check is shown in (`bootstrap preflight` draws one column per family).
@@ -329,8 +336,8 @@ def check_os(facts: NodeFacts) -> Finding:
     wanted = SUPPORTED_OS.get(os_id, ())
     if version in wanted or version.split(".")[0] in wanted:
         return Finding("os", False, name)
-    if os_id in ("centos", "rhel") and version.split(".")[0] == "7":
-        return Finding("os", True, f"{name} is not supported", CENTOS7_FIX)
+    if os_id in RHEL_FAMILY_IDS and version.split(".")[0] in OLD_RHEL_FIX:
+        return Finding("os", True, f"{name} is not supported", OLD_RHEL_FIX[version.split(".")[0]])
     return Finding("os", True, f"{name} is not supported", f"use one of: {SUPPORTED_OS_TEXT}")
 
 

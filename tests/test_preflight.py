@@ -102,7 +102,7 @@ def test_the_probe_runs_and_parses_on_this_machine() -> None:
 
 
 @pytest.mark.parametrize(("os_id", "version", "supported"), [
-    ("centos", "9", True), ("centos", "8", False), ("rocky", "8.10", True),
+    ("centos", "9", True), ("centos", "8", False), ("rocky", "8.10", False), ("rocky", "9.4", True),
     ("almalinux", "9.4", True), ("rocky", "10.0", False), ("ubuntu", "22.04", True), ("ubuntu", "24.04", True),
     ("ubuntu", "20.04", False), ("ubuntu", "22.10", False), ("debian", "12", True), ("debian", "11", False),
     ("fedora", "40", False), ("", "", False),
@@ -111,13 +111,16 @@ def test_supported_systems(os_id: str, version: str, supported: bool) -> None:
     finding = check_os(facts(os_release={"ID": os_id, "VERSION_ID": version, "NAME": os_id}))
     assert finding.problem is not supported
     if not supported:
-        assert "Ubuntu 22.04/24.04" in finding.fix
+        # The fix names what to use instead: the whole list, or for old RHEL releases the RPM-family successor.
+        assert "Ubuntu 22.04/24.04" in finding.fix or "Rocky Linux 9" in finding.fix
 
 
-def test_centos_7_is_refused_with_the_reason_and_the_way_out() -> None:
+def test_centos_7_and_el8_are_refused_with_the_reason_and_the_way_out() -> None:
     finding = check_os(facts())
     assert finding.problem
-    assert "ansible-core 2.19" in finding.fix and "Rocky Linux or AlmaLinux 8/9" in finding.fix
+    assert "ansible-core 2.19" in finding.fix and "Rocky Linux 9" in finding.fix
+    el8 = check_os(facts(os_release={"ID": "almalinux", "VERSION_ID": "8.10", "NAME": "AlmaLinux"}))
+    assert el8.problem and "dnf Python bindings" in el8.fix and "upgrade the node to EL9" in el8.fix
 
 
 def test_cpu_and_memory_block_on_the_control_plane_and_warn_on_workers() -> None:

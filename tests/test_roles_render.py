@@ -157,7 +157,8 @@ def test_centos_7_is_refused_before_anything_is_changed() -> None:
                                         trusted_as_template=True)
     message = centos7.templar.template(tasks[1]["ansible.builtin.assert"]["fail_msg"])
     assert "CentOS 7.9" in message and "end-of-life" in message and "ansible-core 2.19 cannot manage it" in message
-    for supported in ("rocky8", "rocky9", "rhel9", "ubuntu2204", "debian12"):
+    assert Rendered("rocky8")("ansible_distribution_major_version in os_prep_supported[ansible_distribution]") is False
+    for supported in ("rocky9", "rhel9", "ubuntu2204", "debian12"):
         assert Rendered(supported)("ansible_distribution_major_version in os_prep_supported[ansible_distribution]")
 
 

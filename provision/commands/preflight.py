@@ -21,7 +21,7 @@ STATUS_MARK = {"ok": "ok", "warn": "warn", "fail": "FAIL"}
 HELP = """Run the pre-flight checks on every node in the inventory, without changing anything.
 
 Each node is reached over SSH (host keys checked against ssh.known_hosts_file) and checked, all nodes in
-parallel: sudo without a prompt, a supported OS (CentOS Stream 9, Rocky/AlmaLinux 8-9, Ubuntu
+parallel: sudo without a prompt, a supported OS (CentOS Stream 9, Rocky/AlmaLinux 9, Ubuntu
 22.04/24.04, Debian 12), at least 2 CPUs and 1700 MB of memory on the control plane, a hostname,
 product_uuid and MAC address no other node has, the Kubernetes ports free, a clock within 30 s of this
 machine's, swap and SELinux (which prepare will change), and NVIDIA GPUs with their driver. Failures block
