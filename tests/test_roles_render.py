@@ -255,3 +255,13 @@ def test_every_role_variable_renders_for_every_supported_os(os: str) -> None:
         value = r(name)
         assert value not in (None, ""), name
         assert "{{" not in str(value), name
+
+
+def test_every_dnf_repository_checks_signatures_of_its_packages_or_its_metadata() -> None:
+    rocky = Rendered("rocky9")
+    repos = {name: rocky(name) for name in ("container_runtime_docker_repo", "nvidia_cuda_repo", "nvidia_toolkit_repo")}
+    for name, repo in repos.items():
+        checks = (repo.get("gpgcheck", True), repo.get("repo_gpgcheck", True))
+        assert any(str(c).lower() == "true" for c in checks), name
+    # Docker signs its packages (as its own docker-ce.repo checks); that check is never dropped.
+    assert repos["container_runtime_docker_repo"].get("gpgcheck", True) is True
