@@ -147,6 +147,31 @@ def test_a_node_without_etc_docker_gets_its_docker_configuration(lab: Lab, lab_c
     assert node.ssh("docker info --format '{{.CgroupDriver}}'").stdout.strip() == "systemd"
 
 
+def test_a_registry_mirror_dropped_from_the_settings_is_no_longer_configured(lab: Lab, lab_config: Path, tmp_path: Path,
+                                                                             first_run: PrepareResult) -> None:
+    node = lab.node("n3")
+
+    def config_with(name: str, registry_mirrors: dict[str, list[str]]) -> Path:
+        return write_config(lab, tmp_path / name, mirrors={"kubernetes_repo": f"file://{OFFLINE_DIR}/kubernetes"},
+                            container_runtime={"docker_source": "docker.io", "registry_mirrors": registry_mirrors})
+
+    mirrors = {"docker.io": ["https://hub.mirror.example"], "quay.io": ["https://quay.mirror.example"]}
+    with_mirrors = config_with("mirrors.yaml", mirrors)
+    assert prepare(load_inventory(lab.inventory_path), load_settings(with_mirrors), limit=["n3"]).playbook.ok
+    node.ssh("install -d /etc/containerd/certs.d/quay.io && echo operator-ca > /etc/containerd/certs.d/quay.io/ca.crt")
+    assert "hub.mirror.example" in node.ssh("cat /etc/containerd/certs.d/docker.io/hosts.toml").stdout
+
+    only_docker = config_with("docker-only.yaml", {"docker.io": mirrors["docker.io"]})
+    assert prepare(load_inventory(lab.inventory_path), load_settings(only_docker), limit=["n3"]).playbook.ok
+    assert node.ssh("test -e /etc/containerd/certs.d/quay.io/hosts.toml", check=False).returncode == 1
+    assert node.ssh("cat /etc/containerd/certs.d/quay.io/ca.crt").stdout.strip() == "operator-ca"
+    assert "hub.mirror.example" in node.ssh("cat /etc/containerd/certs.d/docker.io/hosts.toml").stdout
+
+    back = prepare(load_inventory(lab.inventory_path), load_settings(lab_config), limit=["n3"])
+    assert back.playbook.ok
+    assert node.ssh("test -e /etc/containerd/certs.d/docker.io/hosts.toml", check=False).returncode == 1
+
+
 def test_unreachable_kubernetes_repository_fails_fast_by_name_and_leaves_no_broken_source(
         lab: Lab, tmp_path: Path, first_run: PrepareResult) -> None:
     default_repo = write_config(lab, tmp_path / "cluster.yaml", container_runtime={"docker_source": "docker.io"})
