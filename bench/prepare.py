@@ -20,9 +20,9 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from provision import PROJECT_ROOT
-from provision.inventory import load_inventory
-from provision.prepare import prepare
-from provision.settings import load_settings
+from provision.inputs.inventory import load_inventory
+from provision.inputs.settings import load_settings
+from provision.nodes.prepare import prepare
 from tests.lab.lab import Lab
 from tests.test_prepare_lab import OFFLINE_DIR, push_kubernetes_repo, write_config
 

@@ -1,8 +1,13 @@
-"""cluster-bootstrap: SSH-reachable Linux machines -> a Kubernetes cluster with usable NVIDIA GPUs."""
-from pathlib import Path
+"""cluster-bootstrap: SSH-reachable Linux machines -> a Kubernetes cluster with usable NVIDIA GPUs.
 
-PROJECT_ROOT = Path(__file__).resolve().parent.parent
-PLAYBOOKS_DIR = PROJECT_ROOT / "playbooks"
-MANIFESTS_DIR = PROJECT_ROOT / "manifests"
-TRAINER_DIR = PROJECT_ROOT / "trainer"
-COLLECTIONS_DIR = PROJECT_ROOT / ".collections"
+The package reads top to bottom along the data flow: `inputs` (settings, inventory, validation, sources,
+state) -> `render` (kubeadm config, manifests, playbook variables) -> `nodes` (SSH, Ansible, preflight,
+prepare) and `kube` (API client, verification, drain, kubeconfig, smoke test) -> `phases` -> `cli`.
+Each layer imports only from the layers below it (checked by import-linter in CI). See docs/architecture.md.
+"""
+from importlib.metadata import PackageNotFoundError, version
+
+try:
+    __version__ = version("cluster-bootstrap")
+except PackageNotFoundError:  # run from a checkout that was never installed
+    __version__ = "0+unknown"

@@ -15,10 +15,10 @@ from typing import Any, Literal
 from kubernetes.client.exceptions import ApiException
 
 from provision.errors import BootstrapError, InputError
-from provision.inventory import Cluster
-from provision.runner import PlaybookResult, RunProgress, run_playbook
-from provision.settings import Settings
-from provision.state import ClusterState, PhaseRecord
+from provision.inputs.inventory import Cluster
+from provision.inputs.settings import Settings
+from provision.inputs.state import ClusterState, PhaseRecord
+from provision.nodes.runner import PlaybookResult, RunProgress, run_playbook
 
 Status = Literal["ok", "failed", "skipped", "not run"]
 # A need is satisfied by the phase that provides it (in this run or an earlier one).
@@ -36,7 +36,7 @@ class PhaseContext:
     become_password: str | None = None
     on_progress: Callable[[RunProgress], None] | None = None
     on_message: Callable[[str], None] | None = None
-    # The smoke test's live view (provision.smoke.SmokeProgress).
+    # The smoke test's live view (provision.kube.smoke.SmokeProgress).
     on_smoke_progress: Callable[[Any], None] | None = None
     playbook_results: list[PlaybookResult] = field(default_factory=list)
     # Filled by phases for the ones after them and for the CLI's closing lines.
@@ -98,14 +98,14 @@ class PipelineResult:
 # --- helpers the phases share ----------------------------------------------------------------------------
 
 def _api(ctx: PhaseContext):  # type: ignore[no-untyped-def]
-    from provision.kube import load_api_client
-    from provision.kubeconfig import admin_kubeconfig_path
+    from provision.kube.client import load_api_client
+    from provision.kube.kubeconfig import admin_kubeconfig_path
 
     return load_api_client(admin_kubeconfig_path(ctx.cluster))
 
 
 def _expectations(ctx: PhaseContext, nodes: Sequence[str] | None = None):  # type: ignore[no-untyped-def]
-    from provision.verify import Expectations
+    from provision.kube.verify import Expectations
 
     settings = ctx.settings
     scope = tuple(nodes) if nodes is not None else ctx.target_nodes
@@ -118,7 +118,7 @@ def _expectations(ctx: PhaseContext, nodes: Sequence[str] | None = None):  # typ
 
 
 def _dns_probe_image(settings: Settings) -> str:
-    from provision.manifests import image_ref
+    from provision.render.manifests import image_ref
 
     return image_ref(settings, settings.verify.dns_probe_image)
 
@@ -131,7 +131,7 @@ def _gpu_nodes(ctx: PhaseContext) -> dict[str, int]:
 # --- preflight ---------------------------------------------------------------------------------------------
 
 def _preflight(ctx: PhaseContext) -> str:
-    from provision.preflight import run_preflight
+    from provision.nodes.preflight import run_preflight
 
     report = run_preflight(ctx.cluster, ctx.settings, nodes=list(ctx.target_nodes), on_progress=ctx.on_progress,
                            become_password=ctx.become_password)
@@ -149,7 +149,7 @@ def _preflight(ctx: PhaseContext) -> str:
 # --- prepare -----------------------------------------------------------------------------------------------
 
 def _prepared(ctx: PhaseContext) -> str:
-    from provision.prepare import check_prepared
+    from provision.nodes.prepare import check_prepared
 
     result = ctx.playbook_results[-1]
     check_prepared(result, ctx.cluster, ctx.settings, ctx.nodes)
@@ -159,8 +159,8 @@ def _prepared(ctx: PhaseContext) -> str:
 # --- control plane -----------------------------------------------------------------------------------------
 
 def _control_plane_vars(ctx: PhaseContext) -> dict[str, Any]:
-    from provision.kubeadm_config import CONFIG_PATH, render_init_config
-    from provision.kubeconfig import fetched_kubeconfig_path
+    from provision.kube.kubeconfig import fetched_kubeconfig_path
+    from provision.render.kubeadm_config import CONFIG_PATH, render_init_config
 
     return {"cb_kubeadm_config": render_init_config(ctx.cluster, ctx.settings),
             "cb_kubeadm_config_path": CONFIG_PATH,
@@ -168,8 +168,8 @@ def _control_plane_vars(ctx: PhaseContext) -> dict[str, Any]:
 
 
 def _control_plane_check(ctx: PhaseContext) -> str:
-    from provision.kubeconfig import fetched_kubeconfig_path, install_admin_kubeconfig
-    from provision.verify import wait_for_api
+    from provision.kube.kubeconfig import fetched_kubeconfig_path, install_admin_kubeconfig
+    from provision.kube.verify import wait_for_api
 
     kubeconfig = install_admin_kubeconfig(fetched_kubeconfig_path(ctx.cluster), ctx.cluster)
     ctx.facts["kubeconfig"] = kubeconfig
@@ -185,7 +185,7 @@ def _control_plane_check(ctx: PhaseContext) -> str:
 # --- network -----------------------------------------------------------------------------------------------
 
 def _network_vars(ctx: PhaseContext) -> dict[str, Any]:
-    from provision.manifests import calico_source
+    from provision.render.manifests import calico_source
 
     source = calico_source(ctx.settings)
     return {"cb_calico_url": source.url, "cb_calico_upstream_file": source.upstream_file,
@@ -193,7 +193,7 @@ def _network_vars(ctx: PhaseContext) -> dict[str, Any]:
 
 
 def _network_check(ctx: PhaseContext) -> str:
-    from provision.verify import verify_cluster
+    from provision.kube.verify import verify_cluster
 
     control_plane = ctx.cluster.control_plane.name
     report = verify_cluster(_api(ctx), _expectations(ctx, [control_plane]), checks=("nodes", "pods"),
@@ -212,14 +212,14 @@ def _join_limit(ctx: PhaseContext) -> list[str] | None:
 
 
 def _join_vars(ctx: PhaseContext) -> dict[str, Any]:
-    from provision.kubeadm_config import CRI_SOCKET, node_ip
+    from provision.render.kubeadm_config import CRI_SOCKET, node_ip
 
     return {"cb_cri_socket": CRI_SOCKET,
             "cb_node_ips": {n.name: node_ip(n) for n in ctx.cluster.nodes if node_ip(n)}}
 
 
 def _join_check(ctx: PhaseContext) -> str:
-    from provision.verify import verify_cluster
+    from provision.kube.verify import verify_cluster
 
     report = verify_cluster(_api(ctx), _expectations(ctx), checks=("nodes",),
                             timeout_s=ctx.settings.verify.timeout_s, on_message=ctx.say)
@@ -234,7 +234,7 @@ def _gpu_skip(ctx: PhaseContext) -> str | None:
 
 
 def _gpu_vars(ctx: PhaseContext) -> dict[str, Any]:
-    from provision.manifests import device_plugin_manifest, runtimeclass_manifest
+    from provision.render.manifests import device_plugin_manifest, runtimeclass_manifest
 
     return {"cb_gpu_nodes": sorted(_gpu_nodes(ctx)),
             "cb_device_plugin_manifest": device_plugin_manifest(ctx.settings),
@@ -242,7 +242,7 @@ def _gpu_vars(ctx: PhaseContext) -> dict[str, Any]:
 
 
 def _gpu_check(ctx: PhaseContext) -> str:
-    from provision.verify import verify_cluster
+    from provision.kube.verify import verify_cluster
 
     report = verify_cluster(_api(ctx), _expectations(ctx, sorted(_gpu_nodes(ctx))), checks=("gpus",),
                             timeout_s=ctx.settings.verify.timeout_s, on_message=ctx.say)
@@ -255,7 +255,7 @@ def _gpu_check(ctx: PhaseContext) -> str:
 # --- verify ------------------------------------------------------------------------------------------------
 
 def _verify(ctx: PhaseContext) -> str:
-    from provision.verify import verify_cluster
+    from provision.kube.verify import verify_cluster
 
     report = verify_cluster(_api(ctx), _expectations(ctx), timeout_s=ctx.settings.verify.timeout_s,
                             on_message=ctx.say)
@@ -271,8 +271,8 @@ def _smoke_skip(ctx: PhaseContext) -> str | None:
 
 
 def _smoke(ctx: PhaseContext) -> str:
-    from provision.kubeconfig import admin_kubeconfig_path
-    from provision.smoke import run_smoke_test
+    from provision.kube.kubeconfig import admin_kubeconfig_path
+    from provision.kube.smoke import run_smoke_test
 
     # smoke_test.mode (auto: GPU when the cluster advertises one) is applied by the smoke test itself.
     verdict = run_smoke_test(admin_kubeconfig_path(ctx.cluster), ctx.settings, on_progress=ctx.on_smoke_progress)
@@ -286,8 +286,8 @@ def _smoke(ctx: PhaseContext) -> str:
 # --- drain and reset (reset, down, node remove) ------------------------------------------------------------
 
 def _drain(ctx: PhaseContext) -> str:
-    from provision.drain import drain_and_delete
-    from provision.kubeconfig import admin_kubeconfig_path
+    from provision.kube.drain import drain_and_delete
+    from provision.kube.kubeconfig import admin_kubeconfig_path
 
     path = admin_kubeconfig_path(ctx.cluster)
     api = None
@@ -352,7 +352,7 @@ def select_phases(names: Sequence[str], *, from_phase: str | None = None, only: 
 def _satisfied(need: Need, ctx: PhaseContext) -> bool:
     if need == "gpus":
         return ctx.state.gpus is not None and all(n in ctx.state.gpus for n in ctx.target_nodes)
-    from provision.kubeconfig import admin_kubeconfig_path
+    from provision.kube.kubeconfig import admin_kubeconfig_path
 
     return admin_kubeconfig_path(ctx.cluster).exists()
 

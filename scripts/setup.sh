@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # One-time (and idempotent) set-up on a fresh Debian/Ubuntu machine: apt packages the lab needs,
-# a virtual environment with the project and its test/trainer extras, and the pinned Ansible collections.
+# a virtual environment with the project and its test/trainer extras (the Ansible collections the roles use come
+# with the pinned `ansible` package).
 # Re-runs are quick: each step is skipped when its inputs have not changed.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -32,13 +33,12 @@ apt_install --no-install-recommends "${APT_TEST[@]}"
 if [ "$PROFILE" = vm ]; then apt_install "${APT_VM[@]}"; fi
 
 stamp="$VENV/.setup-stamp"
-want=$(cat pyproject.toml scripts/setup.sh scripts/install_collections.py | sha256sum | cut -c1-16)
+want=$(cat pyproject.toml scripts/setup.sh | sha256sum | cut -c1-16)
 if [ ! -f "$stamp" ] || [ "$(cat "$stamp")" != "$want" ]; then
   echo "setup: creating $VENV"
   [ -x "$VENV/bin/python" ] || "$PY" -m venv "$VENV"
   # torch==2.13.0 is pinned in the trainer extra; the CPU wheel is taken from a local wheel directory when one is configured.
   # pip's warnings about configured-but-absent local indexes are noise; real errors still fail the script.
   "$VENV/bin/pip" install -q --disable-pip-version-check -e ".[test,trainer,fast]" 2> >(grep -v "^WARNING: Location" >&2)
-  "$VENV/bin/python" scripts/install_collections.py "$ROOT/.collections"
   echo "$want" > "$stamp"
 fi

@@ -5,8 +5,8 @@ from pathlib import Path
 
 import pytest
 
-from provision import PROJECT_ROOT
-from provision.validation import load_cluster
+from provision.inputs.validation import load_cluster
+from tests.support.paths import REPO_ROOT as PROJECT_ROOT
 
 EXAMPLES = sorted((PROJECT_ROOT / "inventory").glob("*.ini")) + sorted((PROJECT_ROOT / "inventory").glob("*.yml"))
 
@@ -23,7 +23,7 @@ def home_with_key(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
 def test_example_inventory_is_valid(example: Path, home_with_key: Path) -> None:
     if example.name == "vagrant-lab.ini":
         pytest.skip("its key files exist only after `bootstrap lab up`")
-    cluster, settings = load_cluster(example, PROJECT_ROOT / "inventory" / "cluster.example.yaml")
+    cluster, _settings = load_cluster(example, PROJECT_ROOT / "inventory" / "cluster.example.yaml")
     assert len(cluster.nodes) >= 1
     assert all(node.key_file in (None, home_with_key / ".ssh" / "id_ed25519") for node in cluster.nodes)
 

@@ -13,9 +13,9 @@ from typing import Any
 import pytest
 import yaml
 
-from provision.inventory import load_inventory
-from provision.kubeadm_config import init_config_documents, kubeadm_api_version, node_ip, render_init_config
-from provision.settings import parse_settings
+from provision.inputs.inventory import load_inventory
+from provision.inputs.settings import parse_settings
+from provision.render.kubeadm_config import init_config_documents, kubeadm_api_version, node_ip, render_init_config
 
 # --- the kubeadm API, as field sets -----------------------------------------------------------------------
 # A schema is one of: STR, INT, BOOL (scalars); MAP_STR / MAP_BOOL (free keys); [schema] (a list of it);

@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 
 from provision.errors import InputError
-from provision.validation import load_cluster
+from provision.inputs.validation import load_cluster
 
 HOSTS = "[control_plane]\ncp1 ansible_host=192.168.1.10\n[workers]\nw1 ansible_host=192.168.1.11\n"
 

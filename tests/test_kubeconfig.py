@@ -10,10 +10,15 @@ import pytest
 import yaml
 
 from provision.errors import BootstrapError
-from provision.inventory import load_inventory
-from provision.kube import load_api_client
-from provision.kubeconfig import (admin_kubeconfig_path, fetched_kubeconfig_path, install_admin_kubeconfig,
-                                  merge_kubeconfig, unmerge_kubeconfig)
+from provision.inputs.inventory import load_inventory
+from provision.kube.client import load_api_client
+from provision.kube.kubeconfig import (
+    admin_kubeconfig_path,
+    fetched_kubeconfig_path,
+    install_admin_kubeconfig,
+    merge_kubeconfig,
+    unmerge_kubeconfig,
+)
 
 # What kubeadm writes to /etc/kubernetes/admin.conf (certificate data shortened).
 ADMIN_CONF = {

@@ -11,8 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from provision.inventory import load_inventory
-from provision.settings import load_settings
+from provision.inputs.inventory import load_inventory
+from provision.inputs.settings import load_settings
 from tests.lab import lab as lablib
 from tests.lab.lab import Lab
 
@@ -57,7 +57,7 @@ def test_nodes_have_distinct_identities_and_passwordless_sudo(lab3: Lab) -> None
         out = node.ssh("hostname; cat /etc/machine-id; sudo -n cat /sys/class/dmi/id/product_uuid; "
                        "cat /sys/class/net/eth0/address", user="tester").stdout.split()
         assert out[0] == node.name
-        for key, value in zip(seen, out):
+        for key, value in zip(seen, out, strict=False):
             seen[key].add(value)
         assert node.ssh("id -u", user="tester").stdout.strip() == "1000"
     assert all(len(values) == len(lab3.nodes) for values in seen.values()), seen

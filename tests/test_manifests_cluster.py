@@ -9,10 +9,16 @@ import pytest
 import yaml
 from kubernetes import client
 
-from provision import MANIFESTS_DIR
-from provision.manifests import CALICO_IMAGES, calico_source, device_plugin_manifest, image_ref, runtimeclass_manifest
-from provision.settings import Settings, parse_settings
-from provision.verify import Expectations, dns_probe_pod
+from provision.inputs.settings import Settings, parse_settings
+from provision.kube.verify import Expectations, dns_probe_pod
+from provision.render.manifests import (
+    CALICO_IMAGES,
+    calico_source,
+    device_plugin_manifest,
+    image_ref,
+    runtimeclass_manifest,
+)
+from provision.resources import MANIFESTS_DIR
 
 KUBERNETES_VERSIONS = ["1.30.0", "1.31.0", "1.32.0", "1.33.0", "1.34.0"]
 SETTINGS = {
@@ -75,7 +81,8 @@ def test_device_plugin_image_version_and_runtime_follow_the_settings() -> None:
     assert spec["nodeSelector"] == {"nvidia.com/gpu.present": "true"}
     assert "runtimeClassName" not in spec
     assert _pod_spec(parse_settings({"gpu": {"runtime": "runtimeclass"}}))["runtimeClassName"] == "nvidia"
-    pinned = parse_settings({"gpu": {"device_plugin_version": "v0.16.2", "device_plugin_image": "harbor.example.com/nvidia/k8s-device-plugin"}})
+    pinned = parse_settings({"gpu": {"device_plugin_version": "v0.16.2",
+                                     "device_plugin_image": "harbor.example.com/nvidia/k8s-device-plugin"}})
     assert _pod_spec(pinned)["containers"][0]["image"] == "harbor.example.com/nvidia/k8s-device-plugin:v0.16.2"
     offline = parse_settings(SETTINGS["offline"])
     assert _pod_spec(offline)["containers"][0]["image"] == "registry.local:5000/nvidia/k8s-device-plugin:v0.17.0"
@@ -102,7 +109,8 @@ def test_calico_comes_from_the_pinned_release_with_the_pool_set_to_the_pod_cidr(
     assert patch_files == ["calico-node-patch.yaml"] and set(patch_files) < set(source.kustomization)
     assert "images" not in kustomization  # containerd's registry mirrors apply to docker.io as they are
     patch = yaml.safe_load(source.kustomization["calico-node-patch.yaml"])
-    assert (patch["kind"], patch["metadata"]["name"], patch["metadata"]["namespace"]) == ("DaemonSet", "calico-node", "kube-system")
+    assert (patch["kind"], patch["metadata"]["name"], patch["metadata"]["namespace"]) == \
+        ("DaemonSet", "calico-node", "kube-system")
     env = {e["name"]: e["value"] for e in patch["spec"]["template"]["spec"]["containers"][0]["env"]}
     assert env["CALICO_IPV4POOL_CIDR"] == "10.50.0.0/16"
     assert env["IP_AUTODETECTION_METHOD"] == "kubernetes-internal-ip"

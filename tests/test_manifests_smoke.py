@@ -12,8 +12,8 @@ from typing import Any
 import kubernetes_validate
 import pytest
 
-from provision import TRAINER_DIR
-from provision.smoke_manifests import RUN_LABEL, TRAINER_FILES, SmokeSpec, render, to_yaml, trainer_args
+from provision.render.smoke_manifests import RUN_LABEL, TRAINER_FILES, SmokeSpec, render, to_yaml, trainer_args
+from provision.resources import TRAINER_DIR
 
 KUBE_VERSIONS = ("1.30.0", "1.31.0", "1.32.0", "1.33.0", "1.34.0")
 IMAGE = "docker.io/pytorch/pytorch:2.5.1-cuda12.4-cudnn9-runtime"

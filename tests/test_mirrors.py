@@ -3,8 +3,8 @@ from __future__ import annotations
 
 from dataclasses import fields
 
-from provision.mirrors import PROFILES, Sources, resolve_sources
-from provision.settings import parse_settings
+from provision.inputs.settings import parse_settings
+from provision.inputs.sources import PROFILES, Sources, resolve_sources
 
 
 def test_default_profile_uses_upstream_sources() -> None:

@@ -12,13 +12,13 @@ import yaml
 from typer.testing import CliRunner
 
 from provision import phases as phases_module
-from provision.cli import app
+from provision.resources import PLAYBOOKS_DIR
+from provision.cli.app import app
 from provision.errors import BootstrapError, InputError
-from provision.inventory import load_inventory
-from provision.phases import (NODE_ADD_PHASES, PHASES, UP_PHASES, Phase, PhaseContext, run_phases,
-                              select_phases)
-from provision.settings import Settings
-from provision.state import ClusterState
+from provision.inputs.inventory import load_inventory
+from provision.inputs.settings import Settings
+from provision.inputs.state import ClusterState
+from provision.phases import NODE_ADD_PHASES, PHASES, UP_PHASES, Phase, PhaseContext, run_phases, select_phases
 from tests.support.apiserver import FakeApiServer
 from tests.test_verify import VERSION, healthy_pods, node, object_list
 
@@ -109,8 +109,7 @@ def test_up_is_the_issue_order_and_node_add_reuses_its_phases() -> None:
     playbooks = {p.name: p.playbook for p in PHASES.values() if p.playbook}
     assert playbooks == {"prepare": "prepare.yml", "control_plane": "control_plane.yml", "network": "network.yml",
                          "join": "join.yml", "gpu": "gpu_plugin.yml", "reset": "reset.yml"}
-    root = Path(phases_module.__file__).resolve().parent.parent / "playbooks"
-    assert all((root / playbook).is_file() for name, playbook in playbooks.items() if name != "prepare")
+    assert all((PLAYBOOKS_DIR / playbook).is_file() for playbook in playbooks.values())
 
 
 def test_a_need_from_a_read_only_phase_runs_it_first(cluster, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -142,8 +141,9 @@ def test_a_need_from_a_phase_that_changes_nodes_is_not_run_behind_the_users_back
 # --- the real verify phase, through the pipeline, against a stand-in API server ----------------------------
 
 def _install_kubeconfig(cluster, server: FakeApiServer) -> None:
-    from provision.kubeconfig import admin_kubeconfig_path
+    from provision.kube.kubeconfig import admin_kubeconfig_path
 
+    admin_kubeconfig_path(cluster).parent.mkdir(parents=True)
     server.write_kubeconfig(admin_kubeconfig_path(cluster))
 
 
@@ -216,7 +216,7 @@ def test_up_leaves_the_users_kubeconfig_alone_without_merge_kubeconfig(
 
 
 def cluster_state_file(cluster) -> Path:
-    from provision.state import cluster_dir
+    from provision.inputs.state import cluster_dir
     return cluster_dir(cluster) / "state.json"
 
 
@@ -273,13 +273,14 @@ def test_reset_asks_before_wiping(cluster, monkeypatch: pytest.MonkeyPatch) -> N
 
 def test_down_resets_every_node_and_forgets_the_cluster_here(cluster, monkeypatch: pytest.MonkeyPatch,
                                                              tmp_path: Path) -> None:
-    from provision.kubeconfig import admin_kubeconfig_path
-    from provision.state import cluster_dir
+    from provision.inputs.state import cluster_dir
+    from provision.kube.kubeconfig import admin_kubeconfig_path
 
     recorder = Recorder()
     seen: list[tuple[str, ...]] = []
     recorder.install(monkeypatch, Phase("drain", "drain", lambda ctx: seen.append(ctx.target_nodes) or "ok"),
                      recorder.phase("reset"))
+    admin_kubeconfig_path(cluster).parent.mkdir(parents=True)
     admin_kubeconfig_path(cluster).write_text(yaml.safe_dump({"clusters": []}))
     monkeypatch.setenv("HOME", str(tmp_path / "home"))
     outcome = CliRunner().invoke(app, ["down", "--inventory", str(cluster.inventory_path), "--yes"])

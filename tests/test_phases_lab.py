@@ -17,13 +17,13 @@ from typing import Any
 import pytest
 import yaml
 
-from provision.inventory import Cluster, load_inventory
-from provision.kubeadm_config import render_init_config
-from provision.kubeconfig import fetched_kubeconfig_path, install_admin_kubeconfig
+from provision.inputs.inventory import Cluster, load_inventory
+from provision.inputs.settings import Settings, load_settings, parse_settings
+from provision.inputs.state import ClusterState
+from provision.kube.kubeconfig import fetched_kubeconfig_path, install_admin_kubeconfig
+from provision.nodes.runner import PlaybookResult, run_playbook
 from provision.phases import PHASES, PhaseContext, run_phases
-from provision.runner import PlaybookResult, run_playbook
-from provision.settings import Settings, load_settings, parse_settings
-from provision.state import ClusterState
+from provision.render.kubeadm_config import render_init_config
 from tests.lab.lab import Lab
 
 ALPHABET = string.ascii_lowercase + string.digits
@@ -116,7 +116,6 @@ def lab(lab_factory: Callable[..., Lab]) -> Lab:
 @pytest.fixture(autouse=True)
 def isolated_state(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     monkeypatch.setenv("BOOTSTRAP_STATE_DIR", str(tmp_path / "state"))
-    monkeypatch.setattr("provision.runner.RUNS_DIR", tmp_path / "runs")
     return tmp_path
 
 

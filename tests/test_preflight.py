@@ -8,12 +8,26 @@ from dataclasses import replace
 import pytest
 
 from provision.errors import BootstrapError
-from provision.inventory import Node
-from provision.preflight import (PROBE_SCRIPT, Listener, NodeFacts, check_clock, check_gpu, check_os, check_ports,
-                                 check_selinux, check_swap, check_unique, evaluate, parse_facts, parse_listeners,
-                                 parse_proc_net_tcp, severity)
-from provision.settings import SshSettings
-from provision.ssh import LocalShell, SshShell
+from provision.inputs.inventory import Node
+from provision.inputs.settings import SshSettings
+from provision.nodes.preflight import (
+    PROBE_SCRIPT,
+    Listener,
+    NodeFacts,
+    check_clock,
+    check_gpu,
+    check_os,
+    check_ports,
+    check_selinux,
+    check_swap,
+    check_unique,
+    evaluate,
+    parse_facts,
+    parse_listeners,
+    parse_proc_net_tcp,
+    severity,
+)
+from provision.nodes.ssh import LocalShell, SshShell
 
 CONTROL_PLANE = Node(name="cp1", address="10.0.0.1", role="control_plane", user="ops")
 WORKER = Node(name="w1", address="10.0.0.2", role="worker", user="ops")
@@ -148,7 +162,7 @@ def test_a_node_already_in_the_cluster_is_not_blocked_by_its_own_components() ->
     finding = check_ports(running, CONTROL_PLANE)
     assert not finding.problem and finding.detail == "already part of the cluster (etcd, kube-apiserver, kubelet)"
     # ...but a stranger among them still blocks
-    mixed = replace(running, listeners=running.listeners + (Listener(10259, "nginx", 9),))
+    mixed = replace(running, listeners=(*running.listeners, Listener(10259, "nginx", 9)))
     assert check_ports(mixed, CONTROL_PLANE).problem
 
 

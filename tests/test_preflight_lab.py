@@ -10,11 +10,11 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
-from provision.cli import app
-from provision.inventory import load_inventory
-from provision.preflight import PreflightReport, run_preflight
-from provision.runner import run_playbook
-from provision.settings import Settings, load_settings
+from provision.cli.app import app
+from provision.inputs.inventory import load_inventory
+from provision.inputs.settings import Settings, load_settings
+from provision.nodes.preflight import PreflightReport, run_preflight
+from provision.nodes.runner import run_playbook
 from tests.lab.lab import Lab
 
 pytestmark = pytest.mark.lab
@@ -113,7 +113,7 @@ def test_an_unreachable_host_fails_fast_and_is_named(lab3: Lab, tmp_path: Path) 
     result = CliRunner().invoke(app, ["preflight", "-i", str(inventory), "-c", str(lab3.config_path)],
                                 env={"COLUMNS": "200"})
     assert result.exit_code == 1
-    assert f"ghost: ssh: unreachable" in result.output
+    assert "ghost: ssh: unreachable" in result.output
 
 
 def test_unknown_host_key_is_refused_unless_accepted_and_a_changed_one_always(lab_factory) -> None:
@@ -165,7 +165,6 @@ def test_sudo_with_a_password_needs_ask_become_pass(lab_factory, tmp_path: Path)
 
 def test_a_playbook_over_ssh_reports_per_host_results_and_leaves_its_run_log(
         lab3: Lab, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr("provision.runner.RUNS_DIR", tmp_path / "runs")
     cluster = load_inventory(lab3.inventory_path)
     settings = load_settings(lab3.config_path)
     first = run_playbook(PROBE_PLAYBOOK, cluster, settings, phase="probe")
@@ -184,7 +183,6 @@ def test_a_playbook_over_ssh_reports_per_host_results_and_leaves_its_run_log(
 @pytest.mark.parametrize("executor", ["auto", "mitogen"])
 def test_a_playbook_with_accept_new_host_keys_records_a_new_key_and_refuses_a_changed_one(
         lab_factory, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, executor: str) -> None:
-    monkeypatch.setattr("provision.runner.RUNS_DIR", tmp_path / "runs")
     lab = lab_factory(2)
     n1, n2 = lab.nodes
     # n1 is seen for the first time; n2's address answers with other keys than the recorded ones (n1's).

@@ -8,9 +8,9 @@ from pathlib import Path
 import pytest
 
 from provision.errors import BootstrapError
-from provision.prepare import NodeReport, check_node, read_reports
-from provision.runner import executor_envvars
-from provision.settings import Settings, parse_settings
+from provision.inputs.settings import Settings, parse_settings
+from provision.nodes.prepare import NodeReport, check_node, read_reports
+from provision.nodes.runner import executor_envvars
 
 READY = """hostname=n1
 swap_active=0

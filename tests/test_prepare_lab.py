@@ -16,11 +16,11 @@ import pytest
 import yaml
 from typer.testing import CliRunner
 
-from provision.cli import app
+from provision.cli.app import app
 from provision.errors import BootstrapError
-from provision.inventory import load_inventory
-from provision.prepare import PrepareResult, prepare
-from provision.settings import load_settings
+from provision.inputs.inventory import load_inventory
+from provision.inputs.settings import load_settings
+from provision.nodes.prepare import PrepareResult, prepare
 from tests.lab.lab import Lab
 from tests.test_prepare_repo import build_kubernetes_repo
 
@@ -37,7 +37,7 @@ def push_kubernetes_repo(lab: Lab, tmp: Path) -> None:
     build_kubernetes_repo(tmp)
     for node in lab.nodes:
         archive = subprocess.run(["tar", "-C", str(tmp), "-cf", "-", "."], check=True, capture_output=True).stdout
-        ssh = node.ssh_command("root") + [f"mkdir -p {OFFLINE_DIR} && tar -C {OFFLINE_DIR} -xf -"]
+        ssh = [*node.ssh_command("root"), f"mkdir -p {OFFLINE_DIR} && tar -C {OFFLINE_DIR} -xf -"]
         subprocess.run(ssh, input=archive, check=True, capture_output=True, timeout=60)
 
 

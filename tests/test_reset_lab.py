@@ -14,11 +14,11 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
-from provision.cli import app
-from provision.inventory import load_inventory
+from provision.cli.app import app
+from provision.inputs.inventory import load_inventory
+from provision.inputs.settings import load_settings
+from provision.inputs.state import ClusterState
 from provision.phases import RESET_PHASES, PhaseContext, run_phases, select_phases
-from provision.settings import load_settings
-from provision.state import ClusterState
 from tests.lab.lab import Lab
 
 POD_VOLUME = "/var/lib/kubelet/pods/0f1e2d3c-uid/volumes/kubernetes.io~empty-dir/cache"
@@ -125,8 +125,6 @@ def lab(lab_factory: Callable[..., Lab]) -> Lab:
 @pytest.fixture
 def isolated_state(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     monkeypatch.setenv("BOOTSTRAP_STATE_DIR", str(tmp_path / "state"))
-    monkeypatch.setenv("BOOTSTRAP_RUNS_DIR", str(tmp_path / "runs"))
-    monkeypatch.setattr("provision.runner.RUNS_DIR", tmp_path / "runs")
     return tmp_path
 
 

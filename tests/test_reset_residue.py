@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import importlib.util
 
-from provision import PLAYBOOKS_DIR
+from provision.resources import PLAYBOOKS_DIR
 
 _spec = importlib.util.spec_from_file_location(
     "cb_network_residue", PLAYBOOKS_DIR / "roles" / "reset" / "library" / "cb_network_residue.py")

@@ -14,10 +14,10 @@ import pytest
 from ansible.parsing.dataloader import DataLoader
 from ansible.template import Templar, trust_as_template
 
-from provision import PLAYBOOKS_DIR
-from provision.inventory import Cluster, Node
-from provision.playbook_vars import playbook_vars
-from provision.settings import parse_settings
+from provision.inputs.inventory import Cluster, Node
+from provision.inputs.settings import parse_settings
+from provision.render.playbook_vars import playbook_vars
+from provision.resources import PLAYBOOKS_DIR
 
 ROLES = ("os_prep", "container_runtime", "kubernetes_packages", "nvidia")
 FACTS = {

@@ -9,11 +9,11 @@ from pathlib import Path
 
 import pytest
 
-from provision import PROJECT_ROOT
 from provision.errors import BootstrapError
-from provision.inventory import load_inventory
-from provision.runner import RunProgress, run_playbook
-from provision.settings import Settings
+from provision.inputs.inventory import load_inventory
+from provision.inputs.settings import Settings
+from provision.nodes.runner import RunProgress, run_playbook
+from tests.support.paths import REPO_ROOT as PROJECT_ROOT
 
 PROBE = str(PROJECT_ROOT / "tests" / "playbooks" / "local_probe.yml")
 SECRET = "s3cr3t-abcdef.0123456789abcdef"
@@ -21,8 +21,7 @@ SECRET = "s3cr3t-abcdef.0123456789abcdef"
 
 @pytest.fixture
 def local_cluster(tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
-    monkeypatch.setenv("BOOTSTRAP_RUNS_DIR", str(tmp_path / "runs"))
-    monkeypatch.setattr("provision.runner.RUNS_DIR", tmp_path / "runs")
+    monkeypatch.setenv("BOOTSTRAP_STATE_DIR", str(tmp_path))
     inventory = tmp_path / "hosts.ini"
     python = Path(__import__("sys").executable)
     inventory.write_text(
@@ -78,8 +77,8 @@ def test_a_failure_message_with_square_brackets_is_printed_as_written(tmp_path: 
 
     from rich.console import Console
 
-    from provision.commands import live
-    from provision.runner import HostTally, PlaybookResult, TaskFailure
+    from provision.cli import views as live
+    from provision.nodes.runner import HostTally, PlaybookResult, TaskFailure
 
     out = io.StringIO()
     monkeypatch.setattr(live, "console", Console(file=out, width=200))

@@ -5,8 +5,8 @@ import re
 
 from pydantic import BaseModel
 
-from provision import PROJECT_ROOT
-from provision.settings import Settings
+from provision.inputs.settings import Settings
+from tests.support.paths import REPO_ROOT as PROJECT_ROOT
 
 
 def _dotted_fields(model: type[BaseModel], prefix: str = "") -> set[str]:

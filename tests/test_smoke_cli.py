@@ -7,7 +7,7 @@ from pathlib import Path
 import yaml
 from typer.testing import CliRunner
 
-from provision.cli import app
+from provision.cli.app import app
 from tests.support.apiserver import FakeApiServer
 from tests.test_smoke_driver import EPOCH_LOG, METRICS, Cluster, job, succeeded
 
@@ -59,8 +59,8 @@ def test_print_manifests_shows_the_pytorchjob_variant_without_a_cluster(tmp_path
 def test_the_live_view_shows_each_pod_and_the_epoch_reached() -> None:
     from rich.console import Console
 
-    from provision.commands.smoke_test import progress_view
-    from provision.smoke import PodView, SmokeProgress
+    from provision.cli.commands.smoke_test import progress_view
+    from provision.kube.smoke import PodView, SmokeProgress
 
     progress = SmokeProgress(namespace="cb-smoke-1a2b3c", job="cifar10-smoke", mode="gpu", gpus=2, nodes=2,
                              image="img", stage="training", epoch=3, epochs=10,

@@ -9,8 +9,8 @@ from typing import Any
 
 import pytest
 
-from provision.settings import Settings, parse_settings
-from provision.smoke import FailureKind, SmokeProgress, Timings, Verdict, run_smoke_test
+from provision.inputs.settings import Settings, parse_settings
+from provision.kube.smoke import FailureKind, SmokeProgress, Timings, Verdict, run_smoke_test
 from tests.support.apiserver import FakeApiServer, RecordedRequest, Response, object_list, status
 
 NS = "cb-smoke-test01"
@@ -326,7 +326,7 @@ def test_a_missing_kubeconfig_is_a_one_line_error(tmp_path: Path) -> None:
 
 
 def test_epochs_follow_the_settings_and_cpu_runs_keep_the_trainers_shorter_default() -> None:
-    from provision.smoke import build_spec
+    from provision.kube.smoke import build_spec
 
     assert build_spec(Settings(), "gpu", namespace=NS).epochs == 10
     assert build_spec(Settings(), "cpu", namespace=NS).epochs is None
@@ -337,8 +337,8 @@ def test_epochs_follow_the_settings_and_cpu_runs_keep_the_trainers_shorter_defau
 
 
 def test_the_pip_index_setting_reaches_every_training_container() -> None:
-    from provision.smoke import build_spec
-    from provision.smoke_manifests import render
+    from provision.kube.smoke import build_spec
+    from provision.render.smoke_manifests import render
 
     settings = parse_settings({"mirrors": {"pip_index": "https://pypi.example.com/simple"}})
     for nodes in (1, 2):

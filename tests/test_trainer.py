@@ -13,8 +13,8 @@ from typing import Any
 
 import pytest
 
-from provision import TRAINER_DIR
-from provision.smoke import TrainerMetrics
+from provision.kube.smoke import TrainerMetrics
+from provision.resources import TRAINER_DIR
 
 # Small enough for two CPU cores in seconds: 1024 images, batch 128, 2 epochs = 16 optimizer steps.
 SMALL = ["--synthetic", "--synthetic-train-size", "1024", "--synthetic-test-size", "300", "--epochs", "2",

@@ -17,10 +17,10 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from provision import TRAINER_DIR
+from provision.resources import TRAINER_DIR
 
 sys.path.insert(0, str(TRAINER_DIR))
-import cifar_data  # noqa: E402  (trainer/ is a folder of scripts, not a package)
+import cifar_data
 
 
 def make_archive(tmp_path: Path, train_size: int = 100, test_size: int = 20) -> tuple[Path, str]:
@@ -40,7 +40,7 @@ def http_server() -> Iterator[tuple[str, dict[str, bytes]]]:
     files: dict[str, bytes] = {}
 
     class Handler(BaseHTTPRequestHandler):
-        def do_GET(self) -> None:  # noqa: N802
+        def do_GET(self) -> None:
             body = files.get(self.path)
             self.send_response(200 if body is not None else 404)
             self.send_header("Content-Length", str(len(body or b"")))

@@ -13,11 +13,11 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
-from provision import PROJECT_ROOT
-from provision.cli import app
+from provision.cli.app import app
 from provision.errors import BootstrapError, InputError
-from provision.inventory import load_inventory
-from provision.lab import (
+from provision.inputs.inventory import load_inventory
+from provision.inputs.settings import parse_settings
+from provision.lab.vagrant import (
     Lab,
     LabFiles,
     LabMachine,
@@ -31,7 +31,7 @@ from provision.lab import (
     parse_ssh_config,
     write_known_hosts,
 )
-from provision.settings import parse_settings
+from tests.support.paths import REPO_ROOT as PROJECT_ROOT
 
 DATA = Path(__file__).parent / "data"
 # The project directory of the run the recorded outputs come from.
@@ -202,8 +202,8 @@ def test_streamed_output_reaches_the_caller_line_by_line(tmp_path: Path) -> None
 
 def _lab_with_files(tmp_path: Path, recorded_ssh_config: str) -> Lab:
     plan = plan_for("lab-control-plane", "lab-worker-1")
-    lab = Lab(PROJECT_ROOT, tmp_path / "state", {"PATH": os.environ["PATH"]})
-    lab.files.state_dir.mkdir()
+    lab = Lab(PROJECT_ROOT, tmp_path / "state" / "lab", {"PATH": os.environ["PATH"]})
+    lab.files.state_dir.mkdir(parents=True)
     lab.files.plan.write_text(
         '{"provider": "libvirt", "box": "rockylinux/9", "libvirt_driver": "kvm", "network": "192.168.56.0/24", '
         '"netmask": "255.255.255.0", "machines": ['
@@ -230,7 +230,7 @@ def test_lab_ssh_checks_the_recorded_host_key(tmp_path: Path, recorded_ssh_confi
 
 def test_lab_commands_before_lab_up_say_what_to_do(tmp_path: Path) -> None:
     result = CliRunner().invoke(app, ["lab", "ssh", "lab-control-plane"],
-                                env={"BOOTSTRAP_LAB_DIR": str(tmp_path / "none")})
+                                env={"BOOTSTRAP_STATE_DIR": str(tmp_path / "none")})
     assert result.exit_code != 0
     assert isinstance(result.exception, InputError)
     assert "there is no lab here yet: run `bootstrap lab up` first" in str(result.exception)
@@ -240,7 +240,7 @@ def test_lab_commands_before_lab_up_say_what_to_do(tmp_path: Path) -> None:
         [ -z "$LAB_PLAN_FILE" ] || exit 3
         echo "1795295605,lab-control-plane,state,not_created"
     """)
-    result = CliRunner().invoke(app, ["lab", "status"], env=env | {"BOOTSTRAP_LAB_DIR": str(tmp_path / "none")})
+    result = CliRunner().invoke(app, ["lab", "status"], env=env | {"BOOTSTRAP_STATE_DIR": str(tmp_path / "none")})
     assert result.exit_code == 0, result.output
     assert ["lab-control-plane", "not_created", "-"] in [line.split() for line in result.output.splitlines()]
     assert not (tmp_path / "none").exists()
@@ -271,11 +271,10 @@ def test_lab_status_and_down_act_on_the_machines_up_made(tmp_path: Path, recorde
         OUT
         exit 0
     """)
-    cluster_state = tmp_path / "clusters" / "lab-control-plane@192.168.56.10"
+    cluster_state = tmp_path / "state" / "clusters" / "lab-control-plane@192.168.56.10"
     cluster_state.mkdir(parents=True)
     (cluster_state / "admin.conf").write_text("apiVersion: v1\n")
-    env |= {"BOOTSTRAP_LAB_DIR": str(lab.files.state_dir), "BOOTSTRAP_STATE_DIR": str(tmp_path / "clusters"),
-            "LAB_WORKERS": "5"}
+    env |= {"BOOTSTRAP_STATE_DIR": str(tmp_path / "state"), "LAB_WORKERS": "5"}
     runner = CliRunner()
 
     shown = runner.invoke(app, ["lab", "status"], env=env)
@@ -306,12 +305,12 @@ def test_lab_up_passes_its_options_and_settings_on_then_runs_bootstrap_up(tmp_pa
         made.append((options, base_settings))
         return files
 
-    import provision.commands.up as up_command
+    import provision.cli.commands.up as up_command
 
     monkeypatch.setattr(Lab, "up", fake_up)
     monkeypatch.setattr(up_command, "run_up_command",
                         lambda inventory, config, verbose: ran.append((inventory, config)))
-    monkeypatch.setenv("BOOTSTRAP_STATE_DIR", str(tmp_path / "clusters"))
+    monkeypatch.setenv("BOOTSTRAP_STATE_DIR", str(tmp_path / "state"))
     mine = tmp_path / "mine.yaml"
     mine.write_text("kubernetes:\n  version: '1.30'\n")
     runner = CliRunner()
@@ -322,7 +321,7 @@ def test_lab_up_passes_its_options_and_settings_on_then_runs_bootstrap_up(tmp_pa
     assert made == [(LabOptions(workers=2, memory_mb=3072, os="alma9", libvirt_driver="qemu"),
                      {"kubernetes": {"version": "1.30"}})]
     assert ran == [(files.inventory, files.settings)]
-    assert f"export KUBECONFIG={tmp_path / 'clusters' / 'lab-control-plane@192.168.56.10' / 'admin.conf'}" in result.output
+    assert f"export KUBECONFIG={tmp_path / 'state' / 'clusters' / 'lab-control-plane@192.168.56.10' / 'admin.conf'}" in result.output
 
     result = runner.invoke(app, ["lab", "up", "--machines-only"])
     assert result.exit_code == 0 and len(ran) == 1

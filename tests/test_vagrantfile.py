@@ -14,9 +14,10 @@ from pathlib import Path
 
 import pytest
 
-from provision import PROJECT_ROOT
 from provision.errors import InputError
-from provision.lab import Lab, LabOptions, LabPlan
+from provision.lab.vagrant import Lab, LabOptions, LabPlan
+from provision.resources import VAGRANT_DIR
+from tests.support.paths import REPO_ROOT as PROJECT_ROOT
 
 pytestmark = pytest.mark.skipif(shutil.which("vagrant") is None,
                                 reason="vagrant is not installed (apt-get install vagrant vagrant-libvirt)")
@@ -80,8 +81,8 @@ def test_a_mistake_in_a_provider_block_fails_validation(environment: dict[str, s
     """The validate tests can fail: a misspelt VirtualBox option and a bad libvirt driver are both caught."""
     root = tmp_path / "copy"
     root.mkdir()
-    shutil.copy(PROJECT_ROOT / "lab.yml", root / "lab.yml")
-    text = (PROJECT_ROOT / "Vagrantfile").read_text()
+    shutil.copy(VAGRANT_DIR / "lab.yml", root / "lab.yml")
+    text = (VAGRANT_DIR / "Vagrantfile").read_text()
     assert "vb.linked_clone = true" in text and 'lv.driver = plan["libvirt_driver"]' in text
     (root / "Vagrantfile").write_text(text.replace("vb.linked_clone = true", "vb.linkd_clone = true"))
     env = environment | {"LAB_PROVIDER": "virtualbox", "PATH": f"{fake_virtualbox}:{environment['PATH']}"}

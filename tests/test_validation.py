@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from provision.errors import InputError
-from provision.validation import load_cluster
+from provision.inputs.validation import load_cluster
 
 GOOD_INVENTORY = """\
 [control_plane]
@@ -148,7 +148,7 @@ def test_group_vars_and_relative_key_files_resolve_like_ansible(tmp_path: Path) 
 def test_cli_prints_one_line_and_exits_2_without_traceback(tmp_path: Path) -> None:
     inventory_path, settings_path = _write_inputs(tmp_path, None, "kubernetes:\n  pod_cidr: 10.96.0.0/16\n")
     result = subprocess.run(
-        [sys.executable, "-c", "from provision.cli import main; main()", "config", "validate",
+        [sys.executable, "-c", "from provision.cli.app import main; main()", "config", "validate",
          "--inventory", str(inventory_path), "--config", str(settings_path)],
         capture_output=True, text=True, timeout=120)
     assert result.returncode == 2
@@ -163,7 +163,7 @@ def test_cli_error_line_shows_square_brackets_as_written(tmp_path: Path) -> None
     inventory_path = tmp_path / "hosts.ini"
     inventory_path.write_text("[workers]\nw1 ansible_host=10.0.0.2\n")
     result = subprocess.run(
-        [sys.executable, "-c", "from provision.cli import main; main()", "config", "validate",
+        [sys.executable, "-c", "from provision.cli.app import main; main()", "config", "validate",
          "--inventory", str(inventory_path)], capture_output=True, text=True, timeout=120)
     assert result.returncode == 2
     assert "Traceback" not in result.stderr

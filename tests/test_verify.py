@@ -10,9 +10,9 @@ from typing import Any
 
 import pytest
 
-from provision.kube import load_api_client
-from provision.verify import Expectations, VerifyReport, verify_cluster, wait_for_api
 from provision.errors import BootstrapError
+from provision.kube.client import load_api_client
+from provision.kube.verify import Expectations, VerifyReport, verify_cluster, wait_for_api
 from tests.support.apiserver import FakeApiServer, RecordedRequest, Response, object_list, status
 
 PROBE = "bootstrap-dns-probe-x7k2p"
@@ -218,7 +218,7 @@ def test_an_image_that_cannot_be_pulled_is_named_with_its_node(cluster: Cluster)
 
 
 def test_an_unschedulable_system_pod(cluster: Cluster) -> None:
-    cluster.pods(healthy_pods() + [pod("coredns-5d78c9869d-zzzzz", None, {"k8s-app": "kube-dns"}, phase="Pending",
+    cluster.pods([*healthy_pods(), pod("coredns-5d78c9869d-zzzzz", None, {"k8s-app": "kube-dns"}, phase="Pending",
                                        scheduled_message="0/2 nodes are available: 2 node(s) had untolerated taint")])
     text = only_problem(cluster.verify(timeout_s=0.3))
     assert text.startswith("cluster: kube-dns cannot be scheduled") and "untolerated taint" in text

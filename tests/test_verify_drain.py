@@ -5,8 +5,8 @@ from __future__ import annotations
 import socket
 from pathlib import Path
 
-from provision.drain import drain_and_delete
-from provision.kube import load_api_client
+from provision.kube.client import load_api_client
+from provision.kube.drain import drain_and_delete
 from tests.support.apiserver import FakeApiServer, Response, object_list, status
 from tests.test_verify import VERSION, pod
 

@@ -9,7 +9,7 @@ Kubernetes semantics: a test declares what the cluster "says", and asserts on wh
         api.add("POST", "/api/v1/namespaces", lambda request: Response(201, request.json))
         # Several responses are served in turn; the last one repeats (a pod that goes Pending -> Running):
         api.add("GET", "/api/v1/namespaces/{ns}/pods", pending_list, running_list)
-        client = provision.kube.load_api_client(api.write_kubeconfig(tmp_path / "kubeconfig"))
+        client = provision.kube.client.load_api_client(api.write_kubeconfig(tmp_path / "kubeconfig"))
         ...
         assert api.requests_to("DELETE", "/api/v1/namespaces/")
 
@@ -130,13 +130,13 @@ class FakeApiServer:
         fake = self
 
         class RequestHandler(BaseHTTPRequestHandler):
-            def do_GET(self) -> None: fake._handle(self)  # noqa: E704, N802
-            def do_POST(self) -> None: fake._handle(self)  # noqa: E704, N802
-            def do_PUT(self) -> None: fake._handle(self)  # noqa: E704, N802
-            def do_PATCH(self) -> None: fake._handle(self)  # noqa: E704, N802
-            def do_DELETE(self) -> None: fake._handle(self)  # noqa: E704, N802
+            def do_GET(self) -> None: fake._handle(self)
+            def do_POST(self) -> None: fake._handle(self)
+            def do_PUT(self) -> None: fake._handle(self)
+            def do_PATCH(self) -> None: fake._handle(self)
+            def do_DELETE(self) -> None: fake._handle(self)
 
-            def log_message(self, format: str, *args: Any) -> None:  # noqa: A002 - the base class's name
+            def log_message(self, format: str, *args: Any) -> None:
                 pass  # keep test output clean; every request is in fake.requests
 
         self._server = ThreadingHTTPServer(("127.0.0.1", 0), RequestHandler)

@@ -21,7 +21,7 @@ import subprocess
 import tarfile
 from pathlib import Path
 
-from provision import PROJECT_ROOT
+from tests.support.paths import REPO_ROOT as PROJECT_ROOT
 
 CACHE_DIR = Path(os.environ.get("CB_VAGRANT_CACHE", PROJECT_ROOT / ".cache" / "vagrant-lab"))
 MIRROR = "http://deb.debian.org/debian"

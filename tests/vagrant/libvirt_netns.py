@@ -27,6 +27,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
+from typing import ClassVar
 
 NETNS = "cbvagrant"
 HOST_VETH, NS_VETH = "cbvag0", "cbvag1"
@@ -64,12 +65,12 @@ class _MirrorHandler(BaseHTTPRequestHandler):
     (a stand-in repository): the VM's apt uses this server as its mirrors."""
 
     # URL prefix ("/kubernetes/") -> local directory; set per server in LibvirtNetns._proxy.
-    local_dirs: dict[str, Path] = {}
+    local_dirs: ClassVar[dict[str, Path]] = {}
 
-    def do_GET(self) -> None:  # noqa: N802 - http.server's naming
+    def do_GET(self) -> None:
         self._answer(send_body=True)
 
-    def do_HEAD(self) -> None:  # noqa: N802
+    def do_HEAD(self) -> None:
         self._answer(send_body=False)
 
     def _answer(self, send_body: bool) -> None:
@@ -110,7 +111,7 @@ class _MirrorHandler(BaseHTTPRequestHandler):
         except (urllib.error.URLError, TimeoutError, ConnectionError) as exc:
             self.send_error(502, str(exc)[:200])
 
-    def log_message(self, format: str, *args: object) -> None:  # noqa: A002 - http.server's signature
+    def log_message(self, format: str, *args: object) -> None:
         return
 
 

@@ -19,10 +19,10 @@ from pathlib import Path
 import pytest
 import yaml
 
-from provision import PROJECT_ROOT
 from provision.errors import BootstrapError
-from provision.inventory import load_inventory
-from provision.lab import Lab, LabOptions, Vagrant
+from provision.inputs.inventory import load_inventory
+from provision.lab.vagrant import Lab, LabOptions, Vagrant
+from tests.support.paths import REPO_ROOT as PROJECT_ROOT
 from tests.test_prepare_repo import build_kubernetes_repo
 from tests.vagrant.box import CACHE_DIR, box_name, build_box
 from tests.vagrant.libvirt_netns import LibvirtNetns
@@ -47,8 +47,7 @@ def vagrant_environment(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> dict
         pytest.skip(f"missing {', '.join(missing)}: apt-get install vagrant vagrant-libvirt libvirt-daemon-system "
                     "qemu-system-x86 qemu-utils dnsmasq-base debootstrap gnupg")
     # What `bootstrap` keeps about clusters and runs goes to this test's own directories (lab.down reads it too).
-    monkeypatch.setenv("BOOTSTRAP_STATE_DIR", str(tmp_path / "clusters"))
-    monkeypatch.setenv("BOOTSTRAP_RUNS_DIR", str(tmp_path / "runs"))
+    monkeypatch.setenv("BOOTSTRAP_STATE_DIR", str(tmp_path / "state"))
     return {
         **os.environ,
         # The box stays cached between runs; machines, keys and state are this test's own.

@@ -1,0 +1,1 @@
+"""The `bootstrap` command line: argument parsing, views, and one module per command."""

@@ -1,0 +1,1 @@
+"""One module per `bootstrap` command, each exposing register(app)."""

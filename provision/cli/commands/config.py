@@ -1,0 +1,44 @@
+"""`bootstrap config show|validate`: the effective settings, and a check of inventory + settings."""
+from __future__ import annotations
+
+import typer
+import yaml
+from rich.console import Console
+from rich.syntax import Syntax
+from rich.table import Table
+
+from provision.cli.options import ConfigOption, InventoryOption
+from provision.inputs.settings import load_settings
+from provision.inputs.sources import resolve_sources
+from provision.inputs.validation import load_cluster
+
+
+def register(app: typer.Typer) -> None:
+    config_app = typer.Typer(help="Inspect and check cluster settings and inventories.", no_args_is_help=True)
+
+    @config_app.command("show")
+    def show(config: ConfigOption = None) -> None:
+        """Print the effective settings (defaults filled in) and the package and image sources they resolve to."""
+        settings = load_settings(config)
+        document = settings.model_dump(mode="json") | {"resolved_sources": resolve_sources(settings).as_dict()}
+        text = yaml.safe_dump(document, sort_keys=False)
+        console = Console()
+        if console.is_terminal:
+            console.print(Syntax(text, "yaml"))
+        else:
+            typer.echo(text, nl=False)
+
+    @config_app.command("validate")
+    def validate(inventory: InventoryOption, config: ConfigOption = None) -> None:
+        """Check the inventory and settings without connecting to any node; print the nodes it describes."""
+        cluster, settings = load_cluster(inventory, config)
+        table = Table(title=f"{inventory}: valid", title_justify="left")
+        for column in ("node", "role", "address", "user", "gpu"):
+            table.add_column(column)
+        for node in cluster.nodes:
+            table.add_row(node.name, node.role.replace("_", "-"), f"{node.address}:{node.port}", node.user, node.gpu)
+        Console().print(table)
+        typer.echo(f"Kubernetes {settings.kubernetes.version}, pods {settings.kubernetes.pod_cidr}, "
+                   f"services {settings.kubernetes.service_cidr}, mirrors: {settings.mirrors.profile}")
+
+    app.add_typer(config_app, name="config")

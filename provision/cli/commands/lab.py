@@ -1,0 +1,120 @@
+"""`bootstrap lab up | down | status | ssh NAME`: a local cluster on Vagrant machines (see docs/lab.md)."""
+from __future__ import annotations
+
+import os
+import shutil
+from pathlib import Path
+from typing import Annotated, Any
+
+import typer
+import yaml
+from rich.markup import escape
+from rich.table import Table
+
+from provision.cli.options import ConfigOption, VerboseOption, YesOption
+from provision.cli.views import console
+from provision.errors import BootstrapError, InputError
+from provision.inputs.settings import load_settings
+from provision.lab.vagrant import Lab, LabFiles, LabOptions
+
+
+def _base_settings(config: Path | None) -> dict[str, Any]:
+    """The user's own cluster.yaml, checked, as the mapping the lab lays its keys over."""
+    if config is None:
+        return {}
+    load_settings(config)
+    return yaml.safe_load(config.read_text()) or {}
+
+
+def _cluster_up(files: LabFiles, verbose: bool) -> Path:
+    """The same pipeline as `bootstrap up` (imported late: the other lab commands do not need it); returns the
+    admin kubeconfig it leaves on this machine."""
+    from provision.cli.commands.up import run_up_command
+    from provision.inputs.inventory import load_inventory
+    from provision.kube.kubeconfig import admin_kubeconfig_path
+
+    run_up_command(inventory=files.inventory, config=files.settings, verbose=verbose)
+    return admin_kubeconfig_path(load_inventory(files.inventory))
+
+
+def register(app: typer.Typer) -> None:
+    lab_app = typer.Typer(help="A local cluster on Vagrant machines: made by the Vagrantfile, prepared by the "
+                               "toolkit. Settings: lab.yml beside the Vagrantfile (see docs/lab.md).",
+                          no_args_is_help=True)
+
+    @lab_app.command("up")
+    def up(
+        workers: Annotated[int | None, typer.Option(min=0, help="Workers besides the control plane (LAB_WORKERS).",
+                                                    show_default=False)] = None,
+        cpus: Annotated[int | None, typer.Option(min=1, help="CPUs per machine (LAB_CPUS).",
+                                                 show_default=False)] = None,
+        memory: Annotated[int | None, typer.Option(min=512, help="Memory per machine in MiB (LAB_MEMORY).",
+                                                   show_default=False)] = None,
+        os_name: Annotated[str | None, typer.Option(
+            "--os", help="rocky9, alma9, centos-stream9, centos7 or ubuntu2204 (LAB_OS).", show_default=False)] = None,
+        box: Annotated[str | None, typer.Option(help="A box name that replaces the one --os picks (LAB_BOX).",
+                                                show_default=False)] = None,
+        provider: Annotated[str | None, typer.Option(help="libvirt or virtualbox (LAB_PROVIDER).",
+                                                     show_default=False)] = None,
+        libvirt_driver: Annotated[str | None, typer.Option(
+            help="kvm, or qemu on hosts without hardware virtualisation (LAB_LIBVIRT_DRIVER).",
+            show_default=False)] = None,
+        network: Annotated[str | None, typer.Option(
+            help="The private network, e.g. 192.168.56.0/24 (LAB_NETWORK).", show_default=False)] = None,
+        config: ConfigOption = None,
+        machines_only: Annotated[bool, typer.Option(
+            "--machines-only", help="Stop once the machines answer SSH: write the inventory and settings only.")] = False,
+        verbose: VerboseOption = False,
+    ) -> None:
+        """Make the machines (`vagrant up`), write their inventory, then run `bootstrap up` on them (CPU smoke test)."""
+        options = LabOptions(workers=workers, cpus=cpus, memory_mb=memory, os=os_name, box=box, provider=provider,
+                             libvirt_driver=libvirt_driver, network=network)
+        base = _base_settings(config)
+        lab = Lab()
+        console.print("[bold]lab:[/] vagrant up (the first run downloads the box)")
+        files = lab.up(options, base, on_line=lambda line: console.print(f"  [dim]{escape(line)}[/]", markup=True,
+                                                                          highlight=False, soft_wrap=True))
+        console.print(f"[bold]lab:[/] machines answer SSH; inventory {files.inventory}, settings {files.settings}",
+                      soft_wrap=True)
+        if machines_only:
+            console.print(f"next: bootstrap up --inventory {files.inventory} --config {files.settings}",
+                          soft_wrap=True)
+            return
+        kubeconfig = _cluster_up(files, verbose)
+        # The API server listens on the control plane's private address, which this machine reaches directly.
+        console.print(f"[bold]lab:[/] the cluster is up. From this machine:\n"
+                      f"  export KUBECONFIG={kubeconfig}\n  kubectl get nodes -o wide\n"
+                      "  bootstrap lab ssh lab-control-plane     # log in to a machine\n"
+                      "  bootstrap lab down --yes                # destroy the machines and the lab's files",
+                      highlight=False, soft_wrap=True)
+
+    @lab_app.command("down")
+    def down(yes: YesOption = False) -> None:
+        """Destroy the lab's machines and remove its inventory, known_hosts and settings."""
+        if not yes and not typer.confirm("Destroy the lab machines?", default=False):
+            raise typer.Exit(1)
+        Lab().down(on_line=lambda line: console.print(f"  [dim]{escape(line)}[/]", highlight=False, soft_wrap=True))
+        console.print("[bold]lab:[/] machines destroyed, generated files removed")
+
+    @lab_app.command("status")
+    def status() -> None:
+        """Each lab machine's state (as Vagrant reports it) and private address."""
+        table = Table(box=None, pad_edge=False)
+        for column in ("machine", "state", "address"):
+            table.add_column(column)
+        for machine in Lab().status():
+            table.add_row(machine.name, machine.state, machine.address or "-")
+        console.print(table)
+
+    @lab_app.command("ssh", context_settings={"allow_extra_args": True, "ignore_unknown_options": True})
+    def ssh(ctx: typer.Context, name: Annotated[str, typer.Argument(help="A lab machine, e.g. lab-control-plane.")]) -> None:
+        """Log in to a lab machine (or run the command after NAME) with its recorded host key checked."""
+        argv = Lab().ssh_argv(name, list(ctx.args))
+        if shutil.which(argv[0]) is None:
+            raise InputError("ssh (the OpenSSH client) is not installed: install openssh-client")
+        try:
+            os.execvp(argv[0], argv)
+        except OSError as exc:
+            raise BootstrapError(f"could not run ssh: {exc}") from None
+
+    app.add_typer(lab_app, name="lab")

@@ -1,0 +1,96 @@
+"""`bootstrap preflight`: check every node over SSH and show one table row per node."""
+from __future__ import annotations
+
+from pathlib import Path
+
+import typer
+from rich.console import Console
+from rich.table import Table
+from rich.text import Text
+
+from provision.cli.commands.up import ask_become_password, with_host_key_choice
+from provision.cli.options import AcceptHostKeysOption, AskBecomePassOption, ConfigOption, InventoryOption
+from provision.cli.views import console as progress_console
+from provision.errors import BootstrapError
+from provision.inputs.validation import load_cluster
+from provision.nodes.preflight import FAMILIES, CheckResult, NodeReport, PreflightReport, run_preflight
+
+STATUS_STYLE = {"ok": "green", "warn": "yellow", "fail": "bold red"}
+STATUS_MARK = {"ok": "ok", "warn": "warn", "fail": "FAIL"}
+
+HELP = """Run the pre-flight checks on every node in the inventory, without changing anything.
+
+Each node is reached over SSH (host keys checked against ssh.known_hosts_file) and checked, all nodes in
+parallel: sudo without a prompt, a supported OS (CentOS Stream 9, Rocky/AlmaLinux 9, Ubuntu
+22.04/24.04, Debian 12), at least 2 CPUs and 1700 MB of memory on the control plane, a hostname,
+product_uuid and MAC address no other node has, the Kubernetes ports free, a clock within 30 s of this
+machine's, swap and SELinux (which prepare will change), and NVIDIA GPUs with their driver. Failures block
+`bootstrap up` and are listed with their fix under the table; warnings do not block.
+
+\b
+Example:
+    bootstrap preflight --inventory hosts.ini --config cluster.yaml
+"""
+
+
+def _cell(report: NodeReport, family: str) -> Text:
+    checks = report.family(family)
+    if not checks:
+        return Text("-", style="dim")
+    status = "fail" if any(c.status == "fail" for c in checks) else \
+        "warn" if any(c.status == "warn" for c in checks) else "ok"
+    shown = [c for c in checks if c.status != "ok"] or _ok_summary(family, checks)
+    detail = ", ".join(c.detail for c in shown)
+    return Text(f"{STATUS_MARK[status]} {detail}".strip(), style=STATUS_STYLE[status])
+
+
+def _ok_summary(family: str, checks: list[CheckResult]) -> list[CheckResult]:
+    # Identity values are long and only interesting when they clash.
+    if family == "unique":
+        return []
+    return checks
+
+
+def render(report: PreflightReport, console: Console) -> None:
+    table = Table(title=f"preflight: {len(report.nodes)} nodes in {report.elapsed_s:.1f} s", title_justify="left")
+    table.add_column("node", style="bold")
+    table.add_column("role")
+    for family in FAMILIES:
+        table.add_column(family)
+    for node in report.nodes:
+        table.add_row(node.name, node.role.replace("_", "-"), *(_cell(node, family) for family in FAMILIES))
+    console.print(table)
+    for problem in report.blocking + report.warnings:
+        style = STATUS_STYLE[problem.check.status]
+        line = Text.assemble((f"{STATUS_MARK[problem.check.status]} ", style),
+                             f"{problem.node}: {problem.check.name}: {problem.check.detail}")
+        console.print(line, soft_wrap=True)
+        if problem.check.fix:
+            console.print(Text(f"     fix: {problem.check.fix}", style="dim"), soft_wrap=True)
+
+
+def run_preflight_command(inventory: Path, config: Path | None, *, accept_new_host_keys: bool = False,
+                          ask_become_pass: bool = False) -> PreflightReport:
+    cluster, settings = load_cluster(inventory, config)
+    settings = with_host_key_choice(settings, accept_new_host_keys)
+    become_password = ask_become_password(ask_become_pass)
+    with progress_console.status(f"checking {len(cluster.nodes)} nodes ..."):
+        report = run_preflight(cluster, settings, become_password=become_password)
+    render(report, Console(soft_wrap=False))
+    if report.blocking:
+        count = len(report.blocking)
+        raise BootstrapError(f"preflight: {count} blocking problem{'s' if count > 1 else ''} (fixes listed above); "
+                             f"fix them and run `bootstrap preflight --inventory {inventory}` again")
+    return report
+
+
+def register(app: typer.Typer) -> None:
+    @app.command("preflight", help=HELP)
+    def preflight(
+        inventory: InventoryOption,
+        config: ConfigOption = None,
+        accept_new_host_keys: AcceptHostKeysOption = False,
+        ask_become_pass: AskBecomePassOption = False,
+    ) -> None:
+        run_preflight_command(inventory, config, accept_new_host_keys=accept_new_host_keys,
+                              ask_become_pass=ask_become_pass)

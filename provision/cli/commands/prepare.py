@@ -1,0 +1,69 @@
+"""`bootstrap prepare`: prepare every node (OS, containerd and Docker, Kubernetes packages, NVIDIA stack)."""
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from provision.cli.commands.up import ask_become_password, with_host_key_choice
+from provision.cli.options import (
+    AcceptHostKeysOption,
+    AskBecomePassOption,
+    ConfigOption,
+    InventoryOption,
+    VerboseOption,
+)
+from provision.cli.views import console, live_progress, print_result
+from provision.inputs.validation import load_cluster
+from provision.nodes.prepare import PrepareResult, prepare
+
+HELP = """Prepare the nodes for kubeadm; the first phase of `bootstrap up`, safe to run again at any time.
+
+On every node: hostname from the inventory name, every node in /etc/hosts, swap off for good, SELinux
+permissive (RHEL family), the firewall opened for kubeadm and Calico (firewall.mode), overlay and
+br_netfilter loaded, the bridge and forwarding sysctls, chrony, containerd with the systemd cgroup driver
+(and Docker unless container_runtime.install_docker is false), crictl, kubeadm/kubelet/kubectl held at
+kubernetes.version; on GPU nodes (gpu=true, or found on PCI with gpu=auto) the NVIDIA driver, the container
+toolkit and containerd's nvidia runtime, rebooting only when the driver needs it. Every repository comes
+from the settings (mirrors.*, mirrors.profile: cn, offline.source). A second run changes nothing.
+
+\b
+Example:
+    bootstrap prepare --inventory hosts.ini --config cluster.yaml
+"""
+
+LimitOption = Annotated[list[str] | None, typer.Option(
+    "--limit", "-l", help="Prepare only these inventory hosts (repeat the option for several).", show_default=False)]
+
+
+def run_prepare_command(inventory: Path, config: Path | None, *, limit: list[str] | None = None,
+                        accept_new_host_keys: bool = False, ask_become_pass: bool = False,
+                        verbose: bool = False) -> PrepareResult:
+    cluster, settings = load_cluster(inventory, config)
+    for name in limit or []:
+        cluster.node(name)  # an unknown name is refused before any SSH connection
+    settings = with_host_key_choice(settings, accept_new_host_keys)
+    become_password = ask_become_password(ask_become_pass)
+    with live_progress(verbose) as on_progress:
+        result = prepare(cluster, settings, limit=limit, on_progress=on_progress, verbose=verbose,
+                         become_password=become_password)
+    print_result(result.playbook)
+    gpu_nodes = sorted(host for host, report in result.reports.items() if report.get("gpu_node") == "True")
+    if gpu_nodes:
+        console.print(f"GPU nodes: {', '.join(gpu_nodes)}")
+    return result
+
+
+def register(app: typer.Typer) -> None:
+    @app.command("prepare", help=HELP)
+    def prepare_command(
+        inventory: InventoryOption,
+        config: ConfigOption = None,
+        limit: LimitOption = None,
+        accept_new_host_keys: AcceptHostKeysOption = False,
+        ask_become_pass: AskBecomePassOption = False,
+        verbose: VerboseOption = False,
+    ) -> None:
+        run_prepare_command(inventory, config, limit=limit, accept_new_host_keys=accept_new_host_keys,
+                            ask_become_pass=ask_become_pass, verbose=verbose)

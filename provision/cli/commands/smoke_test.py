@@ -1,0 +1,135 @@
+"""`bootstrap smoke-test`: train CIFAR-10 on the cluster and print a verdict; the exit code is the verdict."""
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Annotated
+
+import typer
+from rich.console import Console, Group
+from rich.live import Live
+from rich.table import Table
+from rich.text import Text
+
+from provision.cli.options import ConfigOption
+from provision.inputs.settings import load_settings
+from provision.kube.smoke import SmokeProgress, TrainerMetrics, Verdict, build_spec, new_namespace, run_smoke_test
+from provision.render.smoke_manifests import render, to_yaml
+
+console = Console(stderr=True, highlight=False)
+
+KubeconfigOption = Annotated[Path, typer.Option(
+    "--kubeconfig", help="Kubeconfig of the cluster to test.", envvar="KUBECONFIG")]
+
+
+def progress_view(progress: SmokeProgress) -> Group:
+    hardware = f"{progress.nodes} node(s) x {progress.gpus} GPU" if progress.mode == "gpu" else f"{progress.nodes} node(s), CPU"
+    header = Text.assemble(("smoke test", "bold cyan"), f"  {progress.elapsed:5.1f}s  ", (progress.stage, "white"),
+                           f"  {progress.namespace}  {hardware}")
+    table = Table(box=None, pad_edge=False, header_style="dim")
+    for column in ("pod", "index", "node", "state"):
+        table.add_column(column)
+    for pod in progress.pods:
+        style = "red" if "Failed" in pod.state or "BackOff" in pod.state or "Err" in pod.state else ""
+        table.add_row(pod.name, pod.index or "-", pod.node or "-", pod.state, style=style)
+    parts: list[Text | Table] = [header, table]
+    if progress.epochs:
+        done = round(20 * progress.epoch / progress.epochs)
+        parts.append(Text(f"epoch {progress.epoch}/{progress.epochs}  [" + "#" * done + "." * (20 - done) + "]"))
+    return Group(*parts)
+
+
+def log_lines(progress: SmokeProgress) -> list[str]:
+    """The trainer's new log lines, less its final metrics JSON (the verdict shows those as a table)."""
+    return [line for line in progress.new_lines if TrainerMetrics.parse(line) is None]
+
+
+@contextmanager
+def live_view() -> Iterator[Callable[[SmokeProgress], None]]:
+    """Log lines scroll above a live table of the pods; without a terminal, the lines and stages only."""
+    if not console.is_terminal:
+        last_stage = ""
+
+        def plain(progress: SmokeProgress) -> None:
+            nonlocal last_stage
+            if progress.stage != last_stage:
+                console.print(f"[{progress.elapsed:5.1f}s] {progress.stage}")
+                last_stage = progress.stage
+            for line in log_lines(progress):
+                console.print(f"  {line}", markup=False)
+        yield plain
+        return
+    with Live(console=console, refresh_per_second=8, transient=True) as live:
+        def update(progress: SmokeProgress) -> None:
+            for line in log_lines(progress):
+                live.console.print(f"  {line}", markup=False)
+            live.update(progress_view(progress))
+        yield update
+
+
+def print_verdict(verdict: Verdict) -> None:
+    colour = "green" if verdict.passed else "red"
+    console.print(Text(verdict.summary, style=f"bold {colour}"), soft_wrap=True)
+    metrics = verdict.metrics
+    if metrics:
+        table = Table(box=None, pad_edge=False, show_header=False)
+        table.add_column(style="dim")
+        table.add_column()
+        rows = [
+            ("test accuracy", f"{metrics.test_accuracy:.4f}"),
+            ("saved model, re-read", f"{metrics.inference_accuracy}"),
+            ("training time", f"{metrics.train_time_s:.2f}s ({metrics.epochs} epochs, {metrics.epoch_time_s:.2f}s each)"),
+            ("images/s", f"{metrics.images_per_s:,.0f}"),
+            ("device", f"{metrics.device} x{metrics.gpu_count or metrics.world_size} on {metrics.nodes} node(s)"),
+            ("torch / CUDA", f"{metrics.torch_version} / {metrics.cuda_version or 'none'}"),
+            ("dataset", metrics.dataset),
+        ]
+        for key, value in rows:
+            table.add_row(key, value)
+        console.print(table)
+    if not verdict.passed and verdict.log_tail:
+        console.print("[dim]last lines of the trainer's log:[/]")
+        for line in verdict.log_tail[-8:]:
+            console.print(f"  {line}", markup=False)
+    if verdict.kept:
+        console.print(f"kept: namespace {verdict.namespace} (kubectl -n {verdict.namespace} get pods; "
+                      f"kubectl delete namespace {verdict.namespace} when done)")
+    if verdict.cleanup_error:
+        console.print(Text.assemble(("warning:", "yellow"), f" {verdict.cleanup_error}"))
+
+
+def register(app: typer.Typer) -> None:
+    @app.command("smoke-test")
+    def smoke_test(
+        kubeconfig: KubeconfigOption = Path("~/.kube/config"),
+        config: ConfigOption = None,
+        gpus: Annotated[int | None, typer.Option("--gpus", min=1, help="GPUs per node (default: smoke_test.gpus).")] = None,
+        nodes: Annotated[int | None, typer.Option(
+            "--nodes", min=1, help="Nodes to train on (default: smoke_test.nodes).")] = None,
+        cpu: Annotated[bool, typer.Option("--cpu", help="Train on CPU (for clusters without GPUs).")] = False,
+        keep: Annotated[bool, typer.Option("--keep", help="Leave the namespace, Job and pods for inspection.")] = False,
+        image: Annotated[str | None, typer.Option("--image", help="Trainer image (default: smoke_test.image).")] = None,
+        epochs: Annotated[int | None, typer.Option("--epochs", min=1, help="Training epochs.")] = None,
+        timeout: Annotated[int | None, typer.Option("--timeout", min=60, help="Seconds before the Job is stopped.")] = None,
+        print_manifests: Annotated[str | None, typer.Option(
+            "--print-manifests", metavar="job|pytorchjob",
+            help="Print the objects the test would create (the Job, or a Kubeflow PyTorchJob) and exit.")] = None,
+    ) -> None:
+        """Train CIFAR-10 on the cluster's GPUs and judge the run: PASS with accuracy and time, or FAIL with
+        the cause read from the API. Exit code 0 on PASS, 1 on FAIL."""
+        settings = load_settings(config)
+        if print_manifests is not None:
+            if print_manifests not in ("job", "pytorchjob"):
+                raise typer.BadParameter("choose job or pytorchjob", param_hint="--print-manifests")
+            # Without a cluster to ask, "auto" means GPU unless --cpu or the settings say CPU.
+            mode = "cpu" if cpu or settings.smoke_test.mode == "cpu" else "gpu"
+            spec = build_spec(settings, mode, namespace=new_namespace(), gpus=gpus, nodes=nodes, image=image,
+                              epochs=epochs, timeout_s=timeout)
+            typer.echo(to_yaml(render(spec, print_manifests)), nl=False)
+            return
+        with live_view() as on_progress:
+            verdict = run_smoke_test(kubeconfig.expanduser(), settings, gpus=gpus, nodes=nodes, cpu=cpu, keep=keep,
+                                     on_progress=on_progress, image=image, epochs=epochs, timeout_s=timeout)
+        print_verdict(verdict)
+        raise typer.Exit(verdict.exit_code)

@@ -1,1 +1,0 @@
-"""One module per `bootstrap` command; each exposes register(app)."""

@@ -1,0 +1,92 @@
+"""Where packages and images come from: a named profile, per-source overrides, or one offline source.
+
+Each source is a base URL; the roles append the per-OS part (`/v1.31/deb/`, `/rhel9/x86_64/`, ...), so
+one base serves every distribution. The offline source replaces every online one with a fixed layout
+under it (docs/offline.md).
+"""
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass
+
+from provision.inputs.settings import Settings
+
+
+@dataclass(frozen=True)
+class Sources:
+    # None: keep the distribution's own OS repositories.
+    os_repo: str | None
+    # + /<centos|ubuntu|debian>
+    docker_repo: str
+    # + /v<minor>/<deb|rpm>/  (the pkgs.k8s.io layout)
+    kubernetes_repo: str
+    # + /<rhel8|rhel9|ubuntu2204|ubuntu2404|debian12>/x86_64/
+    nvidia_cuda_repo: str
+    # + /<deb|rpm>   (libnvidia-container stable)
+    nvidia_toolkit_repo: str
+    # registry for kubeadm's control-plane images (kubeadm's imageRepository)
+    image_repository: str
+    # + /<calico version>/manifests/calico.yaml
+    calico_manifest: str
+    pip_index: str
+    # registry host -> mirror endpoints for containerd (docker.io, quay.io, nvcr.io, ...)
+    registry_mirrors: dict[str, list[str]]
+
+    def as_dict(self) -> dict[str, object]:
+        return asdict(self)
+
+
+PROFILES: dict[str, dict[str, object]] = {
+    "default": {
+        "os_repo": None,
+        "docker_repo": "https://download.docker.com/linux",
+        "kubernetes_repo": "https://pkgs.k8s.io/core:/stable:",
+        "nvidia_cuda_repo": "https://developer.download.nvidia.com/compute/cuda/repos",
+        "nvidia_toolkit_repo": "https://nvidia.github.io/libnvidia-container/stable",
+        "image_repository": "registry.k8s.io",
+        "calico_manifest": "https://raw.githubusercontent.com/projectcalico/calico",
+        "pip_index": "https://pypi.org/simple",
+        "registry_mirrors": {},
+    },
+    # Mirrors reachable from mainland China (Aliyun, Tsinghua, USTC, DaoCloud).
+    "cn": {
+        "os_repo": "https://mirrors.aliyun.com",
+        "docker_repo": "https://mirrors.aliyun.com/docker-ce/linux",
+        "kubernetes_repo": "https://mirrors.aliyun.com/kubernetes-new/core/stable",
+        "nvidia_cuda_repo": "https://mirrors.aliyun.com/nvidia-cuda",
+        "nvidia_toolkit_repo": "https://mirrors.ustc.edu.cn/libnvidia-container/stable",
+        "image_repository": "registry.aliyuncs.com/google_containers",
+        "calico_manifest": "https://mirrors.tuna.tsinghua.edu.cn/github-raw/projectcalico/calico",
+        "pip_index": "https://pypi.tuna.tsinghua.edu.cn/simple",
+        "registry_mirrors": {
+            "docker.io": ["https://docker.m.daocloud.io"],
+            "quay.io": ["https://quay.m.daocloud.io"],
+            "nvcr.io": ["https://nvcr.m.daocloud.io"],
+            "registry.k8s.io": ["https://k8s.m.daocloud.io"],
+        },
+    },
+}
+
+
+def resolve_sources(settings: Settings) -> Sources:
+    """The sources a run uses: offline beats overrides, overrides beat the profile."""
+    offline = settings.offline
+    if offline.source:
+        base = offline.source
+        return Sources(
+            os_repo=f"{base}/os",
+            docker_repo=f"{base}/docker",
+            kubernetes_repo=f"{base}/kubernetes",
+            nvidia_cuda_repo=f"{base}/nvidia-cuda",
+            nvidia_toolkit_repo=f"{base}/nvidia-container-toolkit",
+            image_repository=offline.image_repository or settings.mirrors.image_repository or "registry.k8s.io",
+            calico_manifest=f"{base}/calico",
+            pip_index=f"{base}/pypi/simple",
+            registry_mirrors=dict(settings.container_runtime.registry_mirrors),
+        )
+    chosen = dict(PROFILES[settings.mirrors.profile])
+    for key, value in settings.mirrors.model_dump(exclude={"profile"}).items():
+        if value is not None:
+            chosen[key] = value.rstrip("/")
+    mirrors = dict(chosen.pop("registry_mirrors"))  # type: ignore[arg-type]
+    mirrors.update(settings.container_runtime.registry_mirrors)
+    return Sources(registry_mirrors=mirrors, **chosen)  # type: ignore[arg-type]

@@ -1,0 +1,120 @@
+"""What the tool keeps on the operator's machine, under one private state directory.
+
+The state directory is `$BOOTSTRAP_STATE_DIR` (set by `bootstrap --state-dir`), else
+`$XDG_STATE_HOME/cluster-bootstrap`, else `~/.local/state/cluster-bootstrap`, mode 0700. Under it:
+`clusters/<control plane>@<address>/` per cluster (the admin kubeconfig and what one `up` run leaves for the
+next: the GPUs preflight found, each phase's outcome, so `up --from gpu` can resume without repeating the work
+before it), `runs/<time>-<phase>/` per playbook run (artifacts and a plain log), and `lab/` for the Vagrant lab.
+"""
+from __future__ import annotations
+
+import json
+import os
+import shutil
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+from provision.errors import BootstrapError, InputError
+from provision.inputs.inventory import Cluster
+
+STATE_DIR_ENV = "BOOTSTRAP_STATE_DIR"
+APP_NAME = "cluster-bootstrap"
+
+
+def state_root() -> Path:
+    """The state directory (not created here: refused commands create nothing)."""
+    configured = os.environ.get(STATE_DIR_ENV)
+    if configured:
+        return Path(configured).expanduser().absolute()
+    xdg = os.environ.get("XDG_STATE_HOME")
+    # XDG: a relative XDG_STATE_HOME is invalid and must be ignored.
+    base = Path(xdg) if xdg and Path(xdg).is_absolute() else Path.home() / ".local" / "state"
+    return base / APP_NAME
+
+
+def check_state_root() -> Path:
+    """The state directory, refused in one line when it cannot be one (a file, say); nothing is created."""
+    root = state_root()
+    for candidate in (root, *root.parents):
+        if candidate.exists():
+            if not candidate.is_dir():
+                raise InputError(f"state directory {root}: {candidate} exists and is not a directory: "
+                                 f"pass another --state-dir (or {STATE_DIR_ENV})")
+            break
+    return root
+
+
+def private_dir(path: Path) -> Path:
+    """Create `path` (and the state directory above it) readable by this user only."""
+    root = check_state_root()
+    for directory in (root, path):
+        directory.mkdir(parents=True, exist_ok=True, mode=0o700)
+        directory.chmod(0o700)
+    return path
+
+
+def runs_root() -> Path:
+    return state_root() / "runs"
+
+
+def lab_root() -> Path:
+    return state_root() / "lab"
+
+
+def cluster_dir(cluster: Cluster, *, create: bool = True) -> Path:
+    """The cluster's private directory (it holds admin credentials: mode 0700)."""
+    # The address too: two inventories may both call their control plane "master", and must not share state.
+    control_plane = cluster.control_plane
+    name = f"{control_plane.name}@{control_plane.address}"
+    # The inventory is validated before this, but a path must never climb out of the state directory.
+    if "/" in name or "\\" in name or name.startswith(".") or "\0" in name:
+        raise InputError(f"{cluster.inventory_path}: control plane '{control_plane.name}' at "
+                         f"'{control_plane.address}' cannot name a state directory: fix its name or ansible_host")
+    path = state_root() / "clusters" / name
+    if create:
+        private_dir(path.parent)
+        private_dir(path)
+    return path
+
+
+@dataclass
+class PhaseRecord:
+    status: str
+    seconds: float
+    detail: str = ""
+
+
+@dataclass
+class ClusterState:
+    # Node name -> GPUs preflight found (0 for none); None until preflight has run.
+    gpus: dict[str, int] | None = None
+    # Name -> outcome of the last time each phase ran.
+    phases: dict[str, PhaseRecord] = field(default_factory=dict)
+
+    @classmethod
+    def load(cls, cluster: Cluster) -> ClusterState:
+        path = cluster_dir(cluster, create=False) / "state.json"
+        if not path.exists():
+            return cls()
+        try:
+            data = json.loads(path.read_text())
+            return cls(gpus=data.get("gpus"),
+                       phases={k: PhaseRecord(**v) for k, v in (data.get("phases") or {}).items()})
+        except (ValueError, TypeError) as exc:
+            raise BootstrapError(f"{path}: unreadable state ({exc}); delete it and re-run `bootstrap up`") from None
+
+    def save(self, cluster: Cluster) -> None:
+        path = cluster_dir(cluster) / "state.json"
+        tmp = path.with_suffix(".tmp")
+        tmp.write_text(json.dumps({"gpus": self.gpus,
+                                   "phases": {k: asdict(v) for k, v in self.phases.items()}}, indent=2))
+        tmp.replace(path)
+
+
+def forget_cluster(cluster: Cluster) -> bool:
+    """Remove the cluster's directory (kubeconfig and state); True if there was one."""
+    path = cluster_dir(cluster, create=False)
+    if not path.exists():
+        return False
+    shutil.rmtree(path)
+    return True

@@ -1,0 +1,573 @@
+"""Preflight: can every node take part? Checked over SSH, in parallel, before anything is changed.
+
+Per node, one probe script (run through sudo) reads the facts; pure functions then judge them, some across
+nodes (hostname, product_uuid and MAC must be unique). Each check reports ok, warn or fail with a detail and
+a fix. Which problems block `up` is decided in one place: `severity()`. Warnings name what `prepare` will
+change (swap, SELinux) or what is merely tight on a worker (CPU, memory).
+"""
+from __future__ import annotations
+
+import re
+import shlex
+import threading
+import time
+from collections.abc import Callable, Iterable
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field, replace
+from typing import Literal
+
+from provision.inputs.inventory import Cluster, Node
+from provision.inputs.settings import Settings
+from provision.nodes.runner import HostTally, RunProgress
+from provision.nodes.ssh import SshError, SshShell
+
+Status = Literal["ok", "warn", "fail"]
+
+# kubeadm's own minimums for a control plane.
+MIN_CPUS = 2
+MIN_MEMORY_MB = 1700
+CLOCK_SKEW_LIMIT_S = 30.0
+CONTROL_PLANE_PORTS = (6443, 2379, 2380, 10250, 10257, 10259)
+WORKER_PORTS = (10250,)
+# Processes that hold those ports on a node that is already in a cluster (ss shows at most 15 characters).
+KUBE_PROCESSES = frozenset({"kube-apiserver", "etcd", "kubelet", "kube-controller", "kube-scheduler"})
+NVIDIA_VENDOR = "0x10de"
+# Supported systems: os-release ID -> the major versions that work.
+SUPPORTED_OS: dict[str, tuple[str, ...]] = {
+    # CentOS Stream 9. CentOS 8 and Stream 8 are past their end of life; CentOS 7 too, and see below.
+    "centos": ("9",),
+    # EL8 is refused like CentOS 7 (see below).
+    "rocky": ("9",),
+    "almalinux": ("9",),
+    "ubuntu": ("22.04", "24.04"),
+    "debian": ("12",),
+}
+SUPPORTED_OS_TEXT = "CentOS Stream 9, Rocky Linux 9, AlmaLinux 9, Ubuntu 22.04/24.04, Debian 12"
+# ansible-core 2.19 runs its modules with Python >= 3.8 and manages packages through the dnf Python bindings.
+# CentOS 7 has Python 3.6 and yum 3; EL8's dnf bindings exist only for its platform Python 3.6 (ansible/ansible
+# #82068). No playbook can prepare either, so they are refused here, before anything runs.
+RHEL_FAMILY_IDS = ("centos", "rhel", "rocky", "almalinux", "ol")
+OLD_RHEL_FIX = {
+    "7": "CentOS/RHEL 7 is end-of-life and cannot be managed by ansible-core 2.19 (Python 3.6, yum 3): reinstall "
+         "the node with Rocky Linux 9, AlmaLinux 9 or CentOS Stream 9 (same RPM family)",
+    "8": "EL8 cannot be managed by ansible-core 2.19 (its dnf Python bindings exist only for Python 3.6): upgrade "
+         "the node to EL9 (Rocky Linux 9, AlmaLinux 9 or CentOS Stream 9)",
+}
+PROBE_TIMEOUT_S = 60
+
+# The column each check is shown in (`bootstrap preflight` draws one column per family).
+FAMILIES: dict[str, tuple[str, ...]] = {
+    "access": ("ssh", "sudo", "facts"),
+    "os": ("os",),
+    "resources": ("cpu", "memory"),
+    "unique": ("hostname", "product_uuid", "mac"),
+    "ports": ("ports",),
+    "clock": ("clock",),
+    "swap": ("swap",),
+    "selinux": ("selinux",),
+    "gpu": ("gpu",),
+}
+
+# --- which problems block: the one place that decides ------------------------------------------------------
+
+# A problem found by one of these stops `up` on any node.
+BLOCKING = frozenset({"ssh", "sudo", "facts", "os", "hostname", "product_uuid", "mac", "ports", "clock", "gpu"})
+# These stop `up` only on the control plane (kubeadm init refuses); on a worker they are a warning.
+BLOCKING_ON_CONTROL_PLANE = frozenset({"cpu", "memory"})
+
+
+def severity(check: str, node: Node) -> Status:
+    """What a problem found by `check` on `node` means: "fail" blocks, "warn" is shown and lets `up` go on."""
+    if check in BLOCKING or (check in BLOCKING_ON_CONTROL_PLANE and node.is_control_plane):
+        return "fail"
+    return "warn"
+
+
+# --- results -----------------------------------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class CheckResult:
+    name: str
+    status: Status
+    detail: str
+    fix: str = ""
+
+
+@dataclass(frozen=True)
+class Finding:
+    """A check's verdict before the policy gives it a status: was there a problem, what, and its fix."""
+
+    name: str
+    problem: bool
+    detail: str
+    fix: str = ""
+
+
+@dataclass(frozen=True)
+class Problem:
+    node: str
+    check: CheckResult
+
+    def describe(self) -> str:
+        fix = f"; fix: {self.check.fix}" if self.check.fix else ""
+        return f"{self.node}: {self.check.name}: {self.check.detail}{fix}"
+
+
+@dataclass(frozen=True)
+class NodeReport:
+    name: str
+    role: str
+    address: str
+    checks: tuple[CheckResult, ...]
+    gpu_count: int = 0
+
+    def check(self, name: str) -> CheckResult | None:
+        return next((c for c in self.checks if c.name == name), None)
+
+    def family(self, family: str) -> list[CheckResult]:
+        return [c for c in self.checks if c.name in FAMILIES[family]]
+
+    @property
+    def status(self) -> Status:
+        return _worst(c.status for c in self.checks)
+
+
+@dataclass(frozen=True)
+class PreflightReport:
+    nodes: tuple[NodeReport, ...]
+    elapsed_s: float
+
+    def _problems(self, status: Status) -> list[Problem]:
+        return [Problem(n.name, c) for n in self.nodes for c in n.checks if c.status == status]
+
+    @property
+    def blocking(self) -> list[Problem]:
+        return self._problems("fail")
+
+    @property
+    def warnings(self) -> list[Problem]:
+        return self._problems("warn")
+
+    @property
+    def ok(self) -> bool:
+        return not self.blocking
+
+    @property
+    def gpu_counts(self) -> dict[str, int]:
+        return {n.name: n.gpu_count for n in self.nodes}
+
+    def node(self, name: str) -> NodeReport:
+        return next(n for n in self.nodes if n.name == name)
+
+
+def _worst(statuses: Iterable[Status]) -> Status:
+    found = set(statuses)
+    return "fail" if "fail" in found else "warn" if "warn" in found else "ok"
+
+
+# --- facts -------------------------------------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class Listener:
+    port: int
+    process: str | None = None
+    pid: int | None = None
+
+
+@dataclass(frozen=True)
+class NodeFacts:
+    os_release: dict[str, str]
+    hostname: str
+    product_uuid: str | None
+    # Interface -> MAC, for the interfaces whose MAC must be unique (physical ones and the default route's).
+    macs: dict[str, str]
+    cpus: int
+    memory_mb: int
+    listeners: tuple[Listener, ...]
+    swaps_active: tuple[str, ...]
+    fstab_swaps: tuple[str, ...]
+    selinux: str | None  # "enforcing", "permissive", "disabled" or None when absent
+    gpus: tuple[str, ...]  # PCI addresses (and names, when lspci is there) of NVIDIA display controllers
+    nvidia_driver: str | None
+    kube_configs: tuple[str, ...]
+    # Node clock minus the operator's, and how precisely that is known (half the probe's round trip).
+    clock_offset_s: float = 0.0
+    clock_uncertainty_s: float = 0.0
+
+
+# Runs as root through sudo; POSIX sh; every section is optional so a missing tool only empties its section.
+PROBE_SCRIPT = r"""
+section() { echo "@@$1"; }
+section os-release; cat /etc/os-release 2>/dev/null
+section hostname; hostname
+section product_uuid; cat /sys/class/dmi/id/product_uuid 2>/dev/null
+section default_iface; ip -4 route show default 2>/dev/null | awk '{for (i = 1; i < NF; i++) if ($i == "dev") print $(i + 1)}'
+section interfaces
+for d in /sys/class/net/*; do
+  [ -e "$d/address" ] || continue
+  physical=0; [ -e "$d/device" ] && physical=1
+  echo "${d##*/} $(cat "$d/address") $physical"
+done
+section cpus; nproc 2>/dev/null || grep -c '^processor' /proc/cpuinfo
+section meminfo; grep '^MemTotal:' /proc/meminfo
+if command -v ss >/dev/null 2>&1; then section listen; ss -ltnp 2>/dev/null | tail -n +2
+else section proc_net_tcp; cat /proc/net/tcp /proc/net/tcp6 2>/dev/null; fi
+section time; date +%s.%N
+section swaps; tail -n +2 /proc/swaps 2>/dev/null
+section fstab; grep -v '^[[:space:]]*#' /etc/fstab 2>/dev/null
+section selinux
+if command -v getenforce >/dev/null 2>&1; then getenforce
+elif [ -r /sys/fs/selinux/enforce ]; then cat /sys/fs/selinux/enforce; fi
+section nvidia_pci
+for d in /sys/bus/pci/devices/*; do
+  [ "$(cat "$d/vendor" 2>/dev/null)" = 0x10de ] || continue
+  case "$(cat "$d/class")" in 0x03*) echo "${d##*/}";; esac
+done
+section lspci; command -v lspci >/dev/null 2>&1 && lspci -mm -d 10de: 2>/dev/null
+section nvidia_driver; head -n 1 /proc/driver/nvidia/version 2>/dev/null
+section kube; for f in /etc/kubernetes/admin.conf /etc/kubernetes/kubelet.conf; do [ -f "$f" ] && echo "$f"; done
+section end
+"""
+
+
+def _sections(text: str) -> dict[str, list[str]]:
+    found: dict[str, list[str]] = {}
+    current: list[str] | None = None
+    for line in text.splitlines():
+        if line.startswith("@@"):
+            current = found.setdefault(line[2:].strip(), [])
+        elif current is not None:
+            current.append(line.rstrip())
+    return found
+
+
+def parse_os_release(lines: Iterable[str]) -> dict[str, str]:
+    values = {}
+    for line in lines:
+        if "=" in line and not line.lstrip().startswith("#"):
+            key, _, value = line.partition("=")
+            try:
+                values[key.strip()] = " ".join(shlex.split(value)) if value.strip() else ""
+            except ValueError:
+                values[key.strip()] = value.strip().strip("\"'")
+    return values
+
+
+_SS_PROCESS = re.compile(r'users:\(\("([^"]+)",pid=(\d+)')
+
+
+def parse_listeners(lines: Iterable[str]) -> tuple[Listener, ...]:
+    """`ss -ltnp` rows (no header) -> listening TCP ports with the process that holds each, when shown."""
+    found = []
+    for line in lines:
+        columns = line.split()
+        if len(columns) < 4:
+            continue
+        local = columns[3]
+        port_text = local.rsplit(":", 1)[-1]
+        if not port_text.isdigit():
+            continue
+        match = _SS_PROCESS.search(line)
+        found.append(Listener(int(port_text), match.group(1) if match else None,
+                              int(match.group(2)) if match else None))
+    return tuple(found)
+
+
+def parse_proc_net_tcp(lines: Iterable[str]) -> tuple[Listener, ...]:
+    """/proc/net/tcp{,6} rows in state 0A (LISTEN) -> ports, for nodes without `ss` (no process names)."""
+    ports = set()
+    for line in lines:
+        columns = line.split()
+        if len(columns) > 3 and columns[3] == "0A" and ":" in columns[1]:
+            ports.add(int(columns[1].rsplit(":", 1)[1], 16))
+    return tuple(Listener(port) for port in sorted(ports))
+
+
+def parse_facts(text: str) -> NodeFacts:
+    """The probe's output -> facts. Raises ValueError when the output is cut short."""
+    sections = _sections(text)
+    if "end" not in sections:
+        raise ValueError("the probe's output ended early")
+    default_iface = next(iter(sections.get("default_iface", [])), "")
+    macs = {}
+    for line in sections.get("interfaces", []):
+        parts = line.split()
+        if len(parts) == 3 and (parts[2] == "1" or parts[0] == default_iface):
+            macs[parts[0]] = parts[1].lower()
+    memory_kb = next((int(line.split()[1]) for line in sections.get("meminfo", []) if line.split()[1:2]), 0)
+    selinux_lines = [line.strip().lower() for line in sections.get("selinux", []) if line.strip()]
+    selinux = {"1": "enforcing", "0": "permissive"}.get(selinux_lines[0], selinux_lines[0]) if selinux_lines else None
+    names = {}
+    for line in sections.get("lspci", []):
+        parts = shlex.split(line) if line.strip() else []
+        if len(parts) >= 4:
+            names[parts[0]] = parts[3]
+    gpus = []
+    for address in (line.strip() for line in sections.get("nvidia_pci", []) if line.strip()):
+        short = address.split(":", 1)[1] if address.count(":") == 2 else address
+        gpus.append(f"{address} {names[short]}" if short in names else address)
+    uuid_lines = [line.strip() for line in sections.get("product_uuid", []) if line.strip()]
+    cpu_lines = [line.strip() for line in sections.get("cpus", []) if line.strip().isdigit()]
+    return NodeFacts(
+        os_release=parse_os_release(sections.get("os-release", [])),
+        hostname=next((line.strip() for line in sections.get("hostname", []) if line.strip()), ""),
+        product_uuid=uuid_lines[0].lower() if uuid_lines else None,
+        macs=macs,
+        cpus=int(cpu_lines[0]) if cpu_lines else 0,
+        memory_mb=memory_kb // 1024,
+        listeners=parse_listeners(sections["listen"]) if "listen" in sections
+        else parse_proc_net_tcp(sections.get("proc_net_tcp", [])),
+        swaps_active=tuple(line.split()[0] for line in sections.get("swaps", []) if line.strip()),
+        fstab_swaps=tuple(" ".join(line.split()) for line in sections.get("fstab", [])
+                          if len(line.split()) >= 3 and line.split()[2] == "swap"),
+        selinux=selinux,
+        gpus=tuple(gpus),
+        nvidia_driver=next((line.strip() for line in sections.get("nvidia_driver", []) if line.strip()), None),
+        kube_configs=tuple(line.strip() for line in sections.get("kube", []) if line.strip()),
+    )
+
+
+# --- judging facts (pure functions) --------------------------------------------------------------------------
+
+def check_os(facts: NodeFacts) -> Finding:
+    release = facts.os_release
+    os_id = release.get("ID", "").lower()
+    version = release.get("VERSION_ID", "")
+    name = f"{release.get('NAME', os_id)} {version}".strip() or "unknown (no /etc/os-release)"
+    wanted = SUPPORTED_OS.get(os_id, ())
+    if version in wanted or version.split(".")[0] in wanted:
+        return Finding("os", False, name)
+    if os_id in RHEL_FAMILY_IDS and version.split(".")[0] in OLD_RHEL_FIX:
+        return Finding("os", True, f"{name} is not supported", OLD_RHEL_FIX[version.split(".")[0]])
+    return Finding("os", True, f"{name} is not supported", f"use one of: {SUPPORTED_OS_TEXT}")
+
+
+def check_cpu(facts: NodeFacts) -> Finding:
+    if facts.cpus >= MIN_CPUS:
+        return Finding("cpu", False, f"{facts.cpus} CPUs")
+    return Finding("cpu", True, f"{facts.cpus} CPU(s), at least {MIN_CPUS} needed",
+                   f"give the machine at least {MIN_CPUS} CPUs")
+
+
+def check_memory(facts: NodeFacts) -> Finding:
+    if facts.memory_mb >= MIN_MEMORY_MB:
+        return Finding("memory", False, f"{facts.memory_mb} MB")
+    return Finding("memory", True, f"{facts.memory_mb} MB of memory, at least {MIN_MEMORY_MB} MB needed",
+                   f"give the machine at least {MIN_MEMORY_MB} MB of memory")
+
+
+def part_of_cluster(facts: NodeFacts) -> bool:
+    """The node already runs this cluster's pieces (a re-run on a finished cluster)."""
+    return bool(facts.kube_configs) or any(lst.process in KUBE_PROCESSES for lst in facts.listeners)
+
+
+def check_ports(facts: NodeFacts, node: Node) -> Finding:
+    wanted = CONTROL_PLANE_PORTS if node.is_control_plane else WORKER_PORTS
+    taken = {lst.port: lst for lst in facts.listeners if lst.port in wanted}
+    if not taken:
+        return Finding("ports", False, "free")
+    foreign = {port: lst for port, lst in taken.items() if lst.process not in KUBE_PROCESSES}
+    if not foreign and part_of_cluster(facts):
+        holders = sorted({lst.process for lst in taken.values() if lst.process})
+        return Finding("ports", False, f"already part of the cluster ({', '.join(holders) or 'kubeconfig present'})")
+    culprits = foreign or taken
+    described = ", ".join(f"{port} ({lst.process or 'unknown process'}"
+                          f"{f' pid {lst.pid}' if lst.pid else ''})" for port, lst in sorted(culprits.items()))
+    first = min(culprits)
+    return Finding("ports", True, f"in use: {described}",
+                   f"stop what listens there (`ss -ltnp 'sport = :{first}'` on the node shows it), or run "
+                   "`bootstrap reset` if it is left from an earlier cluster")
+
+
+def check_clock(facts: NodeFacts, limit_s: float = CLOCK_SKEW_LIMIT_S) -> Finding:
+    offset = facts.clock_offset_s
+    if abs(offset) - facts.clock_uncertainty_s <= limit_s:
+        return Finding("clock", False, f"{offset:+.1f} s")
+    return Finding("clock", True, f"{offset:+.0f} s off this machine's clock (limit {limit_s:.0f} s)",
+                   "set the time and keep it in sync: `timedatectl set-ntp true` (chrony or systemd-timesyncd)")
+
+
+def check_swap(facts: NodeFacts) -> Finding:
+    places = [f"active: {', '.join(facts.swaps_active)}"] if facts.swaps_active else []
+    places += [f"/etc/fstab: {line}" for line in facts.fstab_swaps]
+    if not places:
+        return Finding("swap", False, "off")
+    return Finding("swap", True, "; ".join(places), "prepare turns swap off and comments out its /etc/fstab line")
+
+
+def check_selinux(facts: NodeFacts) -> Finding:
+    if facts.selinux != "enforcing":
+        return Finding("selinux", False, facts.selinux or "absent")
+    return Finding("selinux", True, "enforcing", "prepare sets SELinux to permissive (kubeadm's pods need it)")
+
+
+def check_gpu(facts: NodeFacts, node: Node) -> tuple[Finding, int]:
+    """The finding and the GPU count this node contributes (0 when the inventory says gpu=false)."""
+    count = len(facts.gpus)
+    driver = f"driver {facts.nvidia_driver.split('Kernel Module')[-1].split()[0]}" if facts.nvidia_driver and \
+        "Kernel Module" in facts.nvidia_driver else ("driver loaded" if facts.nvidia_driver else "no driver yet")
+    if node.gpu == "false":
+        ignored = f" ({count} found, not used)" if count else ""
+        return Finding("gpu", False, f"gpu=false in the inventory{ignored}"), 0
+    if count == 0:
+        if node.gpu == "true":
+            return Finding("gpu", True, "gpu=true in the inventory, but no NVIDIA GPU was found",
+                           "check `lspci -d 10de:` on the node, or set gpu=auto / gpu=false for it"), 0
+        return Finding("gpu", False, "none"), 0
+    return Finding("gpu", False, f"{count} NVIDIA GPU{'s' if count > 1 else ''} ({driver})"), count
+
+
+def check_unique(facts_by_node: dict[str, NodeFacts]) -> dict[str, list[Finding]]:
+    """hostname, product_uuid and MACs must differ between nodes (kubeadm's requirement)."""
+    findings: dict[str, list[Finding]] = {name: [] for name in facts_by_node}
+
+    def owners(values: dict[str, set[str]]) -> dict[str, list[str]]:
+        seen: dict[str, list[str]] = {}
+        for name, node_values in values.items():
+            for value in node_values:
+                seen.setdefault(value, []).append(name)
+        return seen
+
+    fixes = {
+        "hostname": "give every machine its own hostname (`hostnamectl set-hostname NAME` on it)",
+        "product_uuid": "machines cloned from one image share it: give each VM its own UUID (a hypervisor setting)",
+        "mac": "cloned machines share a MAC: give each network interface its own MAC address",
+    }
+    values = {
+        "hostname": {n: {f.hostname.lower()} if f.hostname else set() for n, f in facts_by_node.items()},
+        "product_uuid": {n: {f.product_uuid} if f.product_uuid else set() for n, f in facts_by_node.items()},
+        "mac": {n: set(f.macs.values()) - {"00:00:00:00:00:00"} for n, f in facts_by_node.items()},
+    }
+    for check, per_node in values.items():
+        holders = owners(per_node)
+        for name in facts_by_node:
+            shared = {value: sorted(set(holders[value]) - {name}) for value in per_node[name]
+                      if len(holders[value]) > 1}
+            if shared:
+                detail = "; ".join(f"{value} also on {', '.join(others)}" for value, others in sorted(shared.items()))
+                findings[name].append(Finding(check, True, f"{check} {detail}", fixes[check]))
+            else:
+                shown = ", ".join(sorted(per_node[name])) or "not exposed"
+                findings[name].append(Finding(check, False, shown if check != "mac" else f"{len(per_node[name])} unique"))
+    return findings
+
+
+def judge(node: Node, finding: Finding) -> CheckResult:
+    if not finding.problem:
+        return CheckResult(finding.name, "ok", finding.detail)
+    return CheckResult(finding.name, severity(finding.name, node), finding.detail, finding.fix)
+
+
+def evaluate(nodes: list[Node], facts_by_node: dict[str, NodeFacts]) -> dict[str, tuple[list[CheckResult], int]]:
+    """Judge the facts of the nodes that could be probed: per node, its checks and GPU count."""
+    unique = check_unique(facts_by_node)
+    results = {}
+    for node in nodes:
+        facts = facts_by_node[node.name]
+        gpu_finding, gpu_count = check_gpu(facts, node)
+        findings = [check_os(facts), check_cpu(facts), check_memory(facts), *unique[node.name],
+                    check_ports(facts, node), check_clock(facts), check_swap(facts), check_selinux(facts), gpu_finding]
+        results[node.name] = ([judge(node, f) for f in findings], gpu_count)
+    return results
+
+
+# --- running it ------------------------------------------------------------------------------------------------
+
+@dataclass
+class _Probe:
+    node: Node
+    checks: list[CheckResult] = field(default_factory=list)
+    facts: NodeFacts | None = None
+
+
+def _probe(node: Node, settings: Settings, become_password: str | None) -> _Probe:
+    outcome = _Probe(node)
+    shell = SshShell(node, settings.ssh, become_password)
+    try:
+        try:
+            shell.open()
+        except SshError as exc:
+            outcome.checks.append(judge(node, Finding("ssh", True, exc.problem, exc.fix)))
+            return outcome
+        outcome.checks.append(CheckResult("ssh", "ok", f"as {node.user}"))
+        try:
+            shell.check_sudo()
+        except SshError as exc:
+            outcome.checks.append(judge(node, Finding("sudo", True, exc.problem, exc.fix)))
+            return outcome
+        outcome.checks.append(CheckResult("sudo", "ok", "sudo" if become_password is None else "sudo -K"))
+        started = time.time()
+        result = shell.run(PROBE_SCRIPT, sudo=True, timeout_s=PROBE_TIMEOUT_S)
+        finished = time.time()
+        try:
+            facts = parse_facts(result.stdout)
+        except ValueError as exc:
+            outcome.checks.append(judge(node, Finding("facts", True, f"could not read the node's facts: {exc} "
+                                                      f"({result.first_error_line()})", "run with the node reachable "
+                                                      "and /bin/sh working, then again")))
+            return outcome
+        remote = next((float(line) for line in _sections(result.stdout).get("time", []) if _is_float(line)), None)
+        if remote is not None:
+            facts = _with_clock(facts, remote - (started + finished) / 2, (finished - started) / 2)
+        outcome.facts = facts
+    except SshError as exc:
+        outcome.checks.append(judge(node, Finding("facts", True, exc.problem, exc.fix)))
+    finally:
+        shell.close()
+    return outcome
+
+
+def _is_float(text: str) -> bool:
+    try:
+        float(text)
+    except ValueError:
+        return False
+    return True
+
+
+def _with_clock(facts: NodeFacts, offset: float, uncertainty: float) -> NodeFacts:
+    return replace(facts, clock_offset_s=offset, clock_uncertainty_s=uncertainty)
+
+
+def run_preflight(cluster: Cluster, settings: Settings, *, nodes: list[str] | None = None,
+                  on_progress: Callable[[RunProgress], None] | None = None,
+                  become_password: str | None = None, max_parallel: int = 32) -> PreflightReport:
+    """Check the named nodes (all by default). Uniqueness is judged against every reachable node."""
+    started = time.monotonic()
+    targets = [cluster.node(name) for name in nodes] if nodes is not None else list(cluster.nodes)
+    target_names = {n.name for n in targets}
+    # Nodes outside the targets are probed too (a node being added must not clash with the existing ones).
+    probed_nodes = list(cluster.nodes) if nodes is not None else targets
+    progress = RunProgress(phase="preflight", hosts=[n.name for n in targets],
+                           tally={n.name: HostTally() for n in targets})
+    progress.task = "probing nodes"
+    lock = threading.Lock()
+
+    def probe(node: Node) -> _Probe:
+        outcome = _probe(node, settings, become_password)
+        if on_progress and node.name in target_names:
+            with lock:
+                tally = progress.tally[node.name]
+                tally.unreachable = any(c.name == "ssh" and c.status == "fail" for c in outcome.checks)
+                tally.ok = len(outcome.checks)
+                on_progress(progress)
+        return outcome
+
+    with ThreadPoolExecutor(max_workers=max(1, min(max_parallel, len(probed_nodes)))) as pool:
+        probes = {p.node.name: p for p in pool.map(probe, probed_nodes)}
+    facts_by_node = {name: p.facts for name, p in probes.items() if p.facts is not None}
+    judged = evaluate([n for n in targets if n.name in facts_by_node], facts_by_node)
+    reports = []
+    for node in targets:
+        checks, gpu_count = judged.get(node.name, ([], 0))
+        all_checks = tuple(probes[node.name].checks + checks)
+        reports.append(NodeReport(node.name, node.role, node.address, all_checks, gpu_count))
+        if on_progress:
+            with lock:
+                tally = progress.tally[node.name]
+                tally.ok = sum(c.status != "fail" for c in all_checks)
+                tally.failed = sum(c.status == "fail" for c in all_checks)
+    if on_progress:
+        progress.task = "done"
+        on_progress(progress)
+    return PreflightReport(tuple(reports), time.monotonic() - started)

@@ -1,0 +1,290 @@
+"""Run a playbook through ansible-runner and turn its event stream into progress and a result.
+
+The library never prints: progress goes to an `on_progress` callback (the CLI draws the live view from
+it) and every run leaves its artifacts and a plain-text log in a run directory under `.bootstrap/runs/`.
+"""
+from __future__ import annotations
+
+import os
+import shlex
+import sys
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from datetime import datetime
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from provision.errors import BootstrapError
+from provision.inputs.inventory import Cluster, Node
+from provision.inputs.settings import Settings
+from provision.inputs.state import private_dir, runs_root
+from provision.render.playbook_vars import playbook_vars
+from provision.resources import ANSIBLE_CFG, PLAYBOOKS_DIR, ROLES_DIR
+
+
+@dataclass
+class HostTally:
+    ok: int = 0
+    changed: int = 0
+    failed: int = 0
+    skipped: int = 0
+    unreachable: bool = False
+
+
+@dataclass(frozen=True)
+class TaskFailure:
+    host: str
+    task: str
+    message: str
+    unreachable: bool = False
+
+    def describe(self) -> str:
+        kind = "unreachable" if self.unreachable else "failed"
+        return f"{self.host}: {kind} at '{self.task}': {self.message}"
+
+
+@dataclass
+class RunProgress:
+    """What the live view shows; updated in place as events arrive."""
+
+    phase: str
+    hosts: list[str]
+    started: float = field(default_factory=time.monotonic)
+    play: str = ""
+    task: str = ""
+    tally: dict[str, HostTally] = field(default_factory=dict)
+    failures: list[TaskFailure] = field(default_factory=list)
+
+    @property
+    def elapsed(self) -> float:
+        return time.monotonic() - self.started
+
+
+@dataclass(frozen=True)
+class PlaybookResult:
+    phase: str
+    playbook: str
+    rc: int
+    status: str
+    run_dir: Path
+    tally: dict[str, HostTally]
+    failures: list[TaskFailure]
+    elapsed_s: float
+
+    @property
+    def ok(self) -> bool:
+        return self.rc == 0 and self.status == "successful"
+
+    @property
+    def changed(self) -> dict[str, int]:
+        return {host: t.changed for host, t in self.tally.items()}
+
+    def raise_for_failure(self) -> None:
+        if self.ok:
+            return
+        first = self.failures[0].describe() if self.failures else f"ansible-playbook ended with status {self.status}"
+        raise BootstrapError(f"{self.phase} failed: {first} (full log: {self.run_dir / 'run.log'})")
+
+
+def _message(result: dict[str, Any]) -> str:
+    if result.get("censored"):
+        return result["censored"]
+    for key in ("msg", "stderr", "reason", "module_stderr", "stdout"):
+        text = result.get(key)
+        if text:
+            lines = str(text).strip().splitlines()
+            return lines[-1] if key in ("module_stderr", "stderr") else " ".join(lines)[:500]
+    return "no message"
+
+
+def new_run_dir(phase: str) -> Path:
+    stamp = datetime.now().strftime("%Y%m%d-%H%M%S-%f")
+    run_dir = private_dir(runs_root()) / f"{stamp}-{phase}"
+    run_dir.mkdir(exist_ok=False)
+    return run_dir
+
+
+def ssh_args(settings: Settings) -> str:
+    """SSH options for Ansible: multiplexed connections, and host keys checked (never silently accepted)."""
+    ssh = settings.ssh
+    strict = "accept-new" if ssh.accept_new_host_keys else "yes"
+    return " ".join([
+        "-o ControlMaster=auto -o ControlPersist=60s",
+        f"-o StrictHostKeyChecking={strict}",
+        f"-o UserKnownHostsFile={shlex.quote(str(ssh.known_hosts_path))}",
+        f"-o ConnectTimeout={ssh.connect_timeout_s}",
+        "-o ServerAliveInterval=15",
+    ])
+
+
+def executor_envvars(settings: Settings) -> dict[str, str]:
+    """Environment that selects how Ansible executes tasks: Mitogen's strategy, or the stock one as fallback.
+
+    Mitogen runs tasks over one persistent Python interpreter per host, which matters here: with stock Ansible
+    the controller's CPU per task and host is the limit for wide runs.
+    """
+    choice = settings.ansible.executor
+    # Mitogen either enforces host keys or ignores them (StrictHostKeyChecking no, known hosts /dev/null, ahead
+    # of our ssh_args): it cannot record new keys, so accepting them is left to the stock ssh connection.
+    if choice == "stock" or (choice == "auto" and settings.ssh.accept_new_host_keys):
+        return {}
+    try:
+        import ansible_mitogen
+        from ansible_mitogen.loaders import assert_supported_release
+
+        assert_supported_release()
+    except Exception as exc:  # noqa: BLE001 - missing or incompatible Mitogen: fall back (or refuse, if forced)
+        if choice == "mitogen":
+            raise BootstrapError(f"ansible.executor is 'mitogen' but Mitogen cannot be used ({exc}): "
+                                 "pip install mitogen==0.3.54, or set ansible.executor: auto") from None
+        return {}
+    return {
+        "ANSIBLE_STRATEGY_PLUGINS": str(Path(ansible_mitogen.__file__).parent / "plugins" / "strategy"),
+        "ANSIBLE_STRATEGY": "mitogen_linear",
+    }
+
+
+def _groups_inventory(cluster: Cluster, run_dir: Path) -> Path:
+    """The canonical groups our playbooks target, laid over the user's inventory (which keeps its vars)."""
+    def host_vars(node: Node) -> dict[str, str]:
+        # Key paths are resolved against the inventory file; ssh would resolve them against its own cwd.
+        return {"ansible_ssh_private_key_file": str(node.key_file)} if node.key_file else {}
+
+    groups = {
+        "all": {
+            "children": {
+                "control_plane": {"hosts": {cluster.control_plane.name: host_vars(cluster.control_plane)}},
+                "workers": {"hosts": {n.name: host_vars(n) for n in cluster.workers}},
+                "k8s_cluster": {"children": {"control_plane": {}, "workers": {}}},
+            }
+        }
+    }
+    path = run_dir / "groups.yml"
+    path.write_text(yaml.safe_dump(groups, sort_keys=False))
+    return path
+
+
+def run_playbook(
+    playbook: str,
+    cluster: Cluster,
+    settings: Settings,
+    *,
+    phase: str | None = None,
+    limit: list[str] | None = None,
+    extra_vars: dict[str, Any] | None = None,
+    on_progress: Callable[[RunProgress], None] | None = None,
+    verbose: bool = False,
+    become_password: str | None = None,
+) -> PlaybookResult:
+    """Run `playbooks/<playbook>` against the cluster; returns per-host tallies and failures."""
+    phase = phase or Path(playbook).stem
+    playbook_path = PLAYBOOKS_DIR / playbook
+    if not playbook_path.is_file():
+        raise BootstrapError(f"internal: playbook {playbook_path} is missing from this checkout")
+    import ansible_runner
+
+    run_dir = new_run_dir(phase)
+    hosts = [n.name for n in cluster.nodes if not limit or n.name in limit]
+    progress = RunProgress(phase=phase, hosts=hosts, tally={h: HostTally() for h in hosts})
+    log = (run_dir / "run.log").open("w")
+    log.write(f"phase {phase}: playbook {playbook_path}, inventory {cluster.inventory_path}\n")
+
+    def handle(event: dict[str, Any]) -> bool:
+        kind = event.get("event", "")
+        data = event.get("event_data", {})
+        if kind == "playbook_on_play_start":
+            progress.play = data.get("play", "")
+        elif kind == "playbook_on_task_start":
+            progress.task = data.get("task", "")
+        elif kind == "playbook_on_stats":
+            # A failure a rescue block handled is not a failure of the run: trust Ansible's final count. The
+            # failures that count are a host's last ones, since a failure that counts ends the host's play.
+            final_failures = data.get("failures") or {}
+            kept: list[TaskFailure] = []
+            for host, tally in progress.tally.items():
+                tally.failed = int(final_failures.get(host, 0))
+                own = [f for f in progress.failures if f.host == host and not f.unreachable]
+                kept += own[len(own) - tally.failed:] if tally.failed else []
+            progress.failures[:] = [f for f in progress.failures if f.unreachable or f in kept]
+        elif kind.startswith("runner_on_") and data.get("host"):
+            host, task, res = data["host"], data.get("task", ""), data.get("res", {}) or {}
+            tally = progress.tally.setdefault(host, HostTally())
+            if kind == "runner_on_ok":
+                tally.ok += 1
+                tally.changed += bool(res.get("changed"))
+                state = "changed" if res.get("changed") else "ok"
+            elif kind == "runner_on_skipped":
+                tally.skipped += 1
+                state = "skipped"
+            elif kind == "runner_on_failed" and data.get("ignore_errors"):
+                tally.ok += 1
+                state = "failed (ignored)"
+            elif kind == "runner_on_failed":
+                tally.failed += 1
+                progress.failures.append(TaskFailure(host, task, _message(res)))
+                state = "FAILED"
+            elif kind == "runner_on_unreachable":
+                tally.unreachable = True
+                progress.failures.append(TaskFailure(host, task, _message(res), unreachable=True))
+                state = "UNREACHABLE"
+            else:
+                return True
+            duration = data.get("duration")
+            timing = f" ({duration:.1f}s)" if isinstance(duration, (int, float)) else ""
+            log.write(f"{host}\t{state}\t{task}{timing}" + (f"\t{_message(res)}" if "FAIL" in state or
+                      "UNREACH" in state else "") + "\n")
+        else:
+            return True
+        if on_progress:
+            on_progress(progress)
+        return True
+
+    envvars = {
+        "ANSIBLE_ROLES_PATH": str(ROLES_DIR),
+        "ANSIBLE_CONFIG": str(ANSIBLE_CFG),
+        "ANSIBLE_SSH_ARGS": ssh_args(settings),
+        # Always on: ssh_args' StrictHostKeyChecking=accept-new records new keys; off, Mitogen would check none.
+        "ANSIBLE_HOST_KEY_CHECKING": "True",
+        "ANSIBLE_PIPELINING": "True",
+        "ANSIBLE_TIMEOUT": str(settings.ssh.connect_timeout_s),
+        # The ansible-playbook installed beside this interpreter first, so an un-activated virtualenv works too.
+        "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}",
+    } | executor_envvars(settings)
+    passwords = {}
+    if become_password is not None:
+        passwords = {r"^BECOME password.*:\s*?$": become_password}
+    cmdline = "--ask-become-pass" if become_password is not None else None
+    all_vars = playbook_vars(cluster, settings) | (extra_vars or {})
+    try:
+        result = ansible_runner.run(
+            private_data_dir=str(run_dir),
+            playbook=str(playbook_path),
+            inventory=[str(cluster.inventory_path.resolve()), str(_groups_inventory(cluster, run_dir))],
+            limit=",".join(limit) if limit else None,
+            extravars=all_vars,
+            envvars=envvars,
+            passwords=passwords,
+            cmdline=cmdline,
+            quiet=not verbose,
+            event_handler=handle,
+            forks=max(20, len(cluster.nodes)),
+        )
+    finally:
+        log.write(f"elapsed {progress.elapsed:.1f}s\n")
+        log.close()
+    # Hosts the event stream never mentioned (e.g. unreachable before the first task) still get a row.
+    for host in hosts:
+        progress.tally.setdefault(host, HostTally())
+    return PlaybookResult(
+        phase=phase,
+        playbook=playbook,
+        rc=result.rc,
+        status=result.status,
+        run_dir=run_dir,
+        tally=progress.tally,
+        failures=progress.failures,
+        elapsed_s=progress.elapsed,
+    )

@@ -1,0 +1,266 @@
+"""Run a command on a node: the one interface for "run this there", over SSH (fabric + paramiko).
+
+Host keys are always checked against the known_hosts file the settings name: an unknown key is refused
+unless `ssh.accept_new_host_keys` is set (then it is appended to that file), and a changed key is always
+refused. sudo never prompts: it runs as `sudo -n`, or with a become password the caller supplies, which is
+fed on stdin and never appears in a command line, a log or an error message.
+
+Every failure a user can act on becomes one BootstrapError line that names the host and the fix.
+"""
+from __future__ import annotations
+
+import fcntl
+import io
+import os
+import shlex
+import subprocess
+import threading
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Protocol
+
+import paramiko
+from fabric import Connection
+from invoke.exceptions import CommandTimedOut
+
+from provision.errors import BootstrapError
+from provision.inputs.inventory import Node
+from provision.inputs.settings import SshSettings
+
+# Serialises appends to a known_hosts file between the threads of one run (a file lock covers other runs).
+_KNOWN_HOSTS_LOCK = threading.Lock()
+
+
+@dataclass(frozen=True)
+class CommandResult:
+    node: str
+    command: str
+    exit_code: int
+    stdout: str
+    stderr: str
+
+    @property
+    def ok(self) -> bool:
+        return self.exit_code == 0
+
+    def first_error_line(self) -> str:
+        for text in (self.stderr, self.stdout):
+            lines = [line.strip() for line in text.strip().splitlines() if line.strip()]
+            if lines:
+                return lines[-1]
+        return f"exit code {self.exit_code}"
+
+
+class Shell(Protocol):
+    """Somewhere commands run: a node over SSH, or this machine (LocalShell)."""
+
+    name: str
+
+    def run(self, command: str, *, sudo: bool = False, timeout_s: float = 60) -> CommandResult: ...
+
+
+def _fingerprint(key: paramiko.PKey) -> str:
+    return f"{key.get_name()} {key.fingerprint}"
+
+
+def _host_key_name(address: str, port: int) -> str:
+    return address if port == 22 else f"[{address}]:{port}"
+
+
+def _keyscan_fix(address: str, port: int, known_hosts: Path) -> str:
+    port_flag = f"-p {port} " if port != 22 else ""
+    return f"ssh-keyscan {port_flag}{address} >> {known_hosts}"
+
+
+class SshError(BootstrapError):
+    """A node could not be reached or used: `problem` says what, `fix` what to do (both without the host)."""
+
+    def __init__(self, where: str, problem: str, fix: str = "") -> None:
+        super().__init__(f"{where}: {problem}" + (f": {fix}" if fix else ""))
+        self.problem = problem
+        self.fix = fix
+
+
+class _UnknownHostKey(Exception):
+    def __init__(self, key: paramiko.PKey) -> None:
+        super().__init__("unknown host key")
+        self.key = key
+
+
+class _HostKeyPolicy(paramiko.MissingHostKeyPolicy):
+    """Refuse keys not in known_hosts, or (when asked to) record them there on first contact."""
+
+    def __init__(self, known_hosts: Path, accept_new: bool) -> None:
+        self.known_hosts = known_hosts
+        self.accept_new = accept_new
+
+    def missing_host_key(self, client: paramiko.SSHClient, hostname: str, key: paramiko.PKey) -> None:
+        if not self.accept_new:
+            raise _UnknownHostKey(key)
+        client.get_host_keys().add(hostname, key.get_name(), key)
+        line = f"{hostname} {key.get_name()} {key.get_base64()}\n"
+        self.known_hosts.parent.mkdir(parents=True, exist_ok=True)
+        with _KNOWN_HOSTS_LOCK, self.known_hosts.open("a") as handle:
+            fcntl.flock(handle, fcntl.LOCK_EX)
+            handle.write(line)
+
+
+class SshShell:
+    """An SSH connection to one inventory node; use as a context manager, or call open() and close()."""
+
+    def __init__(self, node: Node, settings: SshSettings, become_password: str | None = None) -> None:
+        self.node = node
+        self.name = node.name
+        self.settings = settings
+        self._become_password = become_password
+        self._connection: Connection | None = None
+
+    @property
+    def where(self) -> str:
+        return f"{self.node.name} ({self.node.user}@{self.node.address}:{self.node.port})"
+
+    def open(self) -> None:
+        """Connect and authenticate, or raise one BootstrapError line saying why not and what to do."""
+        if self._connection is not None:
+            return
+        node, ssh = self.node, self.settings
+        timeout = ssh.connect_timeout_s
+        connect_kwargs: dict[str, object] = {
+            # A host that accepts TCP but never speaks SSH must not hang the run either.
+            "banner_timeout": timeout, "auth_timeout": timeout,
+            "look_for_keys": node.key_file is None,
+        }
+        if node.key_file is not None:
+            connect_kwargs["key_filename"] = str(node.key_file)
+        connection = Connection(node.address, user=node.user, port=node.port, connect_timeout=timeout,
+                                connect_kwargs=connect_kwargs)
+        client = connection.client
+        if ssh.known_hosts_path.is_file():
+            client.load_host_keys(str(ssh.known_hosts_path))
+        client.set_missing_host_key_policy(_HostKeyPolicy(ssh.known_hosts_path, ssh.accept_new_host_keys))
+        try:
+            connection.open()
+        except _UnknownHostKey as exc:
+            connection.close()
+            raise SshError(self.where, f"host key {_fingerprint(exc.key)} is unknown (not in {ssh.known_hosts_path})",
+                           f"after checking it, add it with `{_keyscan_fix(node.address, node.port, ssh.known_hosts_path)}`"
+                           ", or pass --accept-new-host-keys") from None
+        except paramiko.BadHostKeyException as exc:
+            connection.close()
+            name = _host_key_name(node.address, node.port)
+            raise SshError(self.where, f"host key CHANGED: the node offers {_fingerprint(exc.key)}, "
+                           f"{ssh.known_hosts_path} has {_fingerprint(exc.expected_key)}",
+                           f"if the machine was reinstalled, remove the old key with `ssh-keygen -R '{name}' -f "
+                           f"{ssh.known_hosts_path}` and add the new one with "
+                           f"`{_keyscan_fix(node.address, node.port, ssh.known_hosts_path)}`") from None
+        except paramiko.AuthenticationException:
+            connection.close()
+            key = f"key {node.key_file}" if node.key_file else "your SSH agent and default keys"
+            raise SshError(self.where, f"SSH authentication failed with {key}",
+                           "check ansible_user and ansible_ssh_private_key_file, and that the public key is in "
+                           f"~{node.user}/.ssh/authorized_keys") from None
+        except TimeoutError:
+            connection.close()
+            raise SshError(self.where, f"unreachable: no SSH answer within {timeout} s",
+                           f"check ansible_host, that the machine is up and that port {node.port} is open "
+                           "(ssh.connect_timeout_s sets the wait)") from None
+        except (paramiko.ssh_exception.NoValidConnectionsError, OSError) as exc:
+            connection.close()
+            reason = getattr(exc, "strerror", None) or str(exc) or type(exc).__name__
+            raise SshError(self.where, f"unreachable: {reason}",
+                           f"check ansible_host and that sshd listens on port {node.port}") from None
+        except paramiko.SSHException as exc:
+            transport = client.get_transport()
+            # paramiko's own message for a peer that never sends a banner is "No existing session".
+            silent = transport is None or not transport.remote_version
+            connection.close()
+            problem = (f"no SSH server answered on port {node.port} within {timeout} s" if silent
+                       else f"SSH handshake failed: {exc}")
+            raise SshError(self.where, problem,
+                           "check that ansible_host and ansible_port point at the node's sshd "
+                           "(ssh.connect_timeout_s sets the wait)") from None
+        self._connection = connection
+
+    def run(self, command: str, *, sudo: bool = False, timeout_s: float = 60) -> CommandResult:
+        """Run a shell command (as root through sudo when asked); never raises for a non-zero exit code."""
+        self.open()
+        assert self._connection is not None
+        stdin: io.StringIO | bool = False
+        if sudo and self.node.user != "root":
+            if self._become_password is None:
+                line = f"sudo -n -- sh -c {shlex.quote(command)}"
+            else:
+                line = f"sudo -S -p '' -- sh -c {shlex.quote(command)}"
+                stdin = io.StringIO(self._become_password + "\n")
+        else:
+            line = command
+        try:
+            result = self._connection.run(line, hide=True, warn=True, in_stream=stdin, timeout=timeout_s)
+        except CommandTimedOut:
+            raise SshError(self.where, f"`{_short(command)}` did not finish within {timeout_s:.0f} s") from None
+        except (paramiko.SSHException, OSError, EOFError) as exc:
+            raise SshError(self.where, f"the SSH connection broke while running `{_short(command)}` "
+                           f"({exc or type(exc).__name__})") from None
+        outcome = CommandResult(self.name, command, result.exited, result.stdout, result.stderr)
+        if sudo and self.node.user != "root" and outcome.exit_code != 0:
+            self._raise_for_sudo(outcome.stderr)
+        return outcome
+
+    def check_sudo(self) -> None:
+        """Raise one line when sudo needs a password we do not have, or rejects the one given."""
+        self.run("true", sudo=True, timeout_s=30)
+
+    def _raise_for_sudo(self, stderr: str) -> None:
+        text = stderr.lower()
+        if "a password is required" in text or "a terminal is required" in text:
+            raise SshError(self.where, f"sudo asks {self.node.user} for a password",
+                           f"allow passwordless sudo (`{self.node.user} ALL=(ALL) NOPASSWD:ALL` in /etc/sudoers.d/) "
+                           "or pass --ask-become-pass")
+        if "incorrect password" in text or "sorry, try again" in text:
+            raise SshError(self.where, f"sudo rejected the become password for {self.node.user}",
+                           "check it and run again")
+        if "is not in the sudoers file" in text or "not allowed to execute" in text:
+            raise SshError(self.where, f"{self.node.user} may not use sudo",
+                           "add it to the sudo (Debian, Ubuntu) or wheel (RHEL family) group, or set ansible_user "
+                           "to a user who may")
+
+    def close(self) -> None:
+        if self._connection is not None:
+            self._connection.close()
+            self._connection = None
+
+    def __enter__(self) -> SshShell:
+        self.open()
+        return self
+
+    def __exit__(self, *_exc: object) -> None:
+        self.close()
+
+
+class LocalShell:
+    """This machine, behind the same interface (for commands that run on the operator's side)."""
+
+    def __init__(self, name: str = "localhost") -> None:
+        self.name = name
+
+    def run(self, command: str, *, sudo: bool = False, timeout_s: float = 60) -> CommandResult:
+        argv = ["sh", "-c", command]
+        if sudo and os.geteuid() != 0:
+            argv = ["sudo", "-n", "--", *argv]
+        try:
+            done = subprocess.run(argv, capture_output=True, text=True, timeout=timeout_s)
+        except subprocess.TimeoutExpired:
+            raise BootstrapError(f"{self.name}: `{_short(command)}` did not finish within {timeout_s:.0f} s") from None
+        return CommandResult(self.name, command, done.returncode, done.stdout, done.stderr)
+
+
+def connect(node: Node, settings: SshSettings, become_password: str | None = None) -> SshShell:
+    """An open SSH connection to a node (raises one BootstrapError line when it cannot be had)."""
+    shell = SshShell(node, settings, become_password)
+    shell.open()
+    return shell
+
+
+def _short(command: str) -> str:
+    first = command.strip().splitlines()[0] if command.strip() else command
+    return first if len(first) <= 60 else first[:57] + "..."

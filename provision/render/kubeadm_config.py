@@ -1,0 +1,129 @@
+"""The kubeadm configuration file for `kubeadm init`, rendered from the settings for the API version that
+the chosen Kubernetes release reads.
+
+kubeadm.k8s.io/v1beta4 arrived in Kubernetes 1.31; before it, v1beta3. The two differ in shape, not only in
+name: v1beta4 writes extra arguments as a list of {name, value} pairs (v1beta3: a map), and moved the
+control-plane wait from apiServer.timeoutForControlPlane to InitConfiguration.timeouts.
+"""
+from __future__ import annotations
+
+import ipaddress
+from typing import Any
+
+import yaml
+
+from provision.inputs.inventory import Cluster, Node
+from provision.inputs.settings import Settings
+from provision.inputs.sources import resolve_sources
+
+CRI_SOCKET = "unix:///run/containerd/containerd.sock"
+API_SERVER_PORT = 6443
+# Written on the control plane by the control_plane role; `kubeadm init --config` reads it.
+CONFIG_PATH = "/etc/kubernetes/kubeadm-config.yaml"
+# The bootstrap token that `kubeadm init` creates anyway lives 15 minutes instead of kubeadm's 24 hours:
+# workers join with a token minted on every run, never with this one.
+INIT_TOKEN_TTL = "15m0s"
+CONTROL_PLANE_WAIT = "5m0s"
+
+
+def kubeadm_api_version(minor: int) -> str:
+    """kubeadm.k8s.io/v1beta4 from Kubernetes 1.31 on, v1beta3 before."""
+    return "kubeadm.k8s.io/v1beta4" if minor >= 31 else "kubeadm.k8s.io/v1beta3"
+
+
+def node_ip(node: Node) -> str | None:
+    """The address other nodes reach this one on: the `node_ip` host variable, else ansible_host when it is an
+    IP literal; None leaves the choice to kubeadm and the kubelet (the interface of the default route)."""
+    for candidate in (node.variables.get("node_ip"), node.address):
+        if candidate is None:
+            continue
+        try:
+            return str(ipaddress.ip_address(str(candidate)))
+        except ValueError:
+            continue
+    return None
+
+
+def _args(pairs: dict[str, str], structured: bool) -> list[dict[str, str]] | dict[str, str]:
+    if structured:
+        return [{"name": name, "value": value} for name, value in pairs.items()]
+    return dict(pairs)
+
+
+def init_config_documents(cluster: Cluster, settings: Settings) -> list[dict[str, Any]]:
+    """InitConfiguration, ClusterConfiguration, KubeletConfiguration and KubeProxyConfiguration, as mappings."""
+    kube = settings.kubernetes
+    api_version = kubeadm_api_version(kube.minor_number)
+    v1beta4 = api_version.endswith("v1beta4")
+    control_plane = cluster.control_plane
+    address = node_ip(control_plane)
+
+    registration: dict[str, Any] = {"name": control_plane.name, "criSocket": CRI_SOCKET}
+    if address:
+        registration["kubeletExtraArgs"] = _args({"node-ip": address}, v1beta4)
+    if not cluster.workers:
+        # A cluster of one node must run workloads on its control plane.
+        registration["taints"] = []
+
+    init: dict[str, Any] = {
+        "apiVersion": api_version,
+        "kind": "InitConfiguration",
+        "bootstrapTokens": [{
+            "description": "created by kubeadm init; cluster-bootstrap joins with tokens minted per run",
+            "ttl": INIT_TOKEN_TTL,
+            "usages": ["signing", "authentication"],
+            "groups": ["system:bootstrappers:kubeadm:default-node-token"],
+        }],
+        "nodeRegistration": registration,
+    }
+    if address:
+        init["localAPIEndpoint"] = {"advertiseAddress": address, "bindPort": API_SERVER_PORT}
+    if v1beta4:
+        init["timeouts"] = {"controlPlaneComponentHealthCheck": CONTROL_PLANE_WAIT}
+
+    # The operator's machine reaches the API server on the inventory address, which may differ from the
+    # advertised one (a public address in front of a private network): the certificate covers both.
+    cert_sans = [control_plane.name, control_plane.address]
+    if address and address not in cert_sans:
+        cert_sans.append(address)
+    api_server: dict[str, Any] = {"certSANs": cert_sans}
+    if not v1beta4:
+        api_server["timeoutForControlPlane"] = CONTROL_PLANE_WAIT
+
+    cluster_config: dict[str, Any] = {
+        "apiVersion": api_version,
+        "kind": "ClusterConfiguration",
+        "clusterName": "kubernetes",
+        "imageRepository": resolve_sources(settings).image_repository,
+        "networking": {
+            "podSubnet": kube.pod_cidr,
+            "serviceSubnet": kube.service_cidr,
+            "dnsDomain": kube.dns_domain,
+        },
+        "apiServer": api_server,
+    }
+    # A bare minor ("1.31") means the newest patch the package repository had: kubeadm then defaults to its
+    # own version, which needs no lookup on dl.k8s.io (offline and mirrored installs have none).
+    if kube.version.count(".") == 2:
+        cluster_config["kubernetesVersion"] = f"v{kube.version}"
+    if address:
+        cluster_config["controlPlaneEndpoint"] = f"{address}:{API_SERVER_PORT}"
+
+    kubelet = {
+        "apiVersion": "kubelet.config.k8s.io/v1beta1",
+        "kind": "KubeletConfiguration",
+        # containerd is configured with SystemdCgroup = true by the prepare phase; both must agree.
+        "cgroupDriver": "systemd",
+    }
+    kube_proxy = {
+        "apiVersion": "kubeproxy.config.k8s.io/v1alpha1",
+        "kind": "KubeProxyConfiguration",
+        "mode": kube.kube_proxy_mode,
+        "clusterCIDR": kube.pod_cidr,
+    }
+    return [init, cluster_config, kubelet, kube_proxy]
+
+
+def render_init_config(cluster: Cluster, settings: Settings) -> str:
+    """The multi-document YAML file `kubeadm init --config` reads."""
+    return yaml.safe_dump_all(init_config_documents(cluster, settings), sort_keys=False, explicit_start=True)

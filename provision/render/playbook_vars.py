@@ -1,0 +1,33 @@
+"""The variables every playbook receives: the one contract between the Python side and the roles.
+
+All names start with `cb_` so they never collide with a user's own inventory variables.
+"""
+from __future__ import annotations
+
+from typing import Any
+
+from provision.inputs.inventory import Cluster
+from provision.inputs.settings import Settings
+from provision.inputs.sources import resolve_sources
+
+
+def playbook_vars(cluster: Cluster, settings: Settings) -> dict[str, Any]:
+    kube = settings.kubernetes
+    sources = resolve_sources(settings)
+    return {
+        "cb_kube_version": kube.version,
+        "cb_kube_minor": kube.minor,
+        "cb_pod_cidr": kube.pod_cidr,
+        "cb_service_cidr": kube.service_cidr,
+        "cb_dns_domain": kube.dns_domain,
+        "cb_kube_proxy_mode": kube.kube_proxy_mode,
+        "cb_sources": sources.as_dict(),
+        "cb_offline": settings.offline.source is not None,
+        "cb_install_docker": settings.container_runtime.install_docker,
+        "cb_docker_source": settings.container_runtime.docker_source,
+        "cb_firewall_mode": settings.firewall.mode,
+        "cb_calico_version": settings.calico.version,
+        "cb_gpu": settings.gpu.model_dump(),
+        "cb_control_plane": {"name": cluster.control_plane.name, "address": cluster.control_plane.address},
+        "cb_cluster_nodes": [{"name": n.name, "address": n.address, "role": n.role} for n in cluster.nodes],
+    }
