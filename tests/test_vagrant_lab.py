@@ -309,7 +309,7 @@ def test_lab_up_passes_its_options_and_settings_on_then_runs_bootstrap_up(tmp_pa
 
     monkeypatch.setattr(Lab, "up", fake_up)
     monkeypatch.setattr(up_command, "run_up_command",
-                        lambda inventory, config, verbose: ran.append((inventory, config)))
+                        lambda nodes: ran.append((nodes.inventory, nodes.config)))
     monkeypatch.setenv("BOOTSTRAP_STATE_DIR", str(tmp_path / "state"))
     mine = tmp_path / "mine.yaml"
     mine.write_text("kubernetes:\n  version: '1.30'\n")

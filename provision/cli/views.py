@@ -1,8 +1,9 @@
-"""Rendering shared by commands: the live view of a playbook run and the failure summary."""
+"""Rendering shared by commands: the live view while phases run, and the summary table after them."""
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
+from typing import Any
 
 from rich.console import Console, Group
 from rich.live import Live
@@ -11,8 +12,10 @@ from rich.table import Table
 from rich.text import Text
 
 from provision.nodes.runner import PlaybookResult, RunProgress
+from provision.phases import PipelineResult
 
 console = Console(stderr=True, highlight=False)
+STATUS_STYLE = {"ok": "green", "failed": "bold red", "skipped": "yellow", "not run": "dim"}
 
 
 def progress_table(progress: RunProgress) -> Group:
@@ -48,3 +51,62 @@ def print_result(result: PlaybookResult) -> None:
                   f"{len(result.tally)} hosts  (log: {result.run_dir / 'run.log'})")
     for failure in result.failures:
         console.print(f"  [red]{escape(failure.describe())}[/]")
+
+
+class PhaseView:
+    """What the operator sees while phases run: a live table for a playbook or the smoke test, status lines
+    for the checks in between. Without a terminal (or with --verbose), plain lines only."""
+
+    def __init__(self, verbose: bool) -> None:
+        self.interactive = console.is_terminal and not verbose
+        self.live: Live | None = None
+        self.last_wait = ""
+
+    def _live(self) -> Live:
+        if self.live is None:
+            self.live = Live(console=console, refresh_per_second=8, transient=True)
+            self.live.start()
+        return self.live
+
+    def stop(self) -> None:
+        if self.live is not None:
+            self.live.stop()
+            self.live = None
+
+    def message(self, text: str) -> None:
+        if text.startswith("waiting: "):
+            # Repeated on every poll: a transient status line, printed once per change without a terminal.
+            if self.interactive:
+                self._live().update(Text(text, style="dim"))
+            elif text != self.last_wait:
+                console.print(f"  {text}", markup=False, soft_wrap=True)
+            self.last_wait = text
+            return
+        self.stop()
+        console.print(f"[bold cyan]>[/] {escape(text)}", soft_wrap=True)
+
+    def playbook(self, progress: RunProgress) -> None:
+        if self.interactive:
+            self._live().update(progress_table(progress))
+
+    def smoke(self, progress: Any) -> None:
+        from provision.cli.commands.smoke_test import progress_view
+
+        for line in progress.new_lines:
+            (self._live().console if self.interactive else console).print(f"  {line}", markup=False)
+        if self.interactive:
+            self._live().update(progress_view(progress))
+
+
+def print_summary(result: PipelineResult, title: str) -> None:
+    table = Table(title=title, title_justify="left", box=None, pad_edge=False, header_style="bold")
+    table.add_column("phase")
+    table.add_column("status")
+    table.add_column("time", justify="right")
+    table.add_column("detail", overflow="fold")
+    for outcome in result.outcomes:
+        seconds = f"{outcome.seconds:.1f}s" if outcome.status in ("ok", "failed") else "-"
+        detail = outcome.detail if outcome.status != "failed" else "see the error below"
+        table.add_row(outcome.name, Text(outcome.status, style=STATUS_STYLE[outcome.status]), seconds, Text(detail))
+    table.add_row("total", "", f"{result.total_seconds:.1f}s", "", style="bold")
+    console.print(table)

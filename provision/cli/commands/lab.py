@@ -30,10 +30,11 @@ def _cluster_up(files: LabFiles, verbose: bool) -> Path:
     """The same pipeline as `bootstrap up` (imported late: the other lab commands do not need it); returns the
     admin kubeconfig it leaves on this machine."""
     from provision.cli.commands.up import run_up_command
+    from provision.cli.options import NodeOptions
     from provision.inputs.inventory import load_inventory
     from provision.kube.kubeconfig import admin_kubeconfig_path
 
-    run_up_command(inventory=files.inventory, config=files.settings, verbose=verbose)
+    run_up_command(NodeOptions(inventory=files.inventory, config=files.settings, verbose=verbose))
     return admin_kubeconfig_path(load_inventory(files.inventory))
 
 

@@ -1,18 +1,15 @@
 """`bootstrap preflight`: check every node over SSH and show one table row per node."""
 from __future__ import annotations
 
-from pathlib import Path
-
 import typer
 from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
-from provision.cli.commands.up import ask_become_password, with_host_key_choice
-from provision.cli.options import AcceptHostKeysOption, AskBecomePassOption, ConfigOption, InventoryOption
+from provision.cli.options import NodeOptions, Output, OutputOption, node_options
+from provision.cli.support import ask_become_password, echo_json, load_inputs
 from provision.cli.views import console as progress_console
 from provision.errors import BootstrapError
-from provision.inputs.validation import load_cluster
 from provision.nodes.preflight import FAMILIES, CheckResult, NodeReport, PreflightReport, run_preflight
 
 STATUS_STYLE = {"ok": "green", "warn": "yellow", "fail": "bold red"}
@@ -69,28 +66,36 @@ def render(report: PreflightReport, console: Console) -> None:
             console.print(Text(f"     fix: {problem.check.fix}", style="dim"), soft_wrap=True)
 
 
-def run_preflight_command(inventory: Path, config: Path | None, *, accept_new_host_keys: bool = False,
-                          ask_become_pass: bool = False) -> PreflightReport:
-    cluster, settings = load_cluster(inventory, config)
-    settings = with_host_key_choice(settings, accept_new_host_keys)
-    become_password = ask_become_password(ask_become_pass)
+def report_document(report: PreflightReport) -> dict[str, object]:
+    return {
+        "ok": report.ok,
+        "elapsed_s": round(report.elapsed_s, 1),
+        "nodes": [{"name": n.name, "role": n.role, "address": n.address, "status": n.status, "gpus": n.gpu_count,
+                   "checks": [{"name": c.name, "status": c.status, "detail": c.detail, "fix": c.fix}
+                              for c in n.checks]} for n in report.nodes],
+        "blocking": [p.describe() for p in report.blocking],
+        "warnings": [p.describe() for p in report.warnings],
+    }
+
+
+def run_preflight_command(nodes: NodeOptions, output: Output = Output.text) -> PreflightReport:
+    cluster, settings = load_inputs(nodes)
+    become_password = ask_become_password(nodes.ask_become_pass)
     with progress_console.status(f"checking {len(cluster.nodes)} nodes ..."):
         report = run_preflight(cluster, settings, become_password=become_password)
-    render(report, Console(soft_wrap=False))
+    if output is Output.json:
+        echo_json(report_document(report))
+    else:
+        render(report, Console(soft_wrap=False))
     if report.blocking:
         count = len(report.blocking)
         raise BootstrapError(f"preflight: {count} blocking problem{'s' if count > 1 else ''} (fixes listed above); "
-                             f"fix them and run `bootstrap preflight --inventory {inventory}` again")
+                             f"fix them and run `bootstrap preflight --inventory {nodes.inventory}` again")
     return report
 
 
 def register(app: typer.Typer) -> None:
     @app.command("preflight", help=HELP)
-    def preflight(
-        inventory: InventoryOption,
-        config: ConfigOption = None,
-        accept_new_host_keys: AcceptHostKeysOption = False,
-        ask_become_pass: AskBecomePassOption = False,
-    ) -> None:
-        run_preflight_command(inventory, config, accept_new_host_keys=accept_new_host_keys,
-                              ask_become_pass=ask_become_pass)
+    @node_options
+    def preflight(nodes: NodeOptions, output: OutputOption = Output.text) -> None:
+        run_preflight_command(nodes, output)

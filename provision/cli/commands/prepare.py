@@ -1,21 +1,13 @@
 """`bootstrap prepare`: prepare every node (OS, containerd and Docker, Kubernetes packages, NVIDIA stack)."""
 from __future__ import annotations
 
-from pathlib import Path
 from typing import Annotated
 
 import typer
 
-from provision.cli.commands.up import ask_become_password, with_host_key_choice
-from provision.cli.options import (
-    AcceptHostKeysOption,
-    AskBecomePassOption,
-    ConfigOption,
-    InventoryOption,
-    VerboseOption,
-)
+from provision.cli.options import NodeOptions, node_options
+from provision.cli.support import ask_become_password, load_inputs
 from provision.cli.views import console, live_progress, print_result
-from provision.inputs.validation import load_cluster
 from provision.nodes.prepare import PrepareResult, prepare
 
 HELP = """Prepare the nodes for kubeadm; the first phase of `bootstrap up`, safe to run again at any time.
@@ -37,16 +29,13 @@ LimitOption = Annotated[list[str] | None, typer.Option(
     "--limit", "-l", help="Prepare only these inventory hosts (repeat the option for several).", show_default=False)]
 
 
-def run_prepare_command(inventory: Path, config: Path | None, *, limit: list[str] | None = None,
-                        accept_new_host_keys: bool = False, ask_become_pass: bool = False,
-                        verbose: bool = False) -> PrepareResult:
-    cluster, settings = load_cluster(inventory, config)
+def run_prepare_command(nodes: NodeOptions, *, limit: list[str] | None = None) -> PrepareResult:
+    cluster, settings = load_inputs(nodes)
     for name in limit or []:
         cluster.node(name)  # an unknown name is refused before any SSH connection
-    settings = with_host_key_choice(settings, accept_new_host_keys)
-    become_password = ask_become_password(ask_become_pass)
-    with live_progress(verbose) as on_progress:
-        result = prepare(cluster, settings, limit=limit, on_progress=on_progress, verbose=verbose,
+    become_password = ask_become_password(nodes.ask_become_pass)
+    with live_progress(nodes.verbose) as on_progress:
+        result = prepare(cluster, settings, limit=limit, on_progress=on_progress, verbose=nodes.verbose,
                          become_password=become_password)
     print_result(result.playbook)
     gpu_nodes = sorted(host for host, report in result.reports.items() if report.get("gpu_node") == "True")
@@ -57,13 +46,6 @@ def run_prepare_command(inventory: Path, config: Path | None, *, limit: list[str
 
 def register(app: typer.Typer) -> None:
     @app.command("prepare", help=HELP)
-    def prepare_command(
-        inventory: InventoryOption,
-        config: ConfigOption = None,
-        limit: LimitOption = None,
-        accept_new_host_keys: AcceptHostKeysOption = False,
-        ask_become_pass: AskBecomePassOption = False,
-        verbose: VerboseOption = False,
-    ) -> None:
-        run_prepare_command(inventory, config, limit=limit, accept_new_host_keys=accept_new_host_keys,
-                            ask_become_pass=ask_become_pass, verbose=verbose)
+    @node_options
+    def prepare_command(nodes: NodeOptions, limit: LimitOption = None) -> None:
+        run_prepare_command(nodes, limit=limit)

@@ -2,23 +2,14 @@
 `kubeadm reset -f`, then every trace a kubeadm cluster leaves on the nodes."""
 from __future__ import annotations
 
-from pathlib import Path
 from typing import Annotated
 
 import typer
 
-from provision.cli.commands.up import ask_become_password, run_pipeline, with_host_key_choice
-from provision.cli.options import (
-    AcceptHostKeysOption,
-    AskBecomePassOption,
-    ConfigOption,
-    InventoryOption,
-    VerboseOption,
-    YesOption,
-)
+from provision.cli.options import NodeOptions, Output, OutputOption, YesOption, node_options
+from provision.cli.support import load_inputs, run_pipeline
 from provision.cli.views import console
 from provision.inputs.inventory import Cluster
-from provision.inputs.validation import load_cluster
 from provision.phases import RESET_PHASES
 
 WHAT_RESET_REMOVES = ("kubeadm reset, /etc/kubernetes, /var/lib/kubelet, /var/lib/etcd, CNI and Calico state, "
@@ -38,52 +29,44 @@ def forget_local_cluster(cluster: Cluster) -> list[str]:
     return notes
 
 
-def reset_nodes(inventory: Path, config: Path | None, names: list[str] | None, *, yes: bool, verbose: bool,
-                accept_new_host_keys: bool, ask_become_pass: bool, title: str) -> None:
-    cluster, settings = load_cluster(inventory, config)
-    settings = with_host_key_choice(settings, accept_new_host_keys)
+def confirm(question: str, yes: bool) -> None:
+    """Ask on stderr (stdout may carry a JSON document); --yes answers for the user."""
+    if not yes:
+        typer.confirm(question, abort=True, err=True)
+
+
+def reset_nodes(nodes: NodeOptions, names: list[str] | None, *, yes: bool, title: str, output: Output) -> None:
+    cluster, settings = load_inputs(nodes)
     targets = tuple(cluster.node(name).name for name in names) if names else tuple(n.name for n in cluster.nodes)
     # Workers first: the control plane answers for their drain until it is reset itself.
     targets = tuple(sorted(targets, key=lambda name: cluster.node(name).is_control_plane))
-    if not yes:
-        typer.confirm(f"Wipe Kubernetes from {', '.join(targets)} ({WHAT_RESET_REMOVES})?", abort=True)
-    run_pipeline(RESET_PHASES, cluster, settings, title=title, nodes=targets, verbose=verbose,
-                 become_password=ask_become_password(ask_become_pass))
+    confirm(f"Wipe Kubernetes from {', '.join(targets)} ({WHAT_RESET_REMOVES})?", yes)
+    run_pipeline(RESET_PHASES, cluster, settings, nodes, title=title, targets=targets, output=output)
     if cluster.control_plane.name in targets:
         for note in forget_local_cluster(cluster):
-            console.print(note)
+            console.print(note, markup=False)
 
 
 def register(app: typer.Typer) -> None:
     @app.command("reset")
+    @node_options
     def reset(
+        nodes: NodeOptions,
         names: Annotated[list[str] | None, typer.Argument(
             help="Nodes to reset (default: every node in the inventory).", show_default=False)] = None,
-        inventory: InventoryOption = ...,  # type: ignore[assignment]
-        config: ConfigOption = None,
         yes: YesOption = False,
-        verbose: VerboseOption = False,
-        accept_new_host_keys: AcceptHostKeysOption = False,
-        ask_become_pass: AskBecomePassOption = False,
+        output: OutputOption = Output.text,
     ) -> None:
         """Take nodes out of the cluster and wipe Kubernetes from them, leaving nothing behind.
 
         Works on nodes where kubeadm was never installed or the cluster is half built; a second reset changes
         nothing. Asks for confirmation unless --yes.
         """
-        reset_nodes(inventory, config, names or None, yes=yes, verbose=verbose,
-                    accept_new_host_keys=accept_new_host_keys, ask_become_pass=ask_become_pass,
+        reset_nodes(nodes, names or None, yes=yes, output=output,
                     title=f"bootstrap reset: {', '.join(names) if names else 'every node'}")
 
     @app.command("down")
-    def down(
-        inventory: InventoryOption,
-        config: ConfigOption = None,
-        yes: YesOption = False,
-        verbose: VerboseOption = False,
-        accept_new_host_keys: AcceptHostKeysOption = False,
-        ask_become_pass: AskBecomePassOption = False,
-    ) -> None:
+    @node_options
+    def down(nodes: NodeOptions, yes: YesOption = False, output: OutputOption = Output.text) -> None:
         """Tear the whole cluster down: every node reset, this machine's kubeconfig and context removed."""
-        reset_nodes(inventory, config, None, yes=yes, verbose=verbose, accept_new_host_keys=accept_new_host_keys,
-                    ask_become_pass=ask_become_pass, title=f"bootstrap down: {inventory}")
+        reset_nodes(nodes, None, yes=yes, output=output, title=f"bootstrap down: {nodes.inventory}")

@@ -1,0 +1,4 @@
+"""`python -m provision` is `bootstrap`."""
+from provision.cli.app import main
+
+main()

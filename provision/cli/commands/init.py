@@ -1,0 +1,153 @@
+"""`bootstrap init`: write a commented hosts.ini and cluster.yaml from a few flags, checked before they are
+written, and never over files that exist."""
+from __future__ import annotations
+
+import os
+import tempfile
+from datetime import date
+from enum import StrEnum
+from pathlib import Path
+from typing import Annotated
+
+import typer
+import yaml
+
+from provision.cli.views import console
+from provision.errors import InputError
+from provision.inputs.settings import Settings
+from provision.inputs.sources import PROFILES
+from provision.inputs.validation import load_cluster
+
+HELP = """Write a commented hosts.ini and cluster.yaml for your machines, ready for `bootstrap up`.
+
+Both files are checked as `bootstrap config validate` would before they are written; an existing file is
+never overwritten. Nothing is connected to.
+
+\b
+Example:
+    bootstrap init --control-plane 10.0.0.10 --workers 10.0.0.11,10.0.0.12 --user ubuntu --key ~/.ssh/id_ed25519
+    bootstrap init --control-plane 10.0.0.10 --profile cn       # a single-node cluster through China's mirrors
+"""
+
+
+class GpuChoice(StrEnum):
+    auto = "auto"
+    true = "true"
+    false = "false"
+
+
+# The same names as the mirror profiles (sources.PROFILES), as Typer choices.
+Profile = StrEnum("Profile", {name: name for name in PROFILES})  # type: ignore[misc]
+
+
+def _addresses(values: list[str] | None) -> list[str]:
+    """`--workers a,b --workers c` -> [a, b, c]."""
+    found = [part.strip() for value in values or [] for part in value.split(",")]
+    if any(not part for part in found):
+        raise InputError("--workers/--control-plane: an empty address in the list: write addresses separated by "
+                         "commas, e.g. --workers 10.0.0.11,10.0.0.12")
+    return found
+
+
+def inventory_text(control_planes: list[str], workers: list[str], *, user: str, key: Path | None, port: int,
+                   gpu: str) -> str:
+    lines = [
+        "# The machines of the cluster, for `bootstrap up --inventory hosts.ini` (written by `bootstrap init`).",
+        "# A host's name becomes its hostname and Kubernetes node name; ansible_host is the address to reach it on.",
+        "# gpu=auto: NVIDIA GPUs are looked for on PCI by preflight; gpu=true / gpu=false decide it for a host.",
+        "",
+        "[control_plane]",
+        *(f"control-plane-{i} ansible_host={address}" for i, address in enumerate(control_planes, 1)),
+        "",
+        "# Workers: none makes a single-node cluster whose control plane also runs workloads.",
+        "[workers]",
+        *(f"worker-{i} ansible_host={address}" for i, address in enumerate(workers, 1)),
+        "",
+        "[all:vars]",
+        f"ansible_user={user}",
+        *([f"ansible_ssh_private_key_file={key}"] if key else
+          ["# ansible_ssh_private_key_file=~/.ssh/id_ed25519   # without it: your SSH agent and default keys"]),
+        *([f"ansible_port={port}"] if port != 22 else []),
+        f"gpu={gpu}",
+        "",
+    ]
+    return "\n".join(lines)
+
+
+def settings_text(profile: str) -> str:
+    defaults = Settings()
+    chosen = {
+        "kubernetes": {"version": defaults.kubernetes.version},
+        "mirrors": {"profile": profile},
+        "ssh": {"known_hosts_file": defaults.ssh.known_hosts_file,
+                "accept_new_host_keys": defaults.ssh.accept_new_host_keys},
+        "smoke_test": {"enabled": defaults.smoke_test.enabled},
+    }
+    header = (
+        f"# Cluster settings (written by `bootstrap init` on {date.today().isoformat()}). Every key has a working\n"
+        "# default: `bootstrap config show --config cluster.yaml` prints all of them with the package and image\n"
+        "# sources they resolve to, and docs/settings.md explains each one.\n"
+        "#\n"
+        "# kubernetes.version: the minor (or minor.patch) to install; the default when this file was written.\n"
+        f"# mirrors.profile: {' or '.join(PROFILES)} (cn: Aliyun, Tsinghua, USTC and DaoCloud mirrors for every source).\n"
+        "# ssh: host keys are always checked against known_hosts_file; for machines seen for the first time, check\n"
+        "#   their keys and run with --accept-new-host-keys once (or ssh-keyscan them into the file).\n"
+    )
+    return header + yaml.safe_dump(chosen, sort_keys=False)
+
+
+def write_new(path: Path, text: str) -> None:
+    """Create `path` with `text`; never replaces a file that exists (even one made a moment ago)."""
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
+    with os.fdopen(fd, "w") as handle:
+        handle.write(text)
+
+
+def init_files(directory: Path, control_planes: list[str], workers: list[str], *, user: str, key: Path | None,
+               port: int, gpu: str, profile: str) -> tuple[Path, Path]:
+    inventory, config = directory / "hosts.ini", directory / "cluster.yaml"
+    for path in (inventory, config):
+        if path.exists() or path.is_symlink():
+            raise InputError(f"{path} exists: `bootstrap init` never overwrites; move it away or pass --dir")
+    if not directory.is_dir():
+        raise InputError(f"{directory}: not a directory: pass an existing directory with --dir")
+    if not control_planes:
+        raise InputError("--control-plane is required: the address of the machine that runs the control plane")
+    if key is not None:
+        key = key.expanduser().absolute()
+    texts = {inventory: inventory_text(control_planes, workers, user=user, key=key, port=port, gpu=gpu),
+             config: settings_text(profile)}
+    # Checked as `config validate` would, from scratch copies: a refused init leaves nothing behind.
+    with tempfile.TemporaryDirectory(prefix="bootstrap-init-") as scratch:
+        for path, text in texts.items():
+            (Path(scratch) / path.name).write_text(text)
+        try:
+            load_cluster(Path(scratch) / inventory.name, Path(scratch) / config.name)
+        except InputError as exc:
+            raise InputError(str(exc).replace(f"{scratch}/", "")) from None
+    for path, text in texts.items():
+        write_new(path, text)
+    return inventory, config
+
+
+def register(app: typer.Typer) -> None:
+    @app.command("init", help=HELP)
+    def init(
+        control_plane: Annotated[list[str] | None, typer.Option(
+            "--control-plane", help="Address (IP or DNS name) of the control-plane machine.",
+            show_default=False)] = None,
+        workers: Annotated[list[str] | None, typer.Option(
+            "--workers", help="Worker addresses, separated by commas (repeatable).", show_default=False)] = None,
+        user: Annotated[str, typer.Option(help="SSH user on every machine (passwordless sudo, or use -K).")] = "root",
+        key: Annotated[Path | None, typer.Option(help="SSH private key file.", show_default=False)] = None,
+        port: Annotated[int, typer.Option(min=1, max=65535, help="SSH port.")] = 22,
+        gpu: Annotated[GpuChoice, typer.Option(help="auto, true or false for every machine.")] = GpuChoice.auto,
+        profile: Annotated[Profile, typer.Option(  # type: ignore[valid-type]
+            help="Mirror profile (cn: Aliyun, Tsinghua, USTC, DaoCloud).")] = "default",
+        directory: Annotated[Path, typer.Option("--dir", help="Where to write hosts.ini and cluster.yaml.")] = Path("."),
+    ) -> None:
+        inventory, config = init_files(directory, _addresses(control_plane), _addresses(workers), user=user, key=key,
+                                       port=port, gpu=gpu.value, profile=Profile(profile).value)
+        console.print(f"wrote {inventory} and {config}; next:", markup=False)
+        console.print(f"  bootstrap preflight --inventory {inventory} --config {config}", markup=False)
+        console.print(f"  bootstrap up --inventory {inventory} --config {config}", markup=False)

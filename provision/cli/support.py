@@ -1,0 +1,79 @@
+"""What the commands that act on nodes share: loading the inputs with the connection choices the options
+made, and running phases with the live view, then the summary (a table, or one JSON document)."""
+from __future__ import annotations
+
+import getpass
+import json
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import typer
+
+from provision.cli.options import NodeOptions, Output
+from provision.cli.views import PhaseView, console, print_summary
+from provision.inputs.inventory import Cluster
+from provision.inputs.settings import Settings
+from provision.inputs.state import ClusterState, check_state_root
+from provision.inputs.validation import load_cluster
+from provision.phases import UP_PHASES, PhaseContext, PipelineResult, run_phases, select_phases
+
+
+def with_host_key_choice(settings: Settings, accept_new_host_keys: bool) -> Settings:
+    if not accept_new_host_keys:
+        return settings
+    return settings.model_copy(update={"ssh": settings.ssh.model_copy(update={"accept_new_host_keys": True})})
+
+
+def load_inputs(nodes: NodeOptions) -> tuple[Cluster, Settings]:
+    """Inventory and settings validated (bad input refused here, before any connection), with the host-key
+    choice the options made."""
+    check_state_root()
+    cluster, settings = load_cluster(nodes.inventory, nodes.config)
+    return cluster, with_host_key_choice(settings, nodes.accept_new_host_keys)
+
+
+def ask_become_password(ask: bool) -> str | None:
+    return getpass.getpass("BECOME (sudo) password: ") if ask else None
+
+
+def echo_json(document: Any) -> None:
+    """The one document `--output json` prints on stdout (everything else goes to stderr)."""
+    typer.echo(json.dumps(document, indent=2, default=str))
+
+
+def pipeline_document(result: PipelineResult, command: str) -> dict[str, Any]:
+    return {
+        "command": command,
+        "ok": result.ok,
+        "phases": [{"name": o.name, "status": o.status, "seconds": round(o.seconds, 1), "detail": o.detail}
+                   for o in result.outcomes],
+        "total_seconds": round(result.total_seconds, 1),
+        "error": str(result.error) if result.error else None,
+    }
+
+
+def run_pipeline(phase_names: Sequence[str], cluster: Cluster, settings: Settings, nodes: NodeOptions, *, title: str,
+                 from_phase: str | None = None, only: str | None = None, targets: tuple[str, ...] | None = None,
+                 output: Output = Output.text, extra: Callable[[], dict[str, Any]] | None = None) -> PhaseContext:
+    """Run the phases with the live view, then show the summary (table, or JSON on stdout), then raise the
+    first failure. `extra`, called once the phases are done, adds fields to the JSON document."""
+    phases = select_phases(tuple(phase_names), from_phase=from_phase, only=only)
+    view = PhaseView(nodes.verbose)
+    ctx = PhaseContext(cluster=cluster, settings=settings, state=ClusterState.load(cluster), nodes=targets,
+                       verbose=nodes.verbose, become_password=ask_become_password(nodes.ask_become_pass),
+                       on_progress=view.playbook, on_message=view.message, on_smoke_progress=view.smoke)
+    try:
+        result = run_phases(phases, ctx)
+    finally:
+        view.stop()
+    if output is Output.json:
+        echo_json(pipeline_document(result, title) | (extra() if extra else {}))
+    else:
+        print_summary(result, title)
+    if result.error is not None:
+        failed = next((o.name for o in result.outcomes if o.status == "failed"), None)
+        if failed and tuple(phase_names) == UP_PHASES:
+            console.print(f"fix the cause, then re-run `bootstrap up --inventory {cluster.inventory_path}` "
+                          f"(or resume with `--from {failed}`)", style="yellow", soft_wrap=True, markup=False)
+        raise result.error
+    return ctx
