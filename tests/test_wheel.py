@@ -1,0 +1,85 @@
+"""The package as users get it: a wheel built from the repository, installed into a fresh virtual environment
+outside the checkout, runs from any directory with everything it needs inside (playbooks, roles, manifests,
+trainer, the Vagrant lab, the Ansible collections), and prepares real lab nodes."""
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import zipfile
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+
+from provision import __version__
+from tests.lab.lab import Lab
+from tests.support.paths import REPO_ROOT
+from tests.test_prepare_lab import OFFLINE_DIR, push_kubernetes_repo, write_config
+
+
+@pytest.fixture(scope="module")
+def wheel(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    out = tmp_path_factory.mktemp("dist")
+    subprocess.run([sys.executable, "-m", "pip", "wheel", "-q", "--no-deps", "--no-build-isolation", "-w", str(out),
+                    str(REPO_ROOT)], check=True, capture_output=True, timeout=300)
+    return next(out.glob("cluster_bootstrap-*.whl"))
+
+
+@pytest.fixture(scope="module")
+def installed(wheel: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A fresh venv holding the wheel and its dependencies only (no checkout on its path)."""
+    venv = tmp_path_factory.mktemp("venv")
+    subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True, timeout=120)
+    subprocess.run([str(venv / "bin" / "pip"), "install", "-q", str(wheel)], check=True, capture_output=True,
+                   timeout=900)
+    return venv / "bin" / "bootstrap"
+
+
+def _run(bootstrap: Path, *args: str, cwd: Path, state: Path, timeout: int = 60) -> subprocess.CompletedProcess[str]:
+    env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "VIRTUAL_ENV")}
+    env |= {"BOOTSTRAP_STATE_DIR": str(state), "PATH": f"{bootstrap.parent}:/usr/sbin:/usr/bin:/sbin:/bin"}
+    return subprocess.run([str(bootstrap), *args], cwd=cwd, env=env, capture_output=True, text=True, timeout=timeout)
+
+
+def test_the_wheel_carries_the_package_data_and_nothing_of_the_checkout(wheel: Path) -> None:
+    names = zipfile.ZipFile(wheel).namelist()
+    for wanted in ("provision/cli/commands/up.py", "provision/playbooks/prepare.yml", "provision/playbooks/ansible.cfg",
+                   "provision/playbooks/roles/os_prep/tasks/main.yml", "provision/manifests/smoke/job.yaml.j2",
+                   "provision/trainer/train.py", "provision/lab/Vagrantfile", "provision/lab/lab.yml"):
+        assert wanted in names, wanted
+    assert not [n for n in names if n.startswith(("tests/", "bench/", "docs/")) or "__pycache__" in n]
+
+
+def test_the_installed_tool_runs_outside_the_checkout(installed: Path, tmp_path: Path) -> None:
+    work = tmp_path / "elsewhere"
+    work.mkdir()
+    result = _run(installed, "--version", cwd=work, state=tmp_path / "state")
+    assert result.returncode == 0 and result.stdout.strip() == f"bootstrap (cluster-bootstrap) {__version__}"
+    made = _run(installed, "init", "--control-plane", "10.0.0.10", "--workers", "10.0.0.11", cwd=work,
+                state=tmp_path / "state")
+    assert made.returncode == 0, made.stderr
+    checked = _run(installed, "config", "validate", "-i", "hosts.ini", "-c", "cluster.yaml", cwd=work,
+                   state=tmp_path / "state")
+    assert checked.returncode == 0 and "valid" in checked.stdout, checked.stderr
+    # Nothing was written next to the user's files or into the package: state lives in the state directory.
+    assert sorted(p.name for p in work.iterdir()) == ["cluster.yaml", "hosts.ini"]
+
+
+def test_the_installed_tool_prepares_lab_nodes_from_another_directory(
+        installed: Path, lab_factory: Callable[..., Lab], tmp_path: Path) -> None:
+    lab = lab_factory(1)
+    push_kubernetes_repo(lab, tmp_path / "offline")
+    config = write_config(lab, tmp_path / "cluster.yaml", mirrors={"kubernetes_repo": f"file://{OFFLINE_DIR}/kubernetes"},
+                          container_runtime={"docker_source": "docker.io"})
+    work = tmp_path / "work"
+    work.mkdir()
+    state = tmp_path / "state"
+    result = _run(installed, "prepare", "-i", str(lab.inventory_path), "-c", str(config), cwd=work, state=state,
+                  timeout=900)
+    assert result.returncode == 0, result.stdout + result.stderr
+    runs = list((state / "runs").iterdir())
+    assert runs and all((run / "run.log").is_file() for run in runs)
+    assert oct(state.stat().st_mode & 0o777) == "0o700"
+    assert list(work.iterdir()) == []
+    assert lab.nodes[0].ssh("systemctl is-active containerd").stdout.strip() == "active"
