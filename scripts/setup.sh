@@ -1,12 +1,16 @@
 #!/usr/bin/env bash
-# One-time (and idempotent) set-up on a fresh Debian/Ubuntu machine: apt packages the lab needs,
-# a virtual environment with the project and its test/trainer extras (the Ansible collections the roles use come
-# with the pinned `ansible` package).
+# One-time (and idempotent) set-up on a fresh Debian/Ubuntu machine: the apt packages the lab needs and two
+# virtual environments with the project (the Ansible collections the roles use come with the pinned `ansible`
+# package):
+#   .venv         the machine's python3 (3.11 here) with ansible-core 2.19, the trainer's torch and the tests;
+#   .venv-modern  a Python >= 3.12 (found, or built once by scripts/modern-python.sh) with ansible-core 2.21,
+#                 the controller that also manages the EL8 family; the lab tests run under it.
 # Re-runs are quick: each step is skipped when its inputs have not changed.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 ROOT=$PWD
 VENV=${VENV:-$ROOT/.venv}
+MODERN_VENV=${MODERN_VENV:-$ROOT/.venv-modern}
 PY=${PYTHON:-python3}
 
 # usage: scripts/setup.sh [test|vm]
@@ -32,13 +36,17 @@ apt_install --no-install-recommends "${APT_TEST[@]}"
 # libvirt's network needs dnsmasq, which it only recommends: the VM set is installed as tested, with recommends.
 if [ "$PROFILE" = vm ]; then apt_install "${APT_VM[@]}"; fi
 
-stamp="$VENV/.setup-stamp"
-want=$(cat pyproject.toml scripts/setup.sh | sha256sum | cut -c1-16)
-if [ ! -f "$stamp" ] || [ "$(cat "$stamp")" != "$want" ]; then
-  echo "setup: creating $VENV"
-  [ -x "$VENV/bin/python" ] || "$PY" -m venv "$VENV"
-  # torch==2.13.0 is pinned in the trainer extra; the CPU wheel is taken from a local wheel directory when one is configured.
-  # pip's warnings about configured-but-absent local indexes are noise; real errors still fail the script.
-  "$VENV/bin/pip" install -q --disable-pip-version-check -e ".[test,trainer,fast]" 2> >(grep -v "^WARNING: Location" >&2)
+make_venv() {  # make_venv DIR PYTHON EXTRAS: create or refresh a venv with the project installed (editable)
+  local dir=$1 python=$2 extras=$3 stamp want
+  stamp="$dir/.setup-stamp"
+  want=$(cat pyproject.toml scripts/setup.sh <("$python" -V) <(echo "$extras") | sha256sum | cut -c1-16)
+  if [ -f "$stamp" ] && [ "$(cat "$stamp")" = "$want" ]; then return 0; fi
+  echo "setup: creating $dir ($("$python" -V))"
+  [ -x "$dir/bin/python" ] || "$python" -m venv "$dir"
+  # torch==2.13.0 is pinned in the trainer extra; the CPU wheel is taken from a local wheel directory when one is
+  # configured. pip's warnings about configured-but-absent local indexes are noise; real errors still fail.
+  "$dir/bin/pip" install -q --disable-pip-version-check -e ".[$extras]" 2> >(grep -v "^WARNING: Location" >&2)
   echo "$want" > "$stamp"
-fi
+}
+make_venv "$VENV" "$PY" "test,trainer,fast"
+make_venv "$MODERN_VENV" "$(scripts/modern-python.sh)" "test,fast"

@@ -1,6 +1,9 @@
 """Shared fixtures: the real-node lab (tests/lab/)."""
 from __future__ import annotations
 
+import importlib.util
+from pathlib import Path
+
 import pytest
 
 from tests.lab.fixtures import lab3, lab_factory, mark_lab_tests
@@ -12,6 +15,17 @@ __all__ = ["lab3", "lab_factory"]
 def private_state_dir(tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.MonkeyPatch) -> None:
     """No test writes cluster state or run logs into the operator's own state directory."""
     monkeypatch.setenv("BOOTSTRAP_STATE_DIR", str(tmp_path_factory.mktemp("state")))
+
+
+# The trainer's tests need torch and numpy, which only the Python 3.11 environment has (scripts/setup.sh): the
+# other environment does not collect them (./dev.sh test runs them in the first).
+TRAINER_TEST_MODULES = ("test_trainer.py", "test_trainer_data.py")
+
+
+def pytest_ignore_collect(collection_path: Path, config: pytest.Config) -> bool | None:
+    if collection_path.name in TRAINER_TEST_MODULES and importlib.util.find_spec("torch") is None:
+        return True
+    return None
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
