@@ -24,12 +24,11 @@ import urllib3
 from kubernetes import client
 from kubernetes.client.exceptions import ApiException
 
-from provision.inputs.settings import Settings
+from provision.inputs.settings import GPU_RESOURCE, Settings
 from provision.inputs.sources import resolve_sources
 from provision.kube.client import load_api_client
 from provision.render.smoke_manifests import RUN_LABEL, SmokeSpec, render
 
-GPU_RESOURCE = "nvidia.com/gpu"
 # The RuntimeClass the GPU role creates when gpu.runtime is "runtimeclass".
 GPU_RUNTIME_CLASS = "nvidia"
 EPOCH_LINE = re.compile(r"^epoch (\d+)/(\d+)\b")
@@ -232,7 +231,7 @@ def new_namespace() -> str:
 
 
 def choose_mode(api: client.ApiClient, configured: str, cpu: bool, timeout_s: float = 10.0) -> Mode:
-    """cpu when asked; gpu when asked; otherwise gpu exactly when some node offers nvidia.com/gpu."""
+    """cpu when asked; gpu when asked; otherwise gpu exactly when some node offers GPU_RESOURCE."""
     if cpu or configured == "cpu":
         return "cpu"
     if configured == "gpu":

@@ -16,8 +16,8 @@ from kubernetes import client
 from kubernetes.client.exceptions import ApiException
 
 from provision.errors import BootstrapError
+from provision.inputs.settings import GPU_RESOURCE
 
-GPU_RESOURCE = "nvidia.com/gpu"
 DEVICE_PLUGIN_SELECTOR = "app.kubernetes.io/name=nvidia-device-plugin"
 DNS_PROBE_LABELS = {"app.kubernetes.io/name": "dns-probe", "app.kubernetes.io/managed-by": "cluster-bootstrap"}
 # One API call never waits longer than this; the overall wait is the caller's timeout.
