@@ -9,7 +9,7 @@ from typer.testing import CliRunner
 
 from provision.cli.app import app
 from tests.support.apiserver import FakeApiServer
-from tests.test_smoke_driver import EPOCH_LOG, METRICS, Cluster, job, succeeded
+from tests.support.smoke_run import EPOCH_LOG, METRICS, Cluster, job, succeeded
 
 runner = CliRunner()
 
