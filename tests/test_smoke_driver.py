@@ -3,17 +3,32 @@ real kubernetes client: the cluster "says" what a real one would, and the driver
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
 import pytest
 
 from provision.inputs.settings import Settings, parse_settings
-from provision.kube.smoke import FailureKind, SmokeProgress, Timings, Verdict, run_smoke_test
+from provision.kube import smoke
+from provision.kube.smoke import SmokeProgress, Timings, run_smoke_test
+from provision.kube.smoke_observation import Observation
+from provision.kube.smoke_verdict import FailureKind, Policy, Verdict, judge
 from tests.support.apiserver import FakeApiServer, status
 from tests.support.kube_objects import node
-from tests.support.smoke_run import EPOCH_LOG, IMAGE, JOB, METRICS, NS, Cluster, job, succeeded, trainer_pod
+from tests.support.smoke_run import (
+    EPOCH_LOG,
+    IMAGE,
+    JOB,
+    METRICS,
+    NS,
+    RECORDED,
+    Cluster,
+    job,
+    load_observation,
+    succeeded,
+    trainer_pod,
+)
 
 FAST = Timings(poll_s=0.0, unschedulable_grace_s=0.0, image_pull_grace_s=0.0, deadline_margin_s=5.0,
                request_timeout_s=5.0)
@@ -140,6 +155,37 @@ def test_a_job_past_its_deadline_says_how_far_training_got(tmp_path: Path) -> No
     assert verdict.cause is FailureKind.DEADLINE_EXCEEDED
     assert "activeDeadlineSeconds (300s)" in verdict.detail
     assert "epoch 3/10" in verdict.detail
+
+
+def timeless(observation: Observation) -> dict[str, Any]:
+    """An observation without its clock readings, which differ from run to run."""
+    seen = asdict(observation) | {"elapsed_s": None}
+    for pod in seen["pods"]:
+        for key in ("unschedulable_since", "image_pull_since"):
+            pod[key] = pod[key] is not None
+    return seen
+
+
+def test_the_observations_the_verdict_tests_replay_are_what_the_driver_records(tmp_path: Path,
+                                                                               monkeypatch: pytest.MonkeyPatch) -> None:
+    """tests/data/smoke/ was recorded from runs like these: when what the driver observes changes, it shows here."""
+    judged: list[Observation] = []
+
+    def recording(observation: Observation, policy: Policy) -> Verdict | None:
+        judged.append(observation)
+        return judge(observation, policy)
+
+    monkeypatch.setattr(smoke, "judge", recording)
+    message = "0/3 nodes are available: 3 Insufficient nvidia.com/gpu. preemption: 0/3 nodes are available."
+    run(tmp_path, Cluster(steps=[(job(), [trainer_pod("Pending", unschedulable=message)], "")]))
+    assert timeless(judged[-1]) == timeless(load_observation(RECORDED / "unschedulable.json"))
+    partial = "".join(EPOCH_LOG.splitlines(keepends=True)[:4])
+    run(tmp_path, Cluster(steps=[
+        (job(), [trainer_pod("Running")], partial),
+        (job(("Failed", "DeadlineExceeded", "Job was active longer than specified deadline")),
+         [trainer_pod("Failed", terminated={"exitCode": 143, "reason": "Error"})], partial),
+    ]))
+    assert timeless(judged[-1]) == timeless(load_observation(RECORDED / "deadline-exceeded.json"))
 
 
 def test_accuracy_under_the_threshold_fails(tmp_path: Path) -> None:

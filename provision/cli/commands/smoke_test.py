@@ -14,8 +14,10 @@ from rich.text import Text
 
 from provision.cli.options import ConfigOption
 from provision.inputs.settings import load_settings
-from provision.kube.smoke import SmokeProgress, TrainerMetrics, Verdict, build_spec, new_namespace, run_smoke_test
-from provision.render.smoke_manifests import render, to_yaml
+from provision.kube.smoke import SmokeProgress, build_spec, new_namespace, run_smoke_test
+from provision.kube.smoke_observation import Mode
+from provision.kube.smoke_verdict import TrainerMetrics, Verdict
+from provision.render.smoke_manifests import Variant, render, to_yaml
 
 console = Console(stderr=True, highlight=False)
 
@@ -112,7 +114,7 @@ def register(app: typer.Typer) -> None:
         image: Annotated[str | None, typer.Option("--image", help="Trainer image (default: smoke_test.image).")] = None,
         epochs: Annotated[int | None, typer.Option("--epochs", min=1, help="Training epochs.")] = None,
         timeout: Annotated[int | None, typer.Option("--timeout", min=60, help="Seconds before the Job is stopped.")] = None,
-        print_manifests: Annotated[str | None, typer.Option(
+        print_manifests: Annotated[Variant | None, typer.Option(
             "--print-manifests", metavar="job|pytorchjob",
             help="Print the objects the test would create (the Job, or a Kubeflow PyTorchJob) and exit.")] = None,
     ) -> None:
@@ -120,10 +122,8 @@ def register(app: typer.Typer) -> None:
         the cause read from the API. Exit code 0 on PASS, 1 on FAIL."""
         settings = load_settings(config)
         if print_manifests is not None:
-            if print_manifests not in ("job", "pytorchjob"):
-                raise typer.BadParameter("choose job or pytorchjob", param_hint="--print-manifests")
             # Without a cluster to ask, "auto" means GPU unless --cpu or the settings say CPU.
-            mode = "cpu" if cpu or settings.smoke_test.mode == "cpu" else "gpu"
+            mode: Mode = "cpu" if cpu or settings.smoke_test.mode == "cpu" else "gpu"
             spec = build_spec(settings, mode, namespace=new_namespace(), gpus=gpus, nodes=nodes, image=image,
                               epochs=epochs, timeout_s=timeout)
             typer.echo(to_yaml(render(spec, print_manifests)), nl=False)
