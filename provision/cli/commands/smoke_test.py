@@ -1,10 +1,12 @@
 """`bootstrap smoke-test`: train CIFAR-10 on the cluster and print a verdict; the exit code is the verdict."""
 from __future__ import annotations
 
+import json
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
+from dataclasses import asdict
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, Literal
 
 import typer
 from rich.console import Console, Group
@@ -117,6 +119,9 @@ def register(app: typer.Typer) -> None:
         print_manifests: Annotated[Variant | None, typer.Option(
             "--print-manifests", metavar="job|pytorchjob",
             help="Print the objects the test would create (the Job, or a Kubeflow PyTorchJob) and exit.")] = None,
+        output: Annotated[Literal["text", "json"], typer.Option(
+            "--output", "-o", help="text: the verdict for people; json: the verdict as one JSON document on stdout "
+            "(the live view stays on stderr).")] = "text",
     ) -> None:
         """Train CIFAR-10 on the cluster's GPUs and judge the run: PASS with accuracy and time, or FAIL with
         the cause read from the API. Exit code 0 on PASS, 1 on FAIL."""
@@ -131,5 +136,8 @@ def register(app: typer.Typer) -> None:
         with live_view() as on_progress:
             verdict = run_smoke_test(kubeconfig.expanduser(), settings, gpus=gpus, nodes=nodes, cpu=cpu, keep=keep,
                                      on_progress=on_progress, image=image, epochs=epochs, timeout_s=timeout)
-        print_verdict(verdict)
+        if output == "json":
+            typer.echo(json.dumps(asdict(verdict), indent=2))
+        else:
+            print_verdict(verdict)
         raise typer.Exit(verdict.exit_code)
