@@ -19,8 +19,8 @@ from provision.inputs.settings import Settings
 from provision.inputs.state import ClusterState
 from provision.phases import NODE_ADD_PHASES, PHASES, UP_PHASES, Phase, PhaseContext, run_phases, select_phases
 from provision.resources import PLAYBOOKS_DIR
-from tests.support.apiserver import FakeApiServer
-from tests.test_verify import VERSION, healthy_pods, node, object_list
+from tests.support.apiserver import FakeApiServer, object_list
+from tests.support.kube_objects import VERSION, healthy_pods, node
 
 
 @pytest.fixture

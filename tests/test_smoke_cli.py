@@ -9,7 +9,7 @@ from typer.testing import CliRunner
 
 from provision.cli.app import app
 from tests.support.apiserver import FakeApiServer
-from tests.test_smoke_driver import EPOCH_LOG, METRICS, Cluster, job, succeeded
+from tests.support.smoke_run import EPOCH_LOG, METRICS, Cluster, job, succeeded
 
 runner = CliRunner()
 
@@ -41,6 +41,26 @@ def test_a_failing_run_exits_1_with_the_cause_and_keep_leaves_the_namespace(tmp_
     assert "FAIL (low-accuracy): test accuracy 0.3000 is under the threshold 0.90" in output
     assert "kept: namespace cb-smoke-" in output
     assert not api.requests_to("DELETE")
+
+
+def test_output_json_puts_the_verdict_alone_on_stdout_and_keeps_the_exit_code(tmp_path: Path) -> None:
+    for accuracy, code in ((0.9412, 0), (0.3, 1)):
+        cluster = Cluster(steps=[(job(("Complete", "", "")), [succeeded(METRICS | {"test_accuracy": accuracy})],
+                                  EPOCH_LOG)])
+        with FakeApiServer() as api:
+            cluster.serve(api)
+            result = runner.invoke(app, ["smoke-test", "--kubeconfig", str(api.write_kubeconfig(tmp_path / "kc")),
+                                         "--output", "json"])
+        assert result.exit_code == code, result.output
+        verdict = json.loads(result.stdout)  # one document, nothing else
+        assert verdict["passed"] is (code == 0)
+        assert verdict["cause"] == (None if code == 0 else "low-accuracy")
+        assert verdict["summary"].startswith("PASS: test accuracy 94.12%" if code == 0 else "FAIL (low-accuracy)")
+        assert verdict["metrics"]["test_accuracy"] == accuracy and verdict["metrics"]["images_per_s"] == 98765.4
+        assert verdict["namespace"].startswith("cb-smoke-") and verdict["elapsed_s"] >= 0
+        assert set(verdict) >= {"detail", "mode", "kept", "cleanup_error", "log_tail"}
+        # The live view goes to stderr as always.
+        assert "epoch 10/10" in result.stderr
 
 
 def test_print_manifests_shows_the_pytorchjob_variant_without_a_cluster(tmp_path: Path) -> None:

@@ -3,101 +3,35 @@ real kubernetes client: the cluster "says" what a real one would, and the driver
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
 import pytest
 
 from provision.inputs.settings import Settings, parse_settings
-from provision.kube.smoke import FailureKind, SmokeProgress, Timings, Verdict, run_smoke_test
-from tests.support.apiserver import FakeApiServer, RecordedRequest, Response, object_list, status
+from provision.kube import smoke
+from provision.kube.smoke import SmokeProgress, Timings, run_smoke_test
+from provision.kube.smoke_observation import Observation
+from provision.kube.smoke_verdict import FailureKind, Policy, Verdict, judge
+from tests.support.apiserver import FakeApiServer, status
+from tests.support.kube_objects import node
+from tests.support.smoke_run import (
+    EPOCH_LOG,
+    IMAGE,
+    JOB,
+    METRICS,
+    NS,
+    RECORDED,
+    Cluster,
+    job,
+    load_observation,
+    succeeded,
+    trainer_pod,
+)
 
-NS = "cb-smoke-test01"
-JOB = "cifar10-smoke"
-IMAGE = "docker.io/pytorch/pytorch:2.5.1-cuda12.4-cudnn9-runtime"
 FAST = Timings(poll_s=0.0, unschedulable_grace_s=0.0, image_pull_grace_s=0.0, deadline_margin_s=5.0,
                request_timeout_s=5.0)
-
-METRICS = {"test_accuracy": 0.9412, "inference_accuracy": 0.9398, "images_per_s": 98765.4, "epoch_time_s": 0.51,
-           "train_time_s": 5.1, "wall_time_s": 19.0, "epochs": 10, "steps": 480, "batch_size": 1024,
-           "train_images": 50000, "test_images": 10000, "parameters": 1972792, "dataset": "synthetic",
-           "device": "NVIDIA H100 80GB HBM3", "device_type": "cuda", "gpu_count": 1, "world_size": 1, "nodes": 1,
-           "torch_version": "2.5.1", "cuda_version": "12.4", "hostname": "cifar10-smoke-x", "model_path": "/work/out/model.pt"}
-
-
-# -- Kubernetes objects as the API server returns them ---------------------------------------------
-def node(name: str, gpus: int = 0) -> dict[str, Any]:
-    allocatable = {"cpu": "8", "memory": "32Gi"} | ({"nvidia.com/gpu": str(gpus)} if gpus else {})
-    return {"metadata": {"name": name}, "status": {"allocatable": allocatable, "capacity": allocatable}}
-
-
-def pod(phase: str, *, name: str = f"{JOB}-abcde", node_name: str | None = "gpu-1", index: str | None = None,
-        unschedulable: str | None = None, waiting: tuple[str, str] | None = None,
-        terminated: dict[str, Any] | None = None) -> dict[str, Any]:
-    labels = {"cluster-bootstrap.io/smoke-run": JOB, "job-name": JOB}
-    if index is not None:
-        labels["batch.kubernetes.io/job-completion-index"] = index
-    state: dict[str, Any] = {"running": {"startedAt": "2025-01-01T00:00:00Z"}} if phase == "Running" else {}
-    if waiting:
-        state = {"waiting": {"reason": waiting[0], "message": waiting[1]}}
-    if terminated:
-        state = {"terminated": {"startedAt": "2025-01-01T00:00:00Z", "finishedAt": "2025-01-01T00:01:00Z",
-                                **terminated}}
-    conditions = []
-    if unschedulable:
-        conditions.append({"type": "PodScheduled", "status": "False", "reason": "Unschedulable",
-                           "message": unschedulable})
-        node_name = None
-    return {
-        "metadata": {"name": name, "namespace": NS, "labels": labels},
-        "spec": {"nodeName": node_name, "containers": [{"name": "trainer", "image": IMAGE, "resources": {
-            "limits": {"memory": "12Gi", "nvidia.com/gpu": "1"}}}]},
-        "status": {"phase": phase, "conditions": conditions, "containerStatuses": [] if unschedulable else [{
-            "name": "trainer", "image": IMAGE, "imageID": "", "ready": phase == "Running", "restartCount": 0,
-            "state": state}]},
-    }
-
-
-def job(*conditions: tuple[str, str, str]) -> dict[str, Any]:
-    return {"apiVersion": "batch/v1", "kind": "Job", "metadata": {"name": JOB, "namespace": NS},
-            "status": {"conditions": [{"type": t, "status": "True", "reason": r, "message": m}
-                                      for t, r, m in conditions]}}
-
-
-def succeeded(metrics: dict[str, Any]) -> dict[str, Any]:
-    return pod("Succeeded", terminated={"exitCode": 0, "reason": "Completed", "message": json.dumps(metrics)})
-
-
-@dataclass
-class Cluster:
-    """A scripted cluster: each poll of the driver sees the next (job, pods, log) step; the last one stays."""
-
-    nodes: list[dict[str, Any]] = field(default_factory=lambda: [node("gpu-1", gpus=1)])
-    steps: list[tuple[dict[str, Any], list[dict[str, Any]], str]] = field(default_factory=list)
-    step: int = 0
-
-    def current(self) -> tuple[dict[str, Any], list[dict[str, Any]], str]:
-        return self.steps[min(self.step, len(self.steps) - 1)]
-
-    def serve(self, api: FakeApiServer) -> None:
-        def echo(request: RecordedRequest) -> Response:
-            return Response(201, request.json)
-
-        def read_pods(_: RecordedRequest) -> dict[str, Any]:
-            pods = self.current()[1]
-            self.step += 1
-            return object_list("PodList", pods)
-
-        api.add("GET", "/api/v1/nodes", object_list("NodeList", self.nodes))
-        api.add("POST", "/api/v1/namespaces", echo)
-        api.add("POST", "/api/v1/namespaces/{ns}/configmaps", echo)
-        api.add("POST", "/api/v1/namespaces/{ns}/services", echo)
-        api.add("POST", "/apis/batch/v1/namespaces/{ns}/jobs", echo)
-        api.add("GET", "/apis/batch/v1/namespaces/{ns}/jobs/{name}/status", lambda _: self.current()[0])
-        api.add("GET", "/api/v1/namespaces/{ns}/pods", read_pods)
-        api.add("GET", "/api/v1/namespaces/{ns}/pods/{pod}/log", lambda _: self.current()[2])
-        api.add("DELETE", "/api/v1/namespaces/{ns}", status(200, "", "deleted"))
 
 
 @dataclass
@@ -126,15 +60,11 @@ def run(tmp_path: Path, cluster: Cluster, settings: Settings | None = None, **kw
     return Outcome(verdict, api, progress, lines)
 
 
-EPOCH_LOG = "device NVIDIA H100 80GB HBM3; ranks 1\n" + "".join(
-    f"epoch {e}/10  loss 1.0  train_acc 0.9  time 0.50s  images/s 100000\n" for e in range(1, 11))
-
-
 # -- the verdicts ----------------------------------------------------------------------------------
 def test_a_run_that_trains_to_accuracy_passes_and_leaves_nothing_behind(tmp_path: Path) -> None:
     cluster = Cluster(steps=[
-        (job(), [pod("Pending", waiting=("ContainerCreating", ""))], ""),
-        (job(), [pod("Running")], "".join(EPOCH_LOG.splitlines(keepends=True)[:4])),
+        (job(), [trainer_pod("Pending", waiting=("ContainerCreating", ""))], ""),
+        (job(), [trainer_pod("Running")], "".join(EPOCH_LOG.splitlines(keepends=True)[:4])),
         (job(("Complete", "", "")), [succeeded(METRICS)], EPOCH_LOG + json.dumps(METRICS) + "\n"),
     ])
     outcome = run(tmp_path, cluster)
@@ -161,7 +91,7 @@ def test_a_run_that_trains_to_accuracy_passes_and_leaves_nothing_behind(tmp_path
 
 def test_no_free_gpu_fails_with_the_schedulers_words_and_the_fix(tmp_path: Path) -> None:
     message = "0/3 nodes are available: 3 Insufficient nvidia.com/gpu. preemption: 0/3 nodes are available."
-    cluster = Cluster(steps=[(job(), [pod("Pending", unschedulable=message)], "")])
+    cluster = Cluster(steps=[(job(), [trainer_pod("Pending", unschedulable=message)], "")])
     verdict = run(tmp_path, cluster, settings=parse_settings({"smoke_test": {"mode": "gpu"}})).verdict
     assert not verdict.passed and verdict.exit_code == 1
     assert verdict.cause is FailureKind.UNSCHEDULABLE
@@ -172,8 +102,8 @@ def test_no_free_gpu_fails_with_the_schedulers_words_and_the_fix(tmp_path: Path)
 def test_unschedulable_is_not_final_while_the_grace_period_lasts(tmp_path: Path) -> None:
     message = "0/1 nodes are available: 1 Insufficient nvidia.com/gpu."
     cluster = Cluster(steps=[
-        (job(), [pod("Pending", unschedulable=message)], ""),
-        (job(), [pod("Running")], EPOCH_LOG),
+        (job(), [trainer_pod("Pending", unschedulable=message)], ""),
+        (job(), [trainer_pod("Running")], EPOCH_LOG),
         (job(("Complete", "", "")), [succeeded(METRICS)], EPOCH_LOG),
     ])
     progress: list[str] = []
@@ -189,7 +119,7 @@ def test_unschedulable_is_not_final_while_the_grace_period_lasts(tmp_path: Path)
 def test_an_image_that_cannot_be_pulled_is_named_in_the_verdict(tmp_path: Path) -> None:
     image = "docker.io/pytorch/pytorch:9.9-does-not-exist"
     pull = ("ImagePullBackOff", f'Back-off pulling image "{image}"')
-    cluster = Cluster(steps=[(job(), [pod("Pending", waiting=pull)], "")])
+    cluster = Cluster(steps=[(job(), [trainer_pod("Pending", waiting=pull)], "")])
     verdict = run(tmp_path, cluster, image=image).verdict
     assert verdict.cause is FailureKind.IMAGE_PULL
     assert f"image {image} cannot be pulled on node gpu-1" in verdict.detail
@@ -198,15 +128,15 @@ def test_an_image_that_cannot_be_pulled_is_named_in_the_verdict(tmp_path: Path) 
 
 def test_an_image_pull_through_a_mirror_says_which_mirror(tmp_path: Path) -> None:
     pull = ("ErrImagePull", "rpc error: code = NotFound")
-    cluster = Cluster(steps=[(job(), [pod("Pending", waiting=pull)], "")])
+    cluster = Cluster(steps=[(job(), [trainer_pod("Pending", waiting=pull)], "")])
     verdict = run(tmp_path, cluster, settings=parse_settings({"mirrors": {"profile": "cn"}})).verdict
     assert verdict.cause is FailureKind.IMAGE_PULL
     assert "https://docker.m.daocloud.io" in verdict.detail
 
 
 def test_a_trainer_killed_for_memory_is_reported_as_oomkilled(tmp_path: Path) -> None:
-    killed = pod("Failed", terminated={"exitCode": 137, "reason": "OOMKilled"})
-    cluster = Cluster(steps=[(job(), [pod("Running")], EPOCH_LOG[:80]),
+    killed = trainer_pod("Failed", terminated={"exitCode": 137, "reason": "OOMKilled"})
+    cluster = Cluster(steps=[(job(), [trainer_pod("Running")], EPOCH_LOG[:80]),
                              (job(("Failed", "BackoffLimitExceeded", "Job has reached the specified backoff limit")),
                               [killed], EPOCH_LOG[:80])])
     verdict = run(tmp_path, cluster).verdict
@@ -217,14 +147,45 @@ def test_a_trainer_killed_for_memory_is_reported_as_oomkilled(tmp_path: Path) ->
 def test_a_job_past_its_deadline_says_how_far_training_got(tmp_path: Path) -> None:
     partial = "".join(EPOCH_LOG.splitlines(keepends=True)[:4])
     cluster = Cluster(steps=[
-        (job(), [pod("Running")], partial),
+        (job(), [trainer_pod("Running")], partial),
         (job(("Failed", "DeadlineExceeded", "Job was active longer than specified deadline")),
-         [pod("Failed", terminated={"exitCode": 143, "reason": "Error"})], partial),
+         [trainer_pod("Failed", terminated={"exitCode": 143, "reason": "Error"})], partial),
     ])
     verdict = run(tmp_path, cluster, timeout_s=300).verdict
     assert verdict.cause is FailureKind.DEADLINE_EXCEEDED
     assert "activeDeadlineSeconds (300s)" in verdict.detail
     assert "epoch 3/10" in verdict.detail
+
+
+def timeless(observation: Observation) -> dict[str, Any]:
+    """An observation without its clock readings, which differ from run to run."""
+    seen = asdict(observation) | {"elapsed_s": None}
+    for pod in seen["pods"]:
+        for key in ("unschedulable_since", "image_pull_since"):
+            pod[key] = pod[key] is not None
+    return seen
+
+
+def test_the_observations_the_verdict_tests_replay_are_what_the_driver_records(tmp_path: Path,
+                                                                               monkeypatch: pytest.MonkeyPatch) -> None:
+    """tests/data/smoke/ was recorded from runs like these: when what the driver observes changes, it shows here."""
+    judged: list[Observation] = []
+
+    def recording(observation: Observation, policy: Policy) -> Verdict | None:
+        judged.append(observation)
+        return judge(observation, policy)
+
+    monkeypatch.setattr(smoke, "judge", recording)
+    message = "0/3 nodes are available: 3 Insufficient nvidia.com/gpu. preemption: 0/3 nodes are available."
+    run(tmp_path, Cluster(steps=[(job(), [trainer_pod("Pending", unschedulable=message)], "")]))
+    assert timeless(judged[-1]) == timeless(load_observation(RECORDED / "unschedulable.json"))
+    partial = "".join(EPOCH_LOG.splitlines(keepends=True)[:4])
+    run(tmp_path, Cluster(steps=[
+        (job(), [trainer_pod("Running")], partial),
+        (job(("Failed", "DeadlineExceeded", "Job was active longer than specified deadline")),
+         [trainer_pod("Failed", terminated={"exitCode": 143, "reason": "Error"})], partial),
+    ]))
+    assert timeless(judged[-1]) == timeless(load_observation(RECORDED / "deadline-exceeded.json"))
 
 
 def test_accuracy_under_the_threshold_fails(tmp_path: Path) -> None:
@@ -239,7 +200,7 @@ def test_accuracy_under_the_threshold_fails(tmp_path: Path) -> None:
 
 def test_the_trainers_own_error_is_the_cause(tmp_path: Path) -> None:
     error = {"error": "CUDA is not available in this container: check that the pod requested nvidia.com/gpu"}
-    failed = pod("Failed", terminated={"exitCode": 2, "reason": "Error", "message": json.dumps(error)})
+    failed = trainer_pod("Failed", terminated={"exitCode": 2, "reason": "Error", "message": json.dumps(error)})
     cluster = Cluster(steps=[(job(), [failed], "error: CUDA is not available\n")])
     verdict = run(tmp_path, cluster).verdict
     assert verdict.cause is FailureKind.TRAINER_FAILED
@@ -248,7 +209,7 @@ def test_the_trainers_own_error_is_the_cause(tmp_path: Path) -> None:
 
 
 def test_a_crash_without_a_message_falls_back_to_the_last_log_line(tmp_path: Path) -> None:
-    crashed = pod("Failed", terminated={"exitCode": 1, "reason": "Error",
+    crashed = trainer_pod("Failed", terminated={"exitCode": 1, "reason": "Error",
                                         "message": "Traceback (most recent call last):\nRuntimeError: NCCL error"})
     cluster = Cluster(steps=[(job(), [crashed], "")])
     verdict = run(tmp_path, cluster).verdict
@@ -310,7 +271,7 @@ def test_a_refused_job_is_an_api_error_and_the_namespace_is_still_removed(tmp_pa
 
 
 def test_a_job_that_never_ends_times_out_on_the_drivers_side(tmp_path: Path) -> None:
-    cluster = Cluster(steps=[(job(), [pod("Running")], "")])
+    cluster = Cluster(steps=[(job(), [trainer_pod("Running")], "")])
     with FakeApiServer() as api:
         cluster.serve(api)
         verdict = run_smoke_test(api.write_kubeconfig(tmp_path / "kubeconfig"), Settings(), namespace=NS,

@@ -13,7 +13,7 @@ from typing import Any
 
 import pytest
 
-from provision.kube.smoke import TrainerMetrics
+from provision.kube.smoke_verdict import TrainerMetrics
 from provision.resources import TRAINER_DIR
 
 # Small enough for two CPU cores in seconds: 1024 images, batch 128, 2 epochs = 16 optimizer steps.

@@ -14,55 +14,9 @@ from provision.errors import BootstrapError
 from provision.kube.client import load_api_client
 from provision.kube.verify import Expectations, VerifyReport, verify_cluster, wait_for_api
 from tests.support.apiserver import FakeApiServer, RecordedRequest, Response, object_list, status
+from tests.support.kube_objects import VERSION, healthy_pods, node, pod
 
 PROBE = "bootstrap-dns-probe-x7k2p"
-VERSION = {"major": "1", "minor": "31", "gitVersion": "v1.31.4", "gitCommit": "a" * 40, "gitTreeState": "clean",
-           "buildDate": "2024-12-10T11:37:46Z", "goVersion": "go1.22.9", "compiler": "gc", "platform": "linux/amd64"}
-
-
-# --- objects as the API server returns them ----------------------------------------------------------------
-
-def node(name: str, *, ready: str = "True", reason: str = "KubeletReady", message: str = "kubelet is posting ready status",
-         gpus: int | None = None) -> dict[str, Any]:
-    allocatable = {"cpu": "4", "memory": "16Gi", "pods": "110"}
-    if gpus is not None:
-        allocatable["nvidia.com/gpu"] = str(gpus)
-    return {"metadata": {"name": name},
-            "status": {"allocatable": allocatable, "capacity": allocatable,
-                       "conditions": [{"type": "MemoryPressure", "status": "False"},
-                                      {"type": "Ready", "status": ready, "reason": reason, "message": message}]}}
-
-
-def pod(name: str, node_name: str | None, labels: dict[str, str], *, phase: str = "Running",
-        waiting: str | None = None, restarts: int = 0, ready: bool = True, image: str = "registry.k8s.io/x:1",
-        owner: str | None = None, scheduled_message: str | None = None) -> dict[str, Any]:
-    state: dict[str, Any] = {"running": {"startedAt": "2025-01-01T00:00:00Z"}}
-    if waiting:
-        state = {"waiting": {"reason": waiting, "message": f"back-off restarting {name}"}}
-    conditions = []
-    if scheduled_message:
-        conditions.append({"type": "PodScheduled", "status": "False", "reason": "Unschedulable",
-                           "message": scheduled_message})
-    metadata: dict[str, Any] = {"name": name, "namespace": "kube-system", "labels": labels}
-    if owner:
-        metadata["ownerReferences"] = [{"apiVersion": "apps/v1", "kind": owner, "name": "x", "uid": "1"}]
-    return {"metadata": metadata,
-            "spec": {"nodeName": node_name, "containers": [{"name": "main", "image": image}]},
-            "status": {"phase": phase, "conditions": conditions,
-                       "containerStatuses": [] if scheduled_message else [{
-                           "name": "main", "image": image, "imageID": "", "ready": ready and not waiting,
-                           "restartCount": restarts, "state": state}]}}
-
-
-def healthy_pods(gpu_nodes: tuple[str, ...] = ("w1",)) -> list[dict[str, Any]]:
-    pods = [pod("kube-apiserver-cp1", "cp1", {"component": "kube-apiserver"}),
-            pod("coredns-5d78c9869d-abcde", "w1", {"k8s-app": "kube-dns"}),
-            pod("calico-node-aaaaa", "cp1", {"k8s-app": "calico-node"}, owner="DaemonSet"),
-            pod("calico-node-bbbbb", "w1", {"k8s-app": "calico-node"}, owner="DaemonSet"),
-            pod("kube-proxy-ccccc", "w1", {"k8s-app": "kube-proxy"}, owner="DaemonSet")]
-    pods += [pod(f"nvidia-device-plugin-{n}", n, {"app.kubernetes.io/name": "nvidia-device-plugin"}, owner="DaemonSet")
-             for n in gpu_nodes]
-    return pods
 
 
 def replace_pod(pods: list[dict[str, Any]], name: str, new: dict[str, Any]) -> list[dict[str, Any]]:
@@ -219,7 +173,7 @@ def test_an_image_that_cannot_be_pulled_is_named_with_its_node(cluster: Cluster)
 
 def test_an_unschedulable_system_pod(cluster: Cluster) -> None:
     cluster.pods([*healthy_pods(), pod("coredns-5d78c9869d-zzzzz", None, {"k8s-app": "kube-dns"}, phase="Pending",
-                                       scheduled_message="0/2 nodes are available: 2 node(s) had untolerated taint")])
+                                       unschedulable="0/2 nodes are available: 2 node(s) had untolerated taint")])
     text = only_problem(cluster.verify(timeout_s=0.3))
     assert text.startswith("cluster: kube-dns cannot be scheduled") and "untolerated taint" in text
 

@@ -8,7 +8,7 @@ from pathlib import Path
 from provision.kube.client import load_api_client
 from provision.kube.drain import drain_and_delete
 from tests.support.apiserver import FakeApiServer, Response, object_list, status
-from tests.test_verify import VERSION, pod
+from tests.support.kube_objects import VERSION, pod
 
 
 def test_drain_evicts_workload_pods_then_deletes_the_node(tmp_path: Path) -> None:

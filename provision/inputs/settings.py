@@ -128,6 +128,11 @@ class CalicoSettings(_Section):
         return value
 
 
+# The extended resource the NVIDIA device plugin advertises and GPU pods request, also the key of the taint
+# GPU nodes may carry. The device plugin fixes the name, so it is a constant beside the GPU settings, not one.
+GPU_RESOURCE = "nvidia.com/gpu"
+
+
 class GpuSettings(_Section):
     # Driver branch from NVIDIA's CUDA repository (the nvidia-driver-<branch> / module stream).
     driver_branch: str = "565"

@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 from kubernetes import client
 from kubernetes.client.exceptions import ApiException
 
+from provision.kube.pods import owner_kinds, pod_annotations, pod_name, pod_namespace
 from provision.kube.verify import ApiUnreachable, call_api
 
 
@@ -35,15 +36,15 @@ class DrainResult:
 
 
 def _evictable(pod: client.V1Pod) -> bool:
-    if (pod.metadata.annotations or {}).get("kubernetes.io/config.mirror"):
+    if pod_annotations(pod).get("kubernetes.io/config.mirror"):
         return False  # static pods belong to the kubelet, not to the API
-    return not any(ref.kind == "DaemonSet" for ref in pod.metadata.owner_references or [])
+    return "DaemonSet" not in owner_kinds(pod)
 
 
 def _pods_on(api: client.ApiClient, node: str) -> list[client.V1Pod]:
     core = client.CoreV1Api(api)
     pods = call_api(api, core.list_pod_for_all_namespaces, field_selector=f"spec.nodeName={node}")
-    return [p for p in pods.items if _evictable(p)]  # type: ignore[attr-defined]
+    return [p for p in pods.items if _evictable(p)]
 
 
 def drain_node(api: client.ApiClient, node: str, *, timeout_s: float, result: DrainResult,
@@ -63,20 +64,19 @@ def drain_node(api: client.ApiClient, node: str, *, timeout_s: float, result: Dr
             break
         if time.monotonic() >= deadline:
             for pod in pods:
+                name, namespace = pod_name(pod), pod_namespace(pod)
                 try:
-                    call_api(api, core.delete_namespaced_pod, pod.metadata.name, pod.metadata.namespace,
-                             grace_period_seconds=0)
-                    result.forced.append(f"{pod.metadata.namespace}/{pod.metadata.name}")
+                    call_api(api, core.delete_namespaced_pod, name, namespace, grace_period_seconds=0)
+                    result.forced.append(f"{namespace}/{name}")
                 except ApiException as exc:
                     if exc.status != 404:
                         raise
             break
         for pod in pods:
-            eviction = client.V1Eviction(metadata=client.V1ObjectMeta(name=pod.metadata.name,
-                                                                      namespace=pod.metadata.namespace))
+            name, namespace = pod_name(pod), pod_namespace(pod)
+            eviction = client.V1Eviction(metadata=client.V1ObjectMeta(name=name, namespace=namespace))
             try:
-                call_api(api, core.create_namespaced_pod_eviction, pod.metadata.name, pod.metadata.namespace,
-                         eviction)
+                call_api(api, core.create_namespaced_pod_eviction, name, namespace, eviction)
             except ApiException as exc:
                 # 429: a disruption budget says not yet; 404: already gone. Both: look again shortly.
                 if exc.status not in (404, 429):

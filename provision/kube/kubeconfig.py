@@ -15,7 +15,7 @@ import yaml
 from provision.errors import BootstrapError
 from provision.inputs.inventory import Cluster
 from provision.inputs.state import cluster_dir
-from provision.render.kubeadm_config import API_SERVER_PORT
+from provision.render.kubeadm_config import ADMIN_CONF_PATH, API_SERVER_PORT
 
 DEFAULT_KUBECONFIG = Path("~/.kube/config")
 
@@ -26,8 +26,8 @@ def admin_kubeconfig_path(cluster: Cluster) -> Path:
 
 
 def fetched_kubeconfig_path(cluster: Cluster) -> Path:
-    """Where the control_plane play fetches /etc/kubernetes/admin.conf to, byte for byte. It stays (in the
-    private cluster directory) so that a re-run fetches nothing new and reports no change."""
+    """Where the control_plane play fetches the control plane's ADMIN_CONF_PATH to, byte for byte. It stays (in
+    the private cluster directory) so that a re-run fetches nothing new and reports no change."""
     return cluster_dir(cluster) / "admin.conf.fetched"
 
 
@@ -76,7 +76,7 @@ def install_admin_kubeconfig(fetched: Path, cluster: Cluster) -> Path:
     clusters = data.get("clusters") or []
     if not clusters or not data.get("users"):
         raise BootstrapError(f"{fetched}: the admin kubeconfig fetched from {cluster.control_plane.name} has no "
-                             "cluster or user; check /etc/kubernetes/admin.conf there")
+                             f"cluster or user; check {ADMIN_CONF_PATH} there")
     for entry in clusters:
         entry.setdefault("cluster", {})["server"] = api_server_url(cluster)
     fetched.chmod(0o600)

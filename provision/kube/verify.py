@@ -9,15 +9,27 @@ from __future__ import annotations
 import time
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
-from typing import Literal
+from typing import Literal, TypeVar
 
 import urllib3
 from kubernetes import client
 from kubernetes.client.exceptions import ApiException
 
 from provision.errors import BootstrapError
+from provision.inputs.settings import GPU_RESOURCE
+from provision.kube.pods import (
+    CONFIG_REASONS,
+    CRASH_LOOP,
+    HOPELESS_IMAGE_REASONS,
+    IMAGE_PULL_REASONS,
+    container_statuses,
+    node_name,
+    pod_labels,
+    pod_name,
+    pod_phase,
+    scheduling_message,
+)
 
-GPU_RESOURCE = "nvidia.com/gpu"
 DEVICE_PLUGIN_SELECTOR = "app.kubernetes.io/name=nvidia-device-plugin"
 DNS_PROBE_LABELS = {"app.kubernetes.io/name": "dns-probe", "app.kubernetes.io/managed-by": "cluster-bootstrap"}
 # One API call never waits longer than this; the overall wait is the caller's timeout.
@@ -26,6 +38,7 @@ REQUEST_TIMEOUT_S = 10
 SETTLED_RESTARTS = 3
 Check = Literal["nodes", "pods", "gpus", "dns"]
 ALL_CHECKS: tuple[Check, ...] = ("nodes", "pods", "gpus", "dns")
+T = TypeVar("T")
 
 
 @dataclass(frozen=True)
@@ -95,7 +108,7 @@ def _server(api: client.ApiClient) -> str:
     return str(getattr(api.configuration, "host", "the API server"))
 
 
-def call_api(api: client.ApiClient, fn: Callable[..., object], *args: object, **kwargs: object) -> object:
+def call_api(api: client.ApiClient, fn: Callable[..., T], *args: object, **kwargs: object) -> T:
     """One API call with a bounded wait; an unreachable server becomes ApiUnreachable naming the fix."""
     try:
         return fn(*args, _request_timeout=REQUEST_TIMEOUT_S, **kwargs)
@@ -120,8 +133,7 @@ def wait_for_api(api: client.ApiClient, timeout_s: float, *, sleep: Callable[[fl
     deadline = time.monotonic() + timeout_s
     while True:
         try:
-            info = call_api(api, client.VersionApi(api).get_code)
-            return str(info.git_version)  # type: ignore[attr-defined]
+            return call_api(api, client.VersionApi(api).get_code).git_version
         except ApiUnreachable:
             if time.monotonic() >= deadline:
                 raise
@@ -168,15 +180,15 @@ def _node_problems(nodes: dict[str, client.V1Node], expected: Iterable[str]) -> 
 # --- pod checks --------------------------------------------------------------------------------------
 
 def _pod_component(pod: client.V1Pod) -> str:
-    labels = pod.metadata.labels or {}
+    labels = pod_labels(pod)
     for key in ("k8s-app", "app.kubernetes.io/name", "component", "app"):
         if key in labels:
-            return str(labels[key])
-    return pod.metadata.name
+            return labels[key]
+    return pod_name(pod)
 
 
 def _crash_cause(component: str, pod: client.V1Pod, expect: Expectations) -> str:
-    name, node = pod.metadata.name, pod.spec.node_name or "its node"
+    name, node = pod_name(pod), node_name(pod) or "its node"
     logs = f"`kubectl -n kube-system logs --previous {name}`"
     if component == "calico-node":
         return (f"check the pod CIDR: kubernetes.pod_cidr {expect.pod_cidr} must not overlap any network of {node} "
@@ -200,38 +212,37 @@ def _device_plugin_cause(node: str, expect: Expectations) -> str:
 
 
 def _pod_problem(pod: client.V1Pod, expect: Expectations) -> Problem | None:
-    status = pod.status or client.V1PodStatus()
-    if status.phase == "Succeeded":
+    phase = pod_phase(pod)
+    if phase == "Succeeded":
         return None
-    name, node = pod.metadata.name, pod.spec.node_name
+    name, node = pod_name(pod), node_name(pod)
     subject = node or "cluster"
     component = _pod_component(pod)
-    statuses = list(status.init_container_statuses or []) + list(status.container_statuses or [])
-    for container in statuses:
+    for container in container_statuses(pod):
         waiting = container.state.waiting if container.state else None
         if waiting is None:
             continue
-        if waiting.reason == "CrashLoopBackOff":
+        if waiting.reason == CRASH_LOOP:
             return Problem(subject, f"{component} CrashLoopBackOff (pod {name}, container {container.name}, "
                                     f"{container.restart_count} restarts)",
                            _crash_cause(component, pod, expect),
-                           settled=(container.restart_count or 0) >= SETTLED_RESTARTS)
-        if waiting.reason in ("ImagePullBackOff", "ErrImagePull", "InvalidImageName"):
+                           settled=container.restart_count >= SETTLED_RESTARTS)
+        if waiting.reason in IMAGE_PULL_REASONS:
             return Problem(subject, f"{component} cannot pull its image {container.image} (pod {name})",
                            f"check the registry mirrors / offline.image_repository, and try `crictl pull "
-                           f"{container.image}` on {node}", settled=waiting.reason == "InvalidImageName")
-        if waiting.reason in ("CreateContainerConfigError", "CreateContainerError", "RunContainerError"):
+                           f"{container.image}` on {node}", settled=waiting.reason in HOPELESS_IMAGE_REASONS)
+        if waiting.reason in CONFIG_REASONS:
             return Problem(subject, f"{component} cannot start (pod {name}): {waiting.reason}",
                            waiting.message or f"see `kubectl -n kube-system describe pod {name}`", settled=True)
-    if status.phase == "Pending" and not node:
-        message = next((c.message for c in status.conditions or [] if c.type == "PodScheduled" and c.message), "")
+    status = pod.status or client.V1PodStatus()
+    if phase == "Pending" and not node:
         return Problem("cluster", f"{component} cannot be scheduled (pod {name})",
-                       message or "no node fits it: see `kubectl -n kube-system describe pod " + name + "`")
-    if status.phase == "Failed":
+                       scheduling_message(pod) or f"no node fits it: see `kubectl -n kube-system describe pod {name}`")
+    if phase == "Failed":
         return Problem(subject, f"{component} failed (pod {name}): {status.reason or ''}".rstrip(": "),
                        status.message or f"see `kubectl -n kube-system describe pod {name}`", settled=True)
-    if status.phase != "Running":
-        return Problem(subject, f"{component} is {status.phase or 'Pending'} (pod {name})",
+    if phase != "Running":
+        return Problem(subject, f"{component} is {phase} (pod {name})",
                        f"still starting; see `kubectl -n kube-system describe pod {name}`")
     not_ready = [c.name for c in status.container_statuses or [] if not c.ready]
     if not_ready:
@@ -245,12 +256,12 @@ def _pod_problem(pod: client.V1Pod, expect: Expectations) -> Problem | None:
 def _gpu_problems(nodes: dict[str, client.V1Node], pods: list[client.V1Pod], expect: Expectations,
                   report: VerifyReport) -> list[Problem]:
     problems = []
-    plugin_pods = {p.spec.node_name: p for p in pods
-                   if (p.metadata.labels or {}).get("app.kubernetes.io/name") == "nvidia-device-plugin"}
+    plugin_pods = {node_name(p): p for p in pods if pod_labels(p).get("app.kubernetes.io/name") == "nvidia-device-plugin"}
     for name, expected in sorted(expect.gpus.items()):
         if expected <= 0 or name not in nodes:
             continue
-        allocatable = (nodes[name].status.allocatable or {}) if nodes[name].status else {}
+        status = nodes[name].status
+        allocatable = (status.allocatable if status else None) or {}
         try:
             found = int(str(allocatable.get(GPU_RESOURCE, "0")))
         except ValueError:
@@ -281,10 +292,10 @@ def _gpu_problems(nodes: dict[str, client.V1Node], pods: list[client.V1Pod], exp
 def _snapshot(api: client.ApiClient, expect: Expectations, checks: tuple[Check, ...]) -> VerifyReport:
     core = client.CoreV1Api(api)
     report = VerifyReport()
-    nodes = {n.metadata.name: n for n in call_api(api, core.list_node).items}  # type: ignore[attr-defined]
+    nodes = {n.metadata.name: n for n in call_api(api, core.list_node).items if n.metadata and n.metadata.name}
     pods: list[client.V1Pod] = []
     if "pods" in checks or "gpus" in checks:
-        pods = list(call_api(api, core.list_namespaced_pod, "kube-system").items)  # type: ignore[attr-defined]
+        pods = call_api(api, core.list_namespaced_pod, "kube-system").items
     if "nodes" in checks:
         report.ready_nodes, node_problems = _node_problems(nodes, expect.nodes)
         report.problems.extend(node_problems)
@@ -292,9 +303,9 @@ def _snapshot(api: client.ApiClient, expect: Expectations, checks: tuple[Check, 
     if "pods" in checks:
         gpu_nodes = {p.subject for p in gpu_problems}
         for pod in pods:
-            if expect.pods_on is not None and pod.spec.node_name not in expect.pods_on:
+            if expect.pods_on is not None and node_name(pod) not in expect.pods_on:
                 continue
-            if pod.metadata.labels and pod.metadata.labels.get("app.kubernetes.io/name") == "dns-probe":
+            if pod_labels(pod).get("app.kubernetes.io/name") == "dns-probe":
                 continue
             problem = _pod_problem(pod, expect)
             # The GPU check already says what a failing device plugin means on that node.
@@ -334,14 +345,13 @@ def check_dns(api: client.ApiClient, expect: Expectations, timeout_s: float, *,
     call_api(api, core.delete_collection_namespaced_pod, "kube-system", label_selector=selector)
     target = dns_probe_target(expect)
     pod = dns_probe_pod(expect, timeout_s)
-    created = call_api(api, core.create_namespaced_pod, "kube-system", pod)
-    name = created.metadata.name  # type: ignore[attr-defined]
+    name = pod_name(call_api(api, core.create_namespaced_pod, "kube-system", pod))
     deadline = time.monotonic() + timeout_s
     try:
         while True:
             current = call_api(api, core.read_namespaced_pod, name, "kube-system")
-            phase = current.status.phase if current.status else None  # type: ignore[attr-defined]
-            node = current.spec.node_name or "cluster"  # type: ignore[attr-defined]
+            phase = pod_phase(current)
+            node = node_name(current) or "cluster"
             if phase == "Succeeded":
                 return None
             if phase == "Failed":
@@ -352,7 +362,7 @@ def check_dns(api: client.ApiClient, expect: Expectations, timeout_s: float, *,
                 return Problem(node, f"cluster DNS did not answer for {target}",
                                f"{log[-1] if log else 'no output'}; check the CoreDNS pods and that kube-proxy "
                                f"and calico-node run on {node}", settled=True)
-            problem = _pod_problem(current, expect)  # type: ignore[arg-type]
+            problem = _pod_problem(current, expect)
             if problem and "cannot pull" in problem.what:
                 return Problem(node, f"the DNS probe image {expect.dns_probe_image} cannot be pulled",
                                "set verify.dns_probe_image to an image (with nslookup) your registry serves",

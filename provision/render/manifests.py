@@ -9,7 +9,7 @@ from dataclasses import dataclass
 
 import jinja2
 
-from provision.inputs.settings import Settings
+from provision.inputs.settings import GPU_RESOURCE, Settings
 from provision.inputs.sources import resolve_sources
 from provision.resources import MANIFESTS_DIR
 
@@ -40,7 +40,7 @@ def device_plugin_manifest(settings: Settings) -> str:
     gpu = settings.gpu
     return _render("nvidia-device-plugin.yaml.j2", version=gpu.device_plugin_version,
                    image=image_ref(settings, f"{gpu.device_plugin_image}:{gpu.device_plugin_version}"),
-                   runtime_class=gpu.runtime == "runtimeclass")
+                   runtime_class=gpu.runtime == "runtimeclass", gpu_resource=GPU_RESOURCE)
 
 
 def runtimeclass_manifest() -> str:

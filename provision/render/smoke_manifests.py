@@ -13,6 +13,7 @@ from typing import Any, Literal
 import jinja2
 import yaml
 
+from provision.inputs.settings import GPU_RESOURCE
 from provision.resources import MANIFESTS_DIR, TRAINER_DIR
 
 TEMPLATES_DIR = MANIFESTS_DIR / "smoke"
@@ -116,6 +117,7 @@ def _context(spec: SmokeSpec) -> dict[str, Any]:
         "namespace": spec.namespace,
         "image": spec.image,
         "gpus": gpus,
+        "gpu_resource": GPU_RESOURCE,
         "runtime_class": None if spec.cpu else spec.runtime_class,
         "pip_index": spec.pip_index,
         "nodes": spec.nodes,

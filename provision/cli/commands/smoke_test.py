@@ -1,10 +1,12 @@
 """`bootstrap smoke-test`: train CIFAR-10 on the cluster and print a verdict; the exit code is the verdict."""
 from __future__ import annotations
 
+import json
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
+from dataclasses import asdict
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, Literal
 
 import typer
 from rich.console import Console, Group
@@ -14,8 +16,10 @@ from rich.text import Text
 
 from provision.cli.options import ConfigOption
 from provision.inputs.settings import load_settings
-from provision.kube.smoke import SmokeProgress, TrainerMetrics, Verdict, build_spec, new_namespace, run_smoke_test
-from provision.render.smoke_manifests import render, to_yaml
+from provision.kube.smoke import SmokeProgress, build_spec, new_namespace, run_smoke_test
+from provision.kube.smoke_observation import Mode
+from provision.kube.smoke_verdict import TrainerMetrics, Verdict
+from provision.render.smoke_manifests import Variant, render, to_yaml
 
 console = Console(stderr=True, highlight=False)
 
@@ -112,18 +116,19 @@ def register(app: typer.Typer) -> None:
         image: Annotated[str | None, typer.Option("--image", help="Trainer image (default: smoke_test.image).")] = None,
         epochs: Annotated[int | None, typer.Option("--epochs", min=1, help="Training epochs.")] = None,
         timeout: Annotated[int | None, typer.Option("--timeout", min=60, help="Seconds before the Job is stopped.")] = None,
-        print_manifests: Annotated[str | None, typer.Option(
+        print_manifests: Annotated[Variant | None, typer.Option(
             "--print-manifests", metavar="job|pytorchjob",
             help="Print the objects the test would create (the Job, or a Kubeflow PyTorchJob) and exit.")] = None,
+        output: Annotated[Literal["text", "json"], typer.Option(
+            "--output", "-o", help="text: the verdict for people; json: the verdict as one JSON document on stdout "
+            "(the live view stays on stderr).")] = "text",
     ) -> None:
         """Train CIFAR-10 on the cluster's GPUs and judge the run: PASS with accuracy and time, or FAIL with
         the cause read from the API. Exit code 0 on PASS, 1 on FAIL."""
         settings = load_settings(config)
         if print_manifests is not None:
-            if print_manifests not in ("job", "pytorchjob"):
-                raise typer.BadParameter("choose job or pytorchjob", param_hint="--print-manifests")
             # Without a cluster to ask, "auto" means GPU unless --cpu or the settings say CPU.
-            mode = "cpu" if cpu or settings.smoke_test.mode == "cpu" else "gpu"
+            mode: Mode = "cpu" if cpu or settings.smoke_test.mode == "cpu" else "gpu"
             spec = build_spec(settings, mode, namespace=new_namespace(), gpus=gpus, nodes=nodes, image=image,
                               epochs=epochs, timeout_s=timeout)
             typer.echo(to_yaml(render(spec, print_manifests)), nl=False)
@@ -131,5 +136,8 @@ def register(app: typer.Typer) -> None:
         with live_view() as on_progress:
             verdict = run_smoke_test(kubeconfig.expanduser(), settings, gpus=gpus, nodes=nodes, cpu=cpu, keep=keep,
                                      on_progress=on_progress, image=image, epochs=epochs, timeout_s=timeout)
-        print_verdict(verdict)
+        if output == "json":
+            typer.echo(json.dumps(asdict(verdict), indent=2))
+        else:
+            print_verdict(verdict)
         raise typer.Exit(verdict.exit_code)

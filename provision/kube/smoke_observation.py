@@ -1,0 +1,107 @@
+"""What the smoke-test driver saw of a run at one poll, as plain data.
+
+The driver (smoke.py) builds an Observation from the API's objects after every poll: the Job's conditions,
+each pod's state, the trainer's log so far, and how long each trouble has lasted. The verdict
+(smoke_verdict.py) is a pure function of it, so a run can be recorded as JSON and judged again in a test.
+"""
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable
+from dataclasses import dataclass
+from typing import Literal
+
+Mode = Literal["gpu", "cpu"]
+# The trainer's progress line, e.g. "epoch 3/10  loss 1.0 ...".
+EPOCH_LINE = re.compile(r"^epoch (\d+)/(\d+)\b")
+
+
+@dataclass(frozen=True)
+class Condition:
+    """One of the Job's conditions (Complete, Failed, FailureTarget, ...) as the API states it."""
+
+    type: str
+    status: str
+    reason: str | None = None
+    message: str | None = None
+
+
+@dataclass(frozen=True)
+class Waiting:
+    """A container that has not started: ContainerCreating, ImagePullBackOff, CreateContainerConfigError, ..."""
+
+    reason: str
+    message: str | None = None
+
+
+@dataclass(frozen=True)
+class Terminated:
+    """A container that ended, now or in its previous run."""
+
+    exit_code: int
+    reason: str | None = None
+    # The trainer writes its metrics (or its error) here; with FallbackToLogsOnError, the end of its log.
+    message: str | None = None
+
+
+@dataclass(frozen=True)
+class PodObservation:
+    name: str
+    phase: str = "Pending"
+    # The pod's index in an Indexed Job; "" for a single-pod Job.
+    index: str = ""
+    node: str | None = None
+    # The pod's own reason and message, set when it failed as a whole (Evicted, DeadlineExceeded).
+    reason: str | None = None
+    message: str | None = None
+    # The scheduler's message while it finds no node for the pod.
+    unschedulable: str | None = None
+    waiting: Waiting | None = None
+    terminated: Terminated | None = None
+    memory_limit: str | None = None
+    restarts: int = 0
+    # Seconds into the run when the driver first saw the pod unschedulable, and first saw it waiting for
+    # its image: both troubles are only final once they have lasted their grace period.
+    unschedulable_since: float | None = None
+    image_pull_since: float | None = None
+
+    @property
+    def state(self) -> str:
+        """The pod in a few words, for the live view and the verdict: Running, Pending (ImagePullBackOff), ..."""
+        if self.phase == "Pending":
+            if self.unschedulable:
+                return "Pending (Unschedulable)"
+            return f"Pending ({self.waiting.reason})" if self.waiting else "Pending"
+        if self.phase == "Failed" and self.terminated:
+            return f"Failed ({self.terminated.reason or f'exit {self.terminated.exit_code}'})"
+        return self.phase
+
+
+@dataclass(frozen=True)
+class Observation:
+    namespace: str
+    mode: Mode
+    # Seconds since the run began (before its objects were created).
+    elapsed_s: float
+    job_conditions: tuple[Condition, ...] = ()
+    # Ordered by Job index, then name: the first pod is the one whose log is followed.
+    pods: tuple[PodObservation, ...] = ()
+    # The followed pod's log, every line so far.
+    log_lines: tuple[str, ...] = ()
+    # Polls in a row that the API server did not answer, and what went wrong with the last one. While it
+    # does not answer, the job, pods and log are those of the last poll it answered.
+    api_errors: int = 0
+    api_error: str | None = None
+
+    def pods_summary(self) -> str:
+        return ", ".join(f"{pod.name} {pod.state}" for pod in self.pods) or "none created"
+
+
+def epoch_reached(lines: Iterable[str]) -> tuple[int, int] | None:
+    """The last (epoch, epochs) the trainer reported in these lines; None when it reported none."""
+    reached = None
+    for line in lines:
+        match = EPOCH_LINE.match(line)
+        if match:
+            reached = int(match.group(1)), int(match.group(2))
+    return reached

@@ -1,0 +1,68 @@
+"""Kubernetes objects as the API server returns them (JSON, camelCase), for the stand-in API server to serve.
+
+One builder per kind, with the defaults of a healthy object: a test names only what is wrong with it.
+"""
+from __future__ import annotations
+
+from typing import Any
+
+VERSION = {"major": "1", "minor": "31", "gitVersion": "v1.31.4", "gitCommit": "a" * 40, "gitTreeState": "clean",
+           "buildDate": "2024-12-10T11:37:46Z", "goVersion": "go1.22.9", "compiler": "gc", "platform": "linux/amd64"}
+STARTED = "2025-01-01T00:00:00Z"
+
+
+def node(name: str, gpus: int | None = None, *, ready: str = "True", reason: str = "KubeletReady",
+         message: str = "kubelet is posting ready status") -> dict[str, Any]:
+    """A node; `gpus` None advertises no nvidia.com/gpu at all (a node without the device plugin)."""
+    allocatable = {"cpu": "4", "memory": "16Gi", "pods": "110"}
+    if gpus is not None:
+        allocatable["nvidia.com/gpu"] = str(gpus)
+    return {"metadata": {"name": name},
+            "status": {"allocatable": allocatable, "capacity": allocatable,
+                       "conditions": [{"type": "MemoryPressure", "status": "False"},
+                                      {"type": "Ready", "status": ready, "reason": reason, "message": message}]}}
+
+
+def pod(name: str, node_name: str | None, labels: dict[str, str], *, namespace: str = "kube-system",
+        phase: str = "Running", container: str = "main", image: str = "registry.k8s.io/x:1",
+        limits: dict[str, str] | None = None, waiting: str | None = None, waiting_message: str | None = None,
+        terminated: dict[str, Any] | None = None, restarts: int = 0, ready: bool = True, owner: str | None = None,
+        unschedulable: str | None = None) -> dict[str, Any]:
+    """A pod with one container. Its state: `terminated` (the fields of a terminated state), else `waiting`
+    (a reason), else running when the phase is Running. `unschedulable` is the scheduler's message for a pod
+    it found no node for (such a pod has no node and no container statuses yet)."""
+    state: dict[str, Any] = {"running": {"startedAt": STARTED}} if phase == "Running" else {}
+    if waiting:
+        state = {"waiting": {"reason": waiting} | ({"message": waiting_message} if waiting_message is not None else {})}
+    if terminated:
+        state = {"terminated": {"startedAt": STARTED, "finishedAt": "2025-01-01T00:01:00Z", **terminated}}
+    conditions = []
+    if unschedulable:
+        conditions.append({"type": "PodScheduled", "status": "False", "reason": "Unschedulable",
+                           "message": unschedulable})
+        node_name = None
+    metadata: dict[str, Any] = {"name": name, "namespace": namespace, "labels": labels}
+    if owner:
+        metadata["ownerReferences"] = [{"apiVersion": "apps/v1", "kind": owner, "name": "x", "uid": "1"}]
+    spec_container: dict[str, Any] = {"name": container, "image": image}
+    if limits:
+        spec_container["resources"] = {"limits": limits}
+    return {"metadata": metadata,
+            "spec": {"nodeName": node_name, "containers": [spec_container]},
+            "status": {"phase": phase, "conditions": conditions,
+                       "containerStatuses": [] if unschedulable else [{
+                           "name": container, "image": image, "imageID": "",
+                           "ready": ready and phase == "Running" and not waiting,
+                           "restartCount": restarts, "state": state}]}}
+
+
+def healthy_pods(gpu_nodes: tuple[str, ...] = ("w1",)) -> list[dict[str, Any]]:
+    """kube-system of a healthy cluster: control plane cp1, worker w1, a device plugin on each GPU node."""
+    pods = [pod("kube-apiserver-cp1", "cp1", {"component": "kube-apiserver"}),
+            pod("coredns-5d78c9869d-abcde", "w1", {"k8s-app": "kube-dns"}),
+            pod("calico-node-aaaaa", "cp1", {"k8s-app": "calico-node"}, owner="DaemonSet"),
+            pod("calico-node-bbbbb", "w1", {"k8s-app": "calico-node"}, owner="DaemonSet"),
+            pod("kube-proxy-ccccc", "w1", {"k8s-app": "kube-proxy"}, owner="DaemonSet")]
+    pods += [pod(f"nvidia-device-plugin-{n}", n, {"app.kubernetes.io/name": "nvidia-device-plugin"}, owner="DaemonSet")
+             for n in gpu_nodes]
+    return pods

@@ -1,0 +1,95 @@
+"""A smoke-test run as a cluster would show it: the trainer's pods and Job, a scripted cluster the stand-in
+API server serves poll by poll, and observations recorded from such runs (tests/data/smoke/)."""
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from provision.kube.smoke_observation import Condition, Observation, PodObservation, Terminated, Waiting
+from provision.render.smoke_manifests import RUN_LABEL
+from tests.support.apiserver import FakeApiServer, RecordedRequest, Response, object_list, status
+from tests.support.kube_objects import node, pod
+from tests.support.paths import REPO_ROOT
+
+NS = "cb-smoke-test01"
+JOB = "cifar10-smoke"
+IMAGE = "docker.io/pytorch/pytorch:2.5.1-cuda12.4-cudnn9-runtime"
+RECORDED = REPO_ROOT / "tests" / "data" / "smoke"
+
+METRICS = {"test_accuracy": 0.9412, "inference_accuracy": 0.9398, "images_per_s": 98765.4, "epoch_time_s": 0.51,
+           "train_time_s": 5.1, "wall_time_s": 19.0, "epochs": 10, "steps": 480, "batch_size": 1024,
+           "train_images": 50000, "test_images": 10000, "parameters": 1972792, "dataset": "synthetic",
+           "device": "NVIDIA H100 80GB HBM3", "device_type": "cuda", "gpu_count": 1, "world_size": 1, "nodes": 1,
+           "torch_version": "2.5.1", "cuda_version": "12.4", "hostname": "cifar10-smoke-x", "model_path": "/work/out/model.pt"}
+EPOCH_LOG = "device NVIDIA H100 80GB HBM3; ranks 1\n" + "".join(
+    f"epoch {e}/10  loss 1.0  train_acc 0.9  time 0.50s  images/s 100000\n" for e in range(1, 11))
+
+
+def trainer_pod(phase: str, *, name: str = f"{JOB}-abcde", node_name: str | None = "gpu-1",
+                unschedulable: str | None = None, waiting: tuple[str, str] | None = None,
+                terminated: dict[str, Any] | None = None) -> dict[str, Any]:
+    """A pod of the smoke-test Job, as its template makes it (the trainer container, 12Gi, one GPU)."""
+    return pod(name, node_name, {RUN_LABEL: JOB, "job-name": JOB}, namespace=NS, phase=phase, container="trainer",
+               image=IMAGE, limits={"memory": "12Gi", "nvidia.com/gpu": "1"},
+               waiting=waiting[0] if waiting else None, waiting_message=waiting[1] if waiting else None,
+               terminated=terminated, unschedulable=unschedulable)
+
+
+def succeeded(metrics: dict[str, Any]) -> dict[str, Any]:
+    return trainer_pod("Succeeded", terminated={"exitCode": 0, "reason": "Completed", "message": json.dumps(metrics)})
+
+
+def job(*conditions: tuple[str, str, str]) -> dict[str, Any]:
+    """The smoke-test Job with these (type, reason, message) conditions, all True."""
+    return {"apiVersion": "batch/v1", "kind": "Job", "metadata": {"name": JOB, "namespace": NS},
+            "status": {"conditions": [{"type": t, "status": "True", "reason": r, "message": m}
+                                      for t, r, m in conditions]}}
+
+
+@dataclass
+class Cluster:
+    """A scripted cluster: each poll of the driver sees the next (job, pods, log) step; the last one stays.
+
+    The driver reads the pods, then the log, then the Job: reading the Job ends a poll."""
+
+    nodes: list[dict[str, Any]] = field(default_factory=lambda: [node("gpu-1", gpus=1)])
+    steps: list[tuple[dict[str, Any], list[dict[str, Any]], str]] = field(default_factory=list)
+    step: int = 0
+
+    def current(self) -> tuple[dict[str, Any], list[dict[str, Any]], str]:
+        return self.steps[min(self.step, len(self.steps) - 1)]
+
+    def serve(self, api: FakeApiServer) -> None:
+        def echo(request: RecordedRequest) -> Response:
+            return Response(201, request.json)
+
+        def read_job(_: RecordedRequest) -> dict[str, Any]:
+            answer = self.current()[0]
+            self.step += 1
+            return answer
+
+        api.add("GET", "/api/v1/nodes", object_list("NodeList", self.nodes))
+        api.add("POST", "/api/v1/namespaces", echo)
+        api.add("POST", "/api/v1/namespaces/{ns}/configmaps", echo)
+        api.add("POST", "/api/v1/namespaces/{ns}/services", echo)
+        api.add("POST", "/apis/batch/v1/namespaces/{ns}/jobs", echo)
+        api.add("GET", "/apis/batch/v1/namespaces/{ns}/jobs/{name}/status", read_job)
+        api.add("GET", "/api/v1/namespaces/{ns}/pods", lambda _: object_list("PodList", self.current()[1]))
+        api.add("GET", "/api/v1/namespaces/{ns}/pods/{pod}/log", lambda _: self.current()[2])
+        api.add("DELETE", "/api/v1/namespaces/{ns}", status(200, "", "deleted"))
+
+
+def load_observation(path: Path) -> Observation:
+    """An observation recorded as JSON (dataclasses.asdict of one, as the driver built it)."""
+    data = json.loads(path.read_text())
+
+    def pod_seen(fields: dict[str, Any]) -> PodObservation:
+        waiting, terminated = fields.get("waiting"), fields.get("terminated")
+        return PodObservation(**fields | {"waiting": Waiting(**waiting) if waiting else None,
+                                          "terminated": Terminated(**terminated) if terminated else None})
+
+    return Observation(**data | {"job_conditions": tuple(Condition(**c) for c in data.get("job_conditions", ())),
+                                 "pods": tuple(pod_seen(p) for p in data.get("pods", ())),
+                                 "log_lines": tuple(data.get("log_lines", ()))})

@@ -1,0 +1,189 @@
+"""The smoke test's verdict as a pure function: observations recorded from runs of the driver against the
+stand-in API server (tests/data/smoke/, one per way a run ends) are judged again, with no API server.
+
+Each file is `dataclasses.asdict` of the Observation the driver judged last in that run (times rounded,
+empty fields left out). A trouble that must last before it is final is replayed later by moving the
+observation's clock on, the way the next polls would.
+"""
+from __future__ import annotations
+
+from dataclasses import replace
+
+from provision.inputs.settings import Settings, parse_settings
+from provision.kube.smoke import Timings, build_spec, smoke_policy
+from provision.kube.smoke_observation import Observation, Waiting
+from provision.kube.smoke_verdict import FailureKind, Policy, Verdict, judge
+from tests.support.smoke_run import IMAGE, NS, RECORDED, load_observation
+
+
+def recorded(name: str) -> Observation:
+    return load_observation(RECORDED / f"{name}.json")
+
+
+def policy(settings: Settings | None = None) -> Policy:
+    """What a default `bootstrap smoke-test` on a GPU cluster holds its run to."""
+    settings = settings or Settings()
+    return smoke_policy(settings, build_spec(settings, "gpu", namespace=NS), Timings())
+
+
+def later(observation: Observation, seconds: float) -> Observation:
+    return replace(observation, elapsed_s=observation.elapsed_s + seconds)
+
+
+def failure(observation: Observation, rules: Policy | None = None) -> Verdict:
+    verdict = judge(observation, rules or policy())
+    assert verdict is not None and not verdict.passed and verdict.exit_code == 1
+    return verdict
+
+
+# -- PASS -------------------------------------------------------------------------------------------------------
+
+def test_a_run_that_trained_to_accuracy_passes_with_the_metrics_in_its_summary() -> None:
+    observation = recorded("passed")
+    verdict = judge(observation, policy())
+    assert verdict is not None and verdict.passed and verdict.exit_code == 0 and verdict.cause is None
+    assert verdict.summary == ("PASS: test accuracy 94.12% in 5.1s of training (98,765 images/s, 10 epochs) "
+                               "on 1x NVIDIA H100 80GB HBM3")
+    assert verdict.metrics is not None and verdict.metrics.inference_accuracy == 0.9398
+    assert (verdict.namespace, verdict.mode, verdict.elapsed_s) == (NS, "gpu", round(observation.elapsed_s, 1))
+    assert verdict.log_tail == observation.log_lines[-20:]
+
+
+def test_without_a_termination_message_the_metrics_line_of_the_log_is_read() -> None:
+    observation = recorded("passed")
+    pod = observation.pods[0]
+    assert pod.terminated is not None
+    observation = replace(observation, pods=(replace(pod, terminated=replace(pod.terminated, message=None)),))
+    verdict = judge(observation, policy())
+    assert verdict is not None and verdict.passed
+    assert verdict.metrics is not None and verdict.metrics.test_accuracy == 0.9412
+
+
+def test_accuracy_under_the_threshold_fails_and_the_threshold_is_the_settings() -> None:
+    verdict = failure(recorded("low-accuracy"))
+    assert verdict.cause is FailureKind.LOW_ACCURACY
+    assert verdict.detail == ("test accuracy 0.4213 is under the threshold 0.90 after 10 epochs on "
+                              "1x NVIDIA H100 80GB HBM3")
+    assert verdict.metrics is not None and verdict.metrics.test_accuracy == 0.4213
+    lenient = policy(parse_settings({"smoke_test": {"min_accuracy": 0.4}}))
+    assert (passed := judge(recorded("low-accuracy"), lenient)) is not None and passed.passed
+
+
+# -- pods that never start -----------------------------------------------------------------------------------
+
+def test_an_unschedulable_pod_is_waited_for_then_fails_with_the_schedulers_words_and_the_fix() -> None:
+    observation = recorded("unschedulable")
+    # Right after `up` the device plugin may still be registering the GPUs.
+    assert judge(observation, policy()) is None
+    assert judge(later(observation, 119), policy()) is None
+    verdict = failure(later(observation, 120))
+    assert verdict.cause is FailureKind.UNSCHEDULABLE
+    assert verdict.detail.startswith("pod cifar10-smoke-abcde cannot be scheduled: 0/3 nodes are available: "
+                                     "3 Insufficient nvidia.com/gpu.")
+    assert "check that the NVIDIA device plugin runs on the GPU nodes" in verdict.detail
+
+
+def test_an_image_that_cannot_be_pulled_is_final_after_a_minute_and_says_no_mirror_is_configured() -> None:
+    observation = recorded("image-pull-backoff")
+    assert judge(observation, policy()) is None
+    verdict = failure(later(observation, 60))
+    assert verdict.cause is FailureKind.IMAGE_PULL
+    assert verdict.detail.startswith(f"image {IMAGE} cannot be pulled on node gpu-1: ImagePullBackOff: Back-off")
+    assert verdict.detail.endswith("no mirror is configured for docker.io: set container_runtime.registry_mirrors, "
+                                   "or point smoke_test.image (or --image) at an image the nodes can reach")
+
+
+def test_an_image_pulled_through_a_mirror_names_the_mirror_to_check() -> None:
+    verdict = failure(later(recorded("image-pull-backoff"), 60), policy(parse_settings({"mirrors": {"profile": "cn"}})))
+    assert verdict.cause is FailureKind.IMAGE_PULL
+    assert "pulls from docker.io go through the mirror(s) https://docker.m.daocloud.io" in verdict.detail
+
+
+def test_an_invalid_image_name_is_final_at_once() -> None:
+    observation = recorded("image-pull-backoff")
+    invalid = replace(observation.pods[0], waiting=Waiting("InvalidImageName", 'invalid reference format: "py torch"'))
+    verdict = failure(replace(observation, pods=(invalid,)))
+    assert verdict.cause is FailureKind.IMAGE_PULL and "InvalidImageName" in verdict.detail
+
+
+def test_a_container_that_cannot_be_created_fails_at_once_with_the_kubelets_message() -> None:
+    verdict = failure(recorded("pod-config"))
+    assert verdict.cause is FailureKind.POD_CONFIG
+    assert verdict.detail == ('pod cifar10-smoke-abcde cannot start its container: CreateContainerConfigError: '
+                              'configmap "cifar10-smoke-trainer" not found')
+
+
+# -- runs that end badly -------------------------------------------------------------------------------------
+
+def test_a_trainer_killed_for_memory_names_the_limit_and_the_node() -> None:
+    verdict = failure(recorded("oom-killed"))
+    assert verdict.cause is FailureKind.OOM_KILLED
+    assert verdict.detail == ("the trainer in pod cifar10-smoke-abcde was OOMKilled (memory limit 12Gi) on node "
+                              "gpu-1: the node or the limit has too little memory for the data set")
+
+
+def test_a_job_past_its_deadline_says_how_far_training_got_and_does_not_blame_the_trainer() -> None:
+    observation = recorded("deadline-exceeded")
+    assert observation.pods[0].phase == "Failed"  # killed by the deadline
+    verdict = failure(observation)
+    assert verdict.cause is FailureKind.DEADLINE_EXCEEDED
+    assert verdict.detail == ("the Job ran past its activeDeadlineSeconds (900s) and was stopped; training had "
+                              "reached epoch 3/10")
+
+
+def test_the_trainers_own_error_is_the_cause() -> None:
+    verdict = failure(recorded("trainer-error"))
+    assert verdict.cause is FailureKind.TRAINER_FAILED
+    assert verdict.detail == ("the trainer in pod cifar10-smoke-abcde exited with code 2: CUDA is not available in "
+                              "this container: check that the pod requested nvidia.com/gpu")
+    assert verdict.log_tail == ("error: CUDA is not available",)
+
+
+def test_a_crash_without_a_json_error_falls_back_to_the_last_line_it_wrote() -> None:
+    verdict = failure(recorded("trainer-traceback"))
+    assert verdict.cause is FailureKind.TRAINER_FAILED
+    assert verdict.detail == "the trainer in pod cifar10-smoke-abcde exited with code 1: RuntimeError: NCCL error"
+
+
+def test_an_evicted_pod_is_reported_with_the_kubelets_reason() -> None:
+    verdict = failure(recorded("evicted"))
+    assert verdict.cause is FailureKind.TRAINER_FAILED
+    assert verdict.detail == ("pod cifar10-smoke-abcde failed: Evicted: The node was low on resource: "
+                              "ephemeral-storage.")
+
+
+def test_a_failed_job_whose_pods_are_gone_reports_the_jobs_condition() -> None:
+    verdict = failure(recorded("job-failed-without-pods"))
+    assert verdict.cause is FailureKind.TRAINER_FAILED
+    assert verdict.detail == "the Job failed: BackoffLimitExceeded: Job has reached the specified backoff limit"
+
+
+def test_a_completed_job_without_metrics_is_not_a_pass() -> None:
+    verdict = failure(recorded("complete-without-metrics"))
+    assert verdict.cause is FailureKind.TRAINER_FAILED
+    assert "reported no metrics" in verdict.detail
+
+
+# -- the driver's own limits -----------------------------------------------------------------------------------
+
+def test_a_run_still_going_after_the_jobs_deadline_and_a_minute_times_out() -> None:
+    observation = recorded("still-running")
+    assert judge(later(observation, 958), policy()) is None
+    verdict = failure(replace(observation, elapsed_s=960.5))
+    assert verdict.cause is FailureKind.TIMEOUT
+    assert verdict.detail == ("no result after 960s (pods: cifar10-smoke-abcde Running); the Job's deadline should "
+                              "have ended it: is the job controller running?")
+
+
+def test_an_api_server_that_stops_answering_is_given_three_polls() -> None:
+    observation = recorded("api-not-answering")
+    verdict = failure(observation)
+    assert verdict.cause is FailureKind.API_ERROR
+    assert verdict.detail == "the API server stopped answering: HTTP 503 Service Unavailable: etcdserver: request timed out"
+    assert judge(replace(observation, api_errors=2), policy()) is None
+
+
+def test_what_was_seen_before_the_api_server_stopped_answering_is_not_judged_again() -> None:
+    # Unschedulable for two minutes, but this poll went unanswered: the pod may have been placed meanwhile.
+    stale = replace(later(recorded("unschedulable"), 120), api_errors=1, api_error="HTTP 503 Service Unavailable")
+    assert judge(stale, policy()) is None
