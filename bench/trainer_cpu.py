@@ -17,7 +17,6 @@ import statistics
 import subprocess
 import sys
 import tempfile
-from pathlib import Path
 
 from provision.resources import TRAINER_DIR
 
