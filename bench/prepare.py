@@ -19,14 +19,13 @@ from collections import defaultdict
 from dataclasses import dataclass
 from pathlib import Path
 
-from provision import PROJECT_ROOT
 from provision.inputs.inventory import load_inventory
 from provision.inputs.settings import load_settings
 from provision.nodes.prepare import prepare
 from tests.lab.lab import Lab
 from tests.test_prepare_lab import OFFLINE_DIR, push_kubernetes_repo, write_config
 
-DOC = PROJECT_ROOT / "docs" / "benchmarks.md"
+DOC = Path(__file__).resolve().parent.parent / "docs" / "benchmarks.md"
 SECTION = "## prepare"
 PACKAGE_TASK = re.compile(r"^Install |^Read the package lists")
 LOG_LINE = re.compile(r"^(?P<host>\S+)\t(?P<state>[^\t]+)\t(?P<task>.*) \((?P<seconds>[\d.]+)s\)")

@@ -83,7 +83,8 @@ def main() -> None:
     except click.exceptions.ClickException as exc:
         # Usage errors in the same one-line shape as every other refusal (Click's own is three lines).
         usage = isinstance(exc, click.exceptions.UsageError)
-        hint = f" (see `{exc.ctx.command_path if exc.ctx else 'bootstrap'} --help`)" if usage else ""
+        ctx = getattr(exc, "ctx", None)
+        hint = f" (see `{ctx.command_path if ctx else 'bootstrap'} --help`)" if usage else ""
         message = exc.format_message().replace("Value error, ", "")
         err_console.print(f"[bold red]error:[/] {escape(message)}{hint}", highlight=False,
                           soft_wrap=True)

@@ -1,6 +1,6 @@
 """Cluster settings: the optional cluster.yaml, validated into one typed model whose defaults all work.
 
-Every repository, registry and download location is a setting (see `mirrors.py` for how a named profile
+Every repository, registry and download location is a setting (see `sources.py` for how a named profile
 and per-source overrides resolve into the sources a run uses), so a mirror or an offline source never
 needs a code change.
 """
@@ -9,6 +9,8 @@ from __future__ import annotations
 import difflib
 import ipaddress
 import re
+from collections.abc import Mapping
+from enum import StrEnum
 from pathlib import Path
 from typing import Any, Literal
 
@@ -86,9 +88,17 @@ class ContainerRuntimeSettings(_Section):
     registry_mirrors: dict[str, list[str]] = Field(default_factory=dict)
 
 
+class MirrorProfile(StrEnum):
+    """Named sets of sources (inputs/sources.py PROFILES holds what each one points at)."""
+
+    default = "default"
+    # Mirrors reachable from mainland China.
+    cn = "cn"
+
+
 class MirrorSettings(_Section):
     # A named profile switches every source at once; a per-source value below overrides the profile.
-    profile: Literal["default", "cn"] = "default"
+    profile: MirrorProfile = MirrorProfile.default
     os_repo: str | None = None
     docker_repo: str | None = None
     kubernetes_repo: str | None = None
@@ -214,7 +224,7 @@ def _model_at(loc: tuple[Any, ...]) -> type[BaseModel] | None:
     return model
 
 
-def _describe(error: dict[str, Any], source: str) -> str:
+def _describe(error: Mapping[str, Any], source: str) -> str:
     loc = error["loc"]
     dotted = ".".join(str(p) for p in loc)
     if error["type"] == "extra_forbidden":
