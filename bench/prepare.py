@@ -3,7 +3,7 @@
     .venv/bin/python -m bench.prepare                 # sizes 1 4 8, executor from settings (auto: Mitogen)
     .venv/bin/python -m bench.prepare --sizes 1 8 --executors mitogen stock --write-doc
 
-Each size gets fresh nodes (tests/lab), the placeholder Kubernetes repository (tests/test_prepare_repo.py) and
+Each size gets fresh nodes (tests/lab), the placeholder Kubernetes repository (tests/lab/repos.py) and
 Debian's docker.io, exactly as the lab test. The time a run spends per task (summed over hosts) comes from the
 run's own log, so the table says what dominates. Needs root (the lab). Not a test: goals are read, not asserted.
 """

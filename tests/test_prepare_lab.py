@@ -2,7 +2,7 @@
 
 os_prep and container_runtime run for real (Debian's docker.io and containerd, from the Debian mirror).
 kubernetes_packages runs for real against a local, signed apt repository of PLACEHOLDER packages (see
-tests/test_prepare_repo.py): pkgs.k8s.io cannot be reached here. The default source and NVIDIA's repositories
+tests/lab/repos.py): pkgs.k8s.io cannot be reached here. The default source and NVIDIA's repositories
 are tested up to that boundary: the run fails within a bounded time, naming the repository and the setting.
 """
 from __future__ import annotations
@@ -22,7 +22,7 @@ from provision.inventory import load_inventory
 from provision.prepare import PrepareResult, prepare
 from provision.settings import load_settings
 from tests.lab.lab import Lab
-from tests.test_prepare_repo import build_kubernetes_repo
+from tests.lab.repos import build_kubernetes_repo
 
 OFFLINE_DIR = "/srv/cb-offline"
 SYSCTLS = ("net.bridge.bridge-nf-call-iptables", "net.bridge.bridge-nf-call-ip6tables", "net.ipv4.ip_forward")

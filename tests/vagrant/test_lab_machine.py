@@ -23,7 +23,7 @@ from provision import PROJECT_ROOT
 from provision.errors import BootstrapError
 from provision.inventory import load_inventory
 from provision.lab import Lab, LabOptions, Vagrant
-from tests.test_prepare_repo import build_kubernetes_repo
+from tests.lab.repos import build_kubernetes_repo
 from tests.vagrant.box import CACHE_DIR, box_name, build_box
 from tests.vagrant.libvirt_netns import LibvirtNetns
 
