@@ -884,14 +884,13 @@ class Lab:
                  "--directory", str(tree.root), str(REPO_PORT)], stdin=subprocess.DEVNULL, stdout=log,
                 stderr=subprocess.STDOUT, preexec_fn=join_lab_cgroups, start_new_session=True)
         deadline = time.monotonic() + 20
-        while True:
+        while self._repo_server.poll() is None and time.monotonic() < deadline:
             try:
                 socket.create_connection((self.hub_ip, REPO_PORT), timeout=1).close()
                 return
             except OSError:
-                if self._repo_server.poll() is not None or time.monotonic() > deadline:
-                    raise LabError(f"the lab's RPM repository server did not start; see {self.dir / 'repo-http.log'}")
                 time.sleep(0.1)
+        raise LabError(f"the lab's RPM repository server did not start; see {self.dir / 'repo-http.log'}")
 
     def _new_node(self, name: str) -> LabNode:
         index = max((node.index for node in self.nodes), default=0) + 1

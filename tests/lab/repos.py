@@ -526,6 +526,9 @@ def build_rpm_tree(dest: Path, *, kube_minor: str = "1.31", kube_patch: int = 0,
 
     Every package is signed (rpm --addsign) and every repomd.xml detached-signed, by one throwaway key that is
     also published under each name the product's roles fetch it from."""
+    missing = [tool for tool in RPM_TOOLS if shutil.which(tool) is None]
+    if missing:
+        raise LabError(f"the lab's RPM repositories need {', '.join(missing)} (apt-get install rpm createrepo-c)")
     dest.mkdir(parents=True)
     kernel_release = kernel_release or os.uname().release
     bookworm = debian_debs("bookworm", ["containerd", "runc"])
@@ -548,7 +551,8 @@ def build_rpm_tree(dest: Path, *, kube_minor: str = "1.31", kube_patch: int = 0,
                 # Debian's rpm looks for gpg2, which Debian calls gpg; the key has no passphrase.
                 ["rpmsign", "--addsign", "--define", f"_gpg_name {key.uid}", "--define", f"_gpg_path {key.home}",
                  "--define", f"__gpg {shutil.which('gpg') or 'gpg'}",
-                 "--define", "_gpg_sign_cmd_extra_args --batch --pinentry-mode loopback", *every_rpm], capture_output=True, text=True, timeout=600)
+                 "--define", "_gpg_sign_cmd_extra_args --batch --pinentry-mode loopback", *every_rpm],
+                capture_output=True, text=True, timeout=600)
             if result.returncode != 0:
                 raise LabError(f"rpmsign failed: {result.stderr.strip()[-500:]}")
             for rv in releasevers:
