@@ -19,8 +19,13 @@ from pathlib import Path
 import pytest
 import yaml
 
+from provision.errors import BootstrapError
+from provision.inventory import load_inventory
+from provision.prepare import prepare
+from provision.settings import load_settings
 from tests.lab.lab import FLAVOURS, Lab
 from tests.lab.repos import RpmTree
+from tests.test_lab import lab_cgroups, traces_of
 
 ROOT = Path(__file__).resolve().parent.parent
 ANSIBLE = Path(sys.executable).parent / "ansible"
@@ -28,13 +33,14 @@ ROLES = ROOT / "playbooks" / "roles"
 
 
 @pytest.fixture(scope="module")
-def flavour_lab(lab_factory: Callable[..., Lab], rpm_tree: RpmTree) -> Callable[[str], Lab]:
-    """One single-node lab per flavour, booted when a test first asks for it."""
+def flavour_lab(lab_factory: Callable[..., Lab], request: pytest.FixtureRequest) -> Callable[[str], Lab]:
+    """One single-node lab per flavour, booted when a test first asks for it (RHEL-shaped ones share the
+    session's RPM tree, built only when one of them is asked for)."""
     labs: dict[str, Lab] = {}
 
     def get(flavour: str) -> Lab:
         if flavour not in labs:
-            extra = {"rpm_tree": rpm_tree} if FLAVOURS[flavour].rhel_shaped else {}
+            extra = {"rpm_tree": request.getfixturevalue("rpm_tree")} if FLAVOURS[flavour].rhel_shaped else {}
             labs[flavour] = lab_factory(1, flavour=flavour, **extra)
         return labs[flavour]
 
@@ -56,6 +62,18 @@ def ansible(lab: Lab, module: str, args: str = "") -> dict[str, object]:
         if not result.is_file():
             raise AssertionError(f"ansible -m {module} exited {run.returncode}: {run.stdout[-800:]} {run.stderr[-800:]}")
         return json.loads(result.read_text())
+
+
+def processes_mentioning(text: str) -> list[str]:
+    found = []
+    for pid in filter(str.isdigit, os.listdir("/proc")):
+        try:
+            cmdline = Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
+        except OSError:
+            continue  # ended meanwhile
+        if text in cmdline:
+            found.append(f"{pid} {cmdline}")
+    return found
 
 
 def rpm_names(repo: Path) -> set[str]:
@@ -157,6 +175,39 @@ def test_el8_has_the_dnf_bindings_only_in_platform_python(flavour_lab: Callable[
     refused = node.ssh(f"{interpreter} -c 'import dnf'", check=False)
     assert refused.returncode != 0 and "No module named 'dnf'" in refused.stderr
     assert "PLATFORM_ID=\"platform:el8\"" in node.ssh("cat /etc/os-release").stdout
+
+
+def test_el8_is_refused_by_prepare_with_the_reason(flavour_lab: Callable[[str], Lab]) -> None:
+    lab = flavour_lab("el8")
+    with pytest.raises(BootstrapError, match="cannot manage EL8"):
+        prepare(load_inventory(lab.inventory_path), load_settings(lab.config_path))
+
+
+def test_prepare_runs_for_real_on_a_rocky9_node_from_the_labs_offline_source(
+        lab_factory: Callable[..., Lab], rpm_tree: RpmTree, tmp_path: Path) -> None:
+    """The whole prepare phase on the RHEL family: OS stand-ins from rocky.repo switched to offline.source,
+    Docker's repository (containerd.io 2 and dockerd running), the Kubernetes packages version-locked."""
+    lab = lab_factory(1, flavour="rocky9", rpm_tree=rpm_tree)
+    node = lab.nodes[0]
+    config = tmp_path / "cluster.yaml"
+    config.write_text(yaml.safe_dump(yaml.safe_load(lab.config_path.read_text()) | {"offline": {"source": lab.repo_url}}))
+    first = prepare(load_inventory(lab.inventory_path), load_settings(config))
+    assert first.playbook.ok and first.changed[node.name] > 0
+    facts = first.reports[node.name].facts
+    assert {key: facts[key] for key in ("active.containerd", "active.docker", "enabled.kubelet", "cri", "held")} == {
+        "active.containerd": "active", "active.docker": "active", "enabled.kubelet": "enabled", "cri": "ok",
+        "held": "kubeadm kubelet kubectl"}
+    assert node.ssh("rpm -q --qf '%{VERSION}' containerd.io").stdout.startswith("2.")
+    kubernetes_repo = node.ssh("cat /etc/yum.repos.d/cb-kubernetes.repo").stdout.replace(" = ", "=")
+    assert f"baseurl={lab.repo_url}/kubernetes/v1.31/rpm/" in kubernetes_repo
+    assert "\ngpgcheck=1" in kubernetes_repo and "\nrepo_gpgcheck=1" in kubernetes_repo
+    again = prepare(load_inventory(lab.inventory_path), load_settings(config))
+    assert again.changed[node.name] == 0
+    # down() removes every trace, the hub's repository server included.
+    slot, cgroups, server = lab.slot, lab_cgroups(lab), f"--bind {lab.hub_ip} "
+    lab.down()
+    assert traces_of(slot, cgroups, lab.dir) == []
+    assert not processes_mentioning(server)
 
 
 def test_the_rpm_tree_holds_every_package_the_roles_install_on_the_rhel_family(rpm_tree: RpmTree) -> None:

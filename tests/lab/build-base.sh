@@ -173,6 +173,8 @@ OSRELEASE
   printf '[main]\ngpgcheck=1\ninstallonly_limit=3\nclean_requirements_on_remove=True\nbest=True\nskip_if_unavailable=False\n' \
     > "$DEST/etc/dnf/dnf.conf"
   mkdir -p "$DEST/etc/yum.repos.d" "$DEST/etc/pki/rpm-gpg"
+  # Rocky's `yum` package: yum is dnf (Ansible's yum_versionlock, among others, looks for it by that name).
+  ln -s dnf-3 "$DEST/usr/bin/yum"
 
   # apt and dpkg are kept (the node's binaries come from them) but out of PATH, and no apt source is left: the
   # product must find a dnf machine, as `command -v apt-get` or `apt-mark` would tell it otherwise.

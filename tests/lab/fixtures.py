@@ -14,7 +14,7 @@ import pytest
 from tests.lab.lab import Lab, unavailable_reason
 from tests.lab.repos import RPM_TOOLS, RpmTree, build_rpm_tree
 
-LAB_FIXTURES = ("lab_factory", "lab3")
+LAB_FIXTURES = ("lab_factory", "lab3", "rpm_tree")
 
 
 @pytest.fixture(scope="session")

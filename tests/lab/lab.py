@@ -56,11 +56,11 @@ FIRST_HOST_OCTET = 11
 MAX_NODES = 116  # 10.88.S.11 .. 10.88.S.126: the nodes' /25
 UNUSED_HOST_OCTET = 99  # never given to a node while a lab has fewer than 89 nodes
 MIRROR_HOST = "deb.debian.org"
+MIRROR_PORTS = "80,443"
 # RHEL-shaped labs: the hub serves the lab's RPM tree here (a name in the nodes' /etc/hosts, so that repository
 # URLs read like a mirror's). Each hub has its own network namespace, so every lab can use the same port.
 REPO_HOST = "lab-repo"
 REPO_PORT = 8080
-MIRROR_PORTS = "80,443"
 TESTER_UID = 1000
 # Host-wide settings a lab needs; saved by the first lab that starts, restored when the last one ends.
 HOST_SYSCTLS = {"net.ipv4.ip_forward": 1, "fs.inotify.max_user_instances": 8192}
@@ -93,7 +93,8 @@ class Flavour:
 FLAVOURS = {flavour.name: flavour for flavour in (
     Flavour("bookworm", "Debian", "Debian", "12", "apt"),
     Flavour("trixie", "Debian", "Debian", "13", "apt", unified_cgroup=True),
-    Flavour("sid", "Debian", "Debian", "forky", "apt", unified_cgroup=True),
+    # Ansible reads sid's major version from /etc/debian_version.
+    Flavour("sid", "Debian", "Debian", "forky/sid", "apt", unified_cgroup=True),
     Flavour("rocky9", "Rocky", "RedHat", "9", "dnf"),
     # As on a real EL8 node managed by a current ansible-core: the interpreter Ansible uses is a newer Python
     # without dnf bindings; only /usr/libexec/platform-python has them.
