@@ -205,7 +205,7 @@ def test_prepare_runs_for_real_on_a_rocky9_node_from_the_labs_offline_source(
     again = prepare(load_inventory(lab.inventory_path), load_settings(config))
     assert again.changed[node.name] == 0
     # down() removes every trace, the hub's repository server included.
-    slot, cgroups, server = lab.slot, lab_cgroups(lab), f"--bind {lab.hub_ip} "
+    slot, cgroups, server = lab.slot, lab_cgroups(lab), f" {lab.hub_ip} {rpm_tree.root}"
     lab.down()
     assert traces_of(slot, cgroups, lab.dir) == []
     assert not processes_mentioning(server)

@@ -61,6 +61,16 @@ MIRROR_PORTS = "80,443"
 # URLs read like a mirror's). Each hub has its own network namespace, so every lab can use the same port.
 REPO_HOST = "lab-repo"
 REPO_PORT = 8080
+# python -c ADDRESS DIRECTORY: http.server without its reverse lookup of the address it binds, which in the hub
+# (no DNS gets out) costs 10 s of resolver timeouts.
+REPO_SERVER = f"""import functools, http.server, socketserver, sys
+class Server(http.server.ThreadingHTTPServer):
+    def server_bind(self):
+        socketserver.TCPServer.server_bind(self)
+        self.server_name, self.server_port = self.server_address[:2]
+handler = functools.partial(http.server.SimpleHTTPRequestHandler, directory=sys.argv[2])
+Server((sys.argv[1], {REPO_PORT}), handler).serve_forever()
+"""
 TESTER_UID = 1000
 # Host-wide settings a lab needs; saved by the first lab that starts, restored when the last one ends.
 HOST_SYSCTLS = {"net.ipv4.ip_forward": 1, "fs.inotify.max_user_instances": 8192}
@@ -881,8 +891,8 @@ class Lab:
 
         with (self.dir / "repo-http.log").open("ab") as log:
             self._repo_server = subprocess.Popen(
-                ["ip", "netns", "exec", self.hub, sys.executable, "-m", "http.server", "--bind", self.hub_ip,
-                 "--directory", str(tree.root), str(REPO_PORT)], stdin=subprocess.DEVNULL, stdout=log,
+                ["ip", "netns", "exec", self.hub, sys.executable, "-c", REPO_SERVER, self.hub_ip, str(tree.root)],
+                stdin=subprocess.DEVNULL, stdout=log,
                 stderr=subprocess.STDOUT, preexec_fn=join_lab_cgroups, start_new_session=True)
         deadline = time.monotonic() + 20
         while self._repo_server.poll() is None and time.monotonic() < deadline:
