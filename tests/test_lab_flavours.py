@@ -14,6 +14,7 @@ import subprocess
 import sys
 import tempfile
 from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
@@ -21,7 +22,7 @@ import yaml
 
 from provision.errors import BootstrapError
 from provision.inventory import load_inventory
-from provision.prepare import prepare
+from provision.prepare import PrepareResult, prepare
 from provision.settings import load_settings
 from tests.lab.lab import FLAVOURS, Lab
 from tests.lab.repos import RpmTree
@@ -125,6 +126,9 @@ def test_rocky9_installs_containerd_io_from_the_signed_repository_and_runs_it(
         "[docker-ce-stable]\nname=Docker CE Stable - $basearch\n"
         f"baseurl={lab.repo_url}/docker/centos/$releasever/$basearch/stable\n"
         f"enabled=1\ngpgcheck=1\nrepo_gpgcheck=1\ngpgkey={lab.repo_url}/docker/centos/gpg\n"))
+    # Both containerd generations are there: the newest is installed unless a test names 'containerd.io-1.6*'.
+    offered = node.ssh("dnf -y -q list --showduplicates containerd.io").stdout  # -y: import the key
+    assert re.search(r" 1\.6\.\d+-", offered) and re.search(r" 2\.\d+\.\d+-", offered)
     node.ssh("dnf -y -q install containerd.io", timeout=600)
     assert node.ssh("rpm -q --qf '%{VERSION}' containerd.io").stdout.startswith("2.")
     checked = node.ssh("dnf -q download --destdir /tmp/cblab-rpms containerd.io && rpm -K /tmp/cblab-rpms/*.rpm")
@@ -184,15 +188,30 @@ def test_el8_is_refused_by_prepare_with_the_reason(flavour_lab: Callable[[str], 
         prepare(load_inventory(lab.inventory_path), load_settings(lab.config_path))
 
 
-def test_prepare_runs_for_real_on_a_rocky9_node_from_the_labs_offline_source(
-        lab_factory: Callable[..., Lab], rpm_tree: RpmTree, tmp_path: Path) -> None:
-    """The whole prepare phase on the RHEL family: OS stand-ins from rocky.repo switched to offline.source,
-    Docker's repository (containerd.io 2 and dockerd running), the Kubernetes packages version-locked."""
+@dataclass
+class PreparedRocky:
+    lab: Lab
+    config: Path
+    first: PrepareResult
+    second: PrepareResult
+
+
+@pytest.fixture(scope="module")
+def prepared_rocky9(lab_factory: Callable[..., Lab], rpm_tree: RpmTree,
+                    tmp_path_factory: pytest.TempPathFactory) -> PreparedRocky:
+    """A rocky9 node after the whole prepare phase, twice, with `offline.source` the lab's RPM tree."""
     lab = lab_factory(1, flavour="rocky9", rpm_tree=rpm_tree)
-    node = lab.nodes[0]
-    config = tmp_path / "cluster.yaml"
+    config = tmp_path_factory.mktemp("rocky9") / "cluster.yaml"
     config.write_text(yaml.safe_dump(yaml.safe_load(lab.config_path.read_text()) | {"offline": {"source": lab.repo_url}}))
     first = prepare(load_inventory(lab.inventory_path), load_settings(config))
+    return PreparedRocky(lab, config, first, prepare(load_inventory(lab.inventory_path), load_settings(config)))
+
+
+def test_prepare_runs_for_real_on_a_rocky9_node_and_a_second_run_changes_nothing(prepared_rocky9: PreparedRocky) -> None:
+    """OS stand-ins from rocky.repo switched to offline.source, Docker's repository (containerd.io 2 and dockerd
+    running), the Kubernetes packages version-locked; every repository with its signatures checked."""
+    lab, first = prepared_rocky9.lab, prepared_rocky9.first
+    node = lab.nodes[0]
     assert first.playbook.ok and first.changed[node.name] > 0
     facts = first.reports[node.name].facts
     assert {key: facts[key] for key in ("active.containerd", "active.docker", "enabled.kubelet", "cri", "held")} == {
@@ -202,10 +221,33 @@ def test_prepare_runs_for_real_on_a_rocky9_node_from_the_labs_offline_source(
     kubernetes_repo = node.ssh("cat /etc/yum.repos.d/cb-kubernetes.repo").stdout.replace(" = ", "=")
     assert f"baseurl={lab.repo_url}/kubernetes/v1.31/rpm/" in kubernetes_repo
     assert "\ngpgcheck=1" in kubernetes_repo and "\nrepo_gpgcheck=1" in kubernetes_repo
-    again = prepare(load_inventory(lab.inventory_path), load_settings(config))
-    assert again.changed[node.name] == 0
-    # down() removes every trace, the hub's repository server included.
+    assert prepared_rocky9.second.changed[node.name] == 0
+
+
+def test_a_gpu_node_on_rocky9_gets_nvidias_stack_and_the_verdict_names_the_missing_gpu(
+        prepared_rocky9: PreparedRocky) -> None:
+    """NVIDIA's path for the RHEL family runs to its end against the placeholders: the CUDA and toolkit
+    repositories, EPEL and kernel headers, the driver's dnf module stream, the toolkit. The placeholders have no
+    GPU and nvidia-ctk changes nothing, and prepare's own check says so."""
+    lab = prepared_rocky9.lab
+    node = lab.nodes[0]
+    inventory = lab.inventory_path.with_name("inventory-gpu.ini")
+    inventory.write_text(lab.inventory_path.read_text().replace(f"ansible_host={node.ip}",
+                                                                f"ansible_host={node.ip} gpu=true"))
+    with pytest.raises(BootstrapError, match="nvidia-smi lists no GPU"):
+        prepare(load_inventory(inventory), load_settings(prepared_rocky9.config))
+    installed = node.ssh("rpm -q epel-release kernel-headers nvidia-driver nvidia-driver-cuda "
+                         "nvidia-container-toolkit --qf '%{NAME}\\n'").stdout.split()
+    assert installed == ["epel-release", "kernel-headers", "nvidia-driver", "nvidia-driver-cuda",
+                         "nvidia-container-toolkit"]
+    assert "565-dkms [e]" in node.ssh("dnf -q module list --enabled nvidia-driver").stdout
+
+
+def test_a_rhel_shaped_lab_leaves_nothing_behind(prepared_rocky9: PreparedRocky, rpm_tree: RpmTree) -> None:
+    """down() removes every trace, the hub's repository server included (this module's last use of the lab)."""
+    lab = prepared_rocky9.lab
     slot, cgroups, server = lab.slot, lab_cgroups(lab), f" {lab.hub_ip} {rpm_tree.root}"
+    assert processes_mentioning(server)
     lab.down()
     assert traces_of(slot, cgroups, lab.dir) == []
     assert not processes_mentioning(server)
