@@ -125,11 +125,12 @@ class SigningKey:
 
 
 @contextmanager
-def signing_key(work: Path, uid: str, algorithm: str = "ed25519") -> Iterator[SigningKey]:
+def signing_key(work: Path, uid: str) -> Iterator[SigningKey]:
+    """A fresh ed25519 key, valid for a day (apt, rpm and dnf on the nodes all verify ed25519 signatures)."""
     home = work / "gnupg"
     home.mkdir(mode=0o700)
     key = SigningKey(home, uid)
-    key.run("--quick-gen-key", uid, algorithm, "sign", "1d")
+    key.run("--quick-gen-key", uid, "ed25519", "sign", "1d")
     try:
         yield key
     finally:
@@ -194,7 +195,7 @@ def build_kubernetes_repo(dest: Path, minor: str = "1.31", patch: int = 0) -> Pa
         with signing_key(work, "cluster-bootstrap lab repository <tests@invalid>") as key:
             key.export(repo / "Release.key")
             key.run("--clearsign", "--output", str(repo / "InRelease"), str(repo / "Release"))
-            key.run("--armor", "--detach-sign", "--output", str(repo / "Release.gpg"), str(repo / "Release"))
+            key.detach_sign(repo / "Release", ".gpg")
     _world_readable(dest)
     return dest / "kubernetes"
 
