@@ -3,7 +3,7 @@
     .venv/bin/python -m bench.prepare                 # sizes 1 4 8, executor from settings (auto: Mitogen)
     .venv/bin/python -m bench.prepare --sizes 1 8 --executors mitogen stock --write-doc
 
-Each size gets fresh nodes (tests/lab), the placeholder Kubernetes repository (tests/test_prepare_repo.py) and
+Each size gets fresh nodes (tests/lab), the placeholder Kubernetes repository (tests/lab/repos.py) and
 Debian's docker.io, exactly as the lab test. The time a run spends per task (summed over hosts) comes from the
 run's own log, so the table says what dominates. Needs root (the lab). Not a test: goals are read, not asserted.
 """
@@ -23,7 +23,7 @@ from provision.inputs.inventory import load_inventory
 from provision.inputs.settings import load_settings
 from provision.nodes.prepare import prepare
 from tests.lab.lab import Lab
-from tests.test_prepare_lab import OFFLINE_DIR, push_kubernetes_repo, write_config
+from tests.lab.repos import OFFLINE_DIR, push_kubernetes_repo, write_config
 
 DOC = Path(__file__).resolve().parent.parent / "docs" / "benchmarks.md"
 SECTION = "## prepare"

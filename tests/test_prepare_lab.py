@@ -2,7 +2,7 @@
 
 os_prep and container_runtime run for real (Debian's docker.io and containerd, from the Debian mirror).
 kubernetes_packages runs for real against a local, signed apt repository of PLACEHOLDER packages (see
-tests/test_prepare_repo.py): pkgs.k8s.io cannot be reached here. The default source and NVIDIA's repositories
+tests/lab/repos.py): pkgs.k8s.io cannot be reached here. The default source and NVIDIA's repositories
 are tested up to that boundary: the run fails within a bounded time, naming the repository and the setting.
 """
 from __future__ import annotations
@@ -22,31 +22,11 @@ from provision.inputs.inventory import load_inventory
 from provision.inputs.settings import load_settings
 from provision.nodes.prepare import PrepareResult, prepare
 from tests.lab.lab import Lab
-from tests.test_prepare_repo import build_kubernetes_repo
+from tests.lab.repos import OFFLINE_DIR, push_kubernetes_repo, write_config
 
-OFFLINE_DIR = "/srv/cb-offline"
 SYSCTLS = ("net.bridge.bridge-nf-call-iptables", "net.bridge.bridge-nf-call-ip6tables", "net.ipv4.ip_forward")
 # An unreachable source must fail fast: DNS fails at once here, and every download has a 20 s timeout.
 FAILURE_BOUND_S = 120
-
-
-def push_kubernetes_repo(lab: Lab, tmp: Path) -> None:
-    """Build the placeholder repository once and copy it to every node (a local directory, file://)."""
-    import subprocess
-
-    build_kubernetes_repo(tmp)
-    for node in lab.nodes:
-        archive = subprocess.run(["tar", "-C", str(tmp), "-cf", "-", "."], check=True, capture_output=True).stdout
-        ssh = [*node.ssh_command("root"), f"mkdir -p {OFFLINE_DIR} && tar -C {OFFLINE_DIR} -xf -"]
-        subprocess.run(ssh, input=archive, check=True, capture_output=True, timeout=60)
-
-
-def write_config(lab: Lab, path: Path, **sections: dict[str, object]) -> Path:
-    data = yaml.safe_load(lab.config_path.read_text()) or {}
-    for name, values in sections.items():
-        data.setdefault(name, {}).update(values)
-    path.write_text(yaml.safe_dump(data))
-    return path
 
 
 @pytest.fixture(scope="module")

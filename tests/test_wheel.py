@@ -14,8 +14,8 @@ import pytest
 
 from provision import __version__
 from tests.lab.lab import Lab
+from tests.lab.repos import OFFLINE_DIR, push_kubernetes_repo, write_config
 from tests.support.paths import REPO_ROOT
-from tests.test_prepare_lab import OFFLINE_DIR, push_kubernetes_repo, write_config
 
 
 @pytest.fixture(scope="module")
