@@ -131,7 +131,7 @@ def _gpu_nodes(ctx: PhaseContext) -> dict[str, int]:
 # --- preflight ---------------------------------------------------------------------------------------------
 
 def _preflight(ctx: PhaseContext) -> str:
-    from provision.nodes.preflight import run_preflight
+    from provision.nodes.preflight.run import run_preflight
 
     report = run_preflight(ctx.cluster, ctx.settings, nodes=list(ctx.target_nodes), on_progress=ctx.on_progress,
                            become_password=ctx.become_password)
