@@ -12,8 +12,9 @@ from provision.inputs.inventory import Cluster, Node
 from provision.inputs.settings import Settings
 from provision.nodes.preflight.checks import FAMILIES, CheckResult, Finding, Status, evaluate, judge, worst
 from provision.nodes.preflight.probe import PROBE_SCRIPT, NodeFacts, parse_facts
-from provision.nodes.runner import HostTally, RunProgress
+from provision.nodes.runner import RunProgress
 from provision.nodes.ssh import SshError, SshShell
+from provision.nodes.tally import HostTally
 
 PROBE_TIMEOUT_S = 60
 
