@@ -73,7 +73,7 @@ def test_first_prepare_changes_every_node_and_reports_it_ready(lab: Lab, first_r
     assert set(first_run.reports) == {node.name for node in lab.nodes}
     for node in lab.nodes:
         assert first_run.changed[node.name] > 0
-        assert first_run.reports[node.name].get("hostname") == node.name
+        assert first_run.reports[node.name].hostname == node.name
 
 
 def test_prepared_nodes_have_the_os_settings_kubeadm_needs(lab: Lab, first_run: PrepareResult) -> None:

@@ -38,7 +38,7 @@ def run_prepare_command(nodes: NodeOptions, *, limit: list[str] | None = None) -
         result = prepare(cluster, settings, limit=limit, on_progress=on_progress, verbose=nodes.verbose,
                          become_password=become_password)
     print_result(result.playbook)
-    gpu_nodes = sorted(host for host, report in result.reports.items() if report.get("gpu_node") == "True")
+    gpu_nodes = sorted(host for host, report in result.reports.items() if report.gpu_node)
     if gpu_nodes:
         console.print(f"GPU nodes: {', '.join(gpu_nodes)}")
     return result
