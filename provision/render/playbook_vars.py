@@ -9,6 +9,7 @@ from typing import Any
 from provision.inputs.inventory import Cluster
 from provision.inputs.settings import Settings
 from provision.inputs.sources import resolve_sources
+from provision.render.kubeadm_config import CRI_SOCKET
 
 
 def playbook_vars(cluster: Cluster, settings: Settings) -> dict[str, Any]:
@@ -21,6 +22,8 @@ def playbook_vars(cluster: Cluster, settings: Settings) -> dict[str, Any]:
         "cb_service_cidr": kube.service_cidr,
         "cb_dns_domain": kube.dns_domain,
         "cb_kube_proxy_mode": kube.kube_proxy_mode,
+        # The one containerd socket: kubeadm's criSocket, crictl's endpoint, `kubeadm join` and `kubeadm reset`.
+        "cb_cri_socket": CRI_SOCKET,
         "cb_sources": sources.as_dict(),
         "cb_offline": settings.offline.source is not None,
         "cb_install_docker": settings.container_runtime.install_docker,
