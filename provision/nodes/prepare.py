@@ -8,7 +8,7 @@ is still caught here.
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -20,6 +20,7 @@ from provision.inputs.settings import Settings
 from provision.nodes.reports import NODE_REPORT_KEY, NodeReport
 from provision.nodes.runner import PlaybookResult, RunProgress, run_playbook
 from provision.render.kubeadm_config import CRI_SOCKET
+from provision.render.playbook_vars import prepare_vars
 
 PLAYBOOK = "prepare.yml"
 # The task that turns an unreachable repository into one named message (os_prep/tasks/repository-*.yml).
@@ -138,12 +139,16 @@ def prepare(
     cluster: Cluster,
     settings: Settings,
     *,
+    gpus: Mapping[str, int],
     limit: list[str] | None = None,
     on_progress: Callable[[RunProgress], None] | None = None,
     verbose: bool = False,
     become_password: str | None = None,
 ) -> PrepareResult:
-    """Prepare the nodes; raises BootstrapError naming the host and the problem when a node is not ready."""
-    playbook = run_playbook(PLAYBOOK, cluster, settings, phase="prepare", limit=limit, on_progress=on_progress,
-                            verbose=verbose, become_password=become_password)
+    """Prepare the nodes, given the NVIDIA GPUs preflight counted on each (`gpus`, node name -> count; the
+    inventory's gpu=true / gpu=false win over it). Raises BootstrapError naming the host and the problem when a
+    node is not ready."""
+    playbook = run_playbook(PLAYBOOK, cluster, settings, phase="prepare", limit=limit,
+                            extra_vars=prepare_vars(cluster, gpus), on_progress=on_progress, verbose=verbose,
+                            become_password=become_password)
     return PrepareResult(playbook=playbook, reports=check_prepared(playbook, cluster, settings, limit))
