@@ -147,7 +147,8 @@ def prepare(
 ) -> PrepareResult:
     """Prepare the nodes, given the NVIDIA GPUs preflight counted on each (`gpus`, node name -> count; the
     inventory's gpu=true / gpu=false win over it). Raises BootstrapError naming the host and the problem when a
-    node is not ready."""
+    node is not ready. The prepare phase (provision/phases.py) runs the same playbook and check, with the counts
+    from the cluster's state."""
     playbook = run_playbook(PLAYBOOK, cluster, settings, phase="prepare", limit=limit,
                             extra_vars=prepare_vars(cluster, gpus), on_progress=on_progress, verbose=verbose,
                             become_password=become_password)
