@@ -8,25 +8,19 @@ import json
 import subprocess
 import sys
 from pathlib import Path
-from typing import Any
 
 import pytest
 from pydantic import ValidationError
 
 from provision.nodes.reports import NODE_REPORT_KEY, NODE_REPORT_SCHEMA, NodeReport
 from provision.resources import PLAYBOOKS_DIR
-from tests.support.paths import REPO_ROOT
+from tests.support.node_reports import NODE_REPORT_DATA as DATA
+from tests.support.node_reports import recorded_document
 
 MODULE_PATH = PLAYBOOKS_DIR / "library" / "cb_node_report.py"
 _spec = importlib.util.spec_from_file_location("cb_node_report", MODULE_PATH)
 node_report = importlib.util.module_from_spec(_spec)  # type: ignore[arg-type]
 _spec.loader.exec_module(node_report)  # type: ignore[union-attr]
-
-DATA = REPO_ROOT / "tests" / "data" / "node_report"
-
-
-def recorded_document() -> dict[str, Any]:
-    return json.loads((DATA / "debian12-report.json").read_text())
 
 
 def test_the_module_and_the_model_agree_on_the_schema_and_the_key() -> None:

@@ -13,7 +13,7 @@ from provision.inputs.settings import Settings, parse_settings
 from provision.nodes.prepare import check_node, read_reports
 from provision.nodes.reports import NodeReport
 from provision.nodes.runner import executor_envvars
-from tests.test_node_report import recorded_document
+from tests.support.node_reports import recorded_document
 
 
 def merged(document: dict[str, Any], changes: dict[str, Any]) -> dict[str, Any]:
