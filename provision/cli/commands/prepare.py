@@ -16,9 +16,10 @@ On every node: hostname from the inventory name, every node in /etc/hosts, swap 
 permissive (RHEL family), the firewall opened for kubeadm and Calico (firewall.mode), overlay and
 br_netfilter loaded, the bridge and forwarding sysctls, chrony, containerd with the systemd cgroup driver
 (and Docker unless container_runtime.install_docker is false), crictl, kubeadm/kubelet/kubectl held at
-kubernetes.version; on GPU nodes (gpu=true, or found on PCI with gpu=auto) the NVIDIA driver, the container
-toolkit and containerd's nvidia runtime, rebooting only when the driver needs it. Every repository comes
-from the settings (mirrors.*, mirrors.profile: cn, offline.source). A second run changes nothing.
+kubernetes.version; on GPU nodes (gpu=true, or found on PCI by preflight with gpu=auto) the NVIDIA driver,
+the container toolkit and containerd's nvidia runtime, rebooting only when the driver needs it. Every
+repository comes from the settings (mirrors.*, mirrors.profile: cn, offline.source). Preflight runs first
+when it has not checked these nodes yet. A second run changes nothing.
 
 \b
 Example:
