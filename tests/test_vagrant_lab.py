@@ -31,6 +31,7 @@ from provision.lab.vagrant import (
     parse_ssh_config,
     write_known_hosts,
 )
+from tests.support.keys import write_private_key
 from tests.support.paths import REPO_ROOT as PROJECT_ROOT
 
 DATA = Path(__file__).parent / "data"
@@ -52,8 +53,7 @@ def recorded_ssh_config(tmp_path: Path) -> str:
     text = (DATA / "vagrant-ssh-config.txt").read_text().replace(RECORDED_ROOT, str(tmp_path))
     for endpoint in parse_ssh_config(text).values():
         for key in endpoint.identity_files:
-            key.parent.mkdir(parents=True, exist_ok=True)
-            key.write_text("not a real key\n")
+            write_private_key(key)
     return text
 
 

@@ -5,6 +5,7 @@ import ipaddress
 from pathlib import Path
 
 from provision.errors import InputError
+from provision.inputs.files import shown
 from provision.inputs.inventory import Cluster, load_inventory, node_ip_addresses
 from provision.inputs.settings import Settings, load_settings
 
@@ -20,10 +21,11 @@ def _node_addresses(cluster: Cluster) -> list[tuple[str, ipaddress.IPv4Address |
         if value is None:
             continue
         try:
-            found.append((node.name, ipaddress.ip_address(str(value))))
+            found.append((node.name, ipaddress.IPv4Address(value if isinstance(value, str) else "")))
         except ValueError:
-            raise InputError(f"{cluster.inventory_path}: host '{node.name}': node_ip={value!r} is not an IP address: "
-                             "write the address the node uses to reach the others, e.g. node_ip=10.0.0.5") from None
+            raise InputError(f"{cluster.inventory_path}: host '{node.name}': node_ip={shown(value)} is not an IPv4 "
+                             "address (clusters are IPv4-only for now): write the address the node uses to reach the "
+                             "others, e.g. node_ip=10.0.0.5") from None
     return found
 
 
