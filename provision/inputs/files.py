@@ -67,9 +67,17 @@ def read_bytes(path: Path, what: str, fix: str, limit: int = MAX_INPUT_BYTES) ->
     return data
 
 
+def _looks_like_utf16(sample: bytes) -> bool:
+    """ASCII text saved as UTF-16 without a byte-order mark: every other byte is zero, and only those."""
+    if len(sample) < 4:
+        return False
+    even, odd = sample[0::2], sample[1::2]
+    return (not any(odd) and all(even)) or (not any(even) and all(odd))
+
+
 def decode_text(data: bytes, path: Path, what: str) -> str:
     """UTF-8 text (a UTF-8 byte-order mark is dropped); UTF-16, UTF-32 and binary content are refused."""
-    if data.startswith((b"\xff\xfe", b"\xfe\xff")) or (len(data) >= 2 and (data[0] == 0) != (data[1] == 0)):
+    if data.startswith((b"\xff\xfe", b"\xfe\xff")) or _looks_like_utf16(data[:64]):
         raise InputError(f"{path}: {what} is UTF-16 (or UTF-32) text: save it as UTF-8")
     if b"\0" in data:
         raise InputError(f"{path}: {what} is binary, not text: pass the {what} itself")

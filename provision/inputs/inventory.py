@@ -215,6 +215,8 @@ def key_file_problem(path: Path) -> str | None:
 
 
 def _user_problem(value: object) -> str | None:
+    if value is None or value == "":
+        return "is empty: name the user to log in as, or leave it out (root)"
     if not isinstance(value, str) or not USER_RE.match(value):
         return "is not a user name (letters, digits, '_', '.', '-', '@')"
     return None
@@ -403,12 +405,14 @@ def _node(path: Path, host_name: str, role: Role, resolved: dict[str, Any]) -> N
         shown_port = port if isinstance(port, int) and not isinstance(port, bool) else shown(port)
         raise InputError(f"{where}: ansible_port={shown_port} {problem}")
 
-    user = resolved.get("ansible_user") or resolved.get("ansible_ssh_user") or "root"
+    user = resolved.get("ansible_user", resolved.get("ansible_ssh_user", "root"))
     problem = _user_problem(user)
     if problem:
         raise InputError(f"{where}: ansible_user={shown(user)} {problem}")
 
-    key = resolved.get("ansible_ssh_private_key_file") or resolved.get("ansible_private_key_file")
+    # Absent or null: the SSH agent and default keys; an empty name is a mistake, not a choice.
+    key = next((resolved[name] for name in ("ansible_ssh_private_key_file", "ansible_private_key_file")
+                if resolved.get(name) is not None), None)
     key_file = None
     if key is not None:
         if not isinstance(key, str) or not key.strip() or "\0" in key:

@@ -15,7 +15,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from provision.errors import InputError
-from provision.inputs.files import parse_yaml, read_text, shown
+from provision.inputs.files import parse_yaml, read_text, refuse_vault_file, shown
 
 KUBE_VERSION_RE = re.compile(r"^v?1\.(0|[1-9]\d{0,2})(?:\.(0|[1-9]\d{0,3}))?$")
 # The Kubernetes minors this release can install: pkgs.k8s.io starts at 1.27; 1.37 is the newest minor whose API
@@ -486,6 +486,7 @@ def parse_settings(data: Any, source: str = "cluster.yaml") -> Settings:
 def read_settings_document(path: Path) -> Any:
     """cluster.yaml as YAML data (read safely: bounded, UTF-8, no duplicate keys), not yet validated."""
     text = read_text(path, "settings file", "pass an existing cluster.yaml or leave --config out")
+    refuse_vault_file(text, path, "settings file")
     return parse_yaml(text, str(path))
 
 
