@@ -150,6 +150,8 @@ class _Endpoint:
     address_setting: str
     port_setting: str
     jump: Jump | None = None
+    # Said before each problem, so that a report that shows only the problem still names the bastion.
+    prefix: str = ""
 
 
 def _connection(endpoint: _Endpoint, ssh: SshSettings, known_hosts: Path,
@@ -178,36 +180,36 @@ def _open(connection: Connection, endpoint: _Endpoint, ssh: SshSettings, known_h
         connection.open()
     except _UnknownHostKey as exc:
         connection.close()
-        raise SshError(endpoint.where, f"host key {_fingerprint(exc.key)} is unknown (not in {known_hosts})",
+        raise SshError(endpoint.where, endpoint.prefix + f"host key {_fingerprint(exc.key)} is unknown (not in {known_hosts})",
                        f"after checking it, add it with `{keyscan}`, or pass --accept-new-host-keys") from None
     except paramiko.BadHostKeyException as exc:
         connection.close()
         name = _host_key_name(endpoint.address, endpoint.port)
-        raise SshError(endpoint.where, f"host key CHANGED: {endpoint.what} offers {_fingerprint(exc.key)}, "
+        raise SshError(endpoint.where, endpoint.prefix + f"host key CHANGED: {endpoint.what} offers {_fingerprint(exc.key)}, "
                        f"{known_hosts} has {_fingerprint(exc.expected_key)}",
                        f"if the machine was reinstalled, remove the old key with `ssh-keygen -R '{name}' -f "
                        f"{known_hosts}` and add the new one with `{keyscan}`") from None
     except paramiko.AuthenticationException:
         connection.close()
         key = f"key {endpoint.key_file}" if endpoint.key_file else "your SSH agent and default keys"
-        raise SshError(endpoint.where, f"SSH authentication failed with {key}",
+        raise SshError(endpoint.where, endpoint.prefix + f"SSH authentication failed with {key}",
                        "check ansible_user and ansible_ssh_private_key_file, and that the public key is in "
                        f"~{endpoint.user}/.ssh/authorized_keys") from None
     except TimeoutError:
         connection.close()
-        raise SshError(endpoint.where, f"unreachable: no SSH answer within {timeout} s",
+        raise SshError(endpoint.where, endpoint.prefix + f"unreachable: no SSH answer within {timeout} s",
                        f"check {endpoint.address_setting}, that the machine is up and that port {endpoint.port} is "
                        "open (ssh.connect_timeout_s sets the wait)") from None
     except paramiko.ChannelException as exc:
         # Only a gateway opens channels while connecting: the bastion could not reach the node.
         connection.close()
-        raise SshError(endpoint.where, f"unreachable from the bastion: {exc.text}",
+        raise SshError(endpoint.where, endpoint.prefix + f"unreachable from the bastion: {exc.text}",
                        f"check {endpoint.address_setting} and that the bastion reaches port {endpoint.port} "
                        "on it") from None
     except (paramiko.ssh_exception.NoValidConnectionsError, OSError) as exc:
         connection.close()
         reason = getattr(exc, "strerror", None) or str(exc) or type(exc).__name__
-        raise SshError(endpoint.where, f"unreachable: {reason}",
+        raise SshError(endpoint.where, endpoint.prefix + f"unreachable: {reason}",
                        f"check {endpoint.address_setting} and that sshd listens on port {endpoint.port}") from None
     except paramiko.SSHException as exc:
         transport = connection.client.get_transport()
@@ -216,7 +218,7 @@ def _open(connection: Connection, endpoint: _Endpoint, ssh: SshSettings, known_h
         connection.close()
         problem = (f"no SSH server answered on port {endpoint.port} within {timeout} s" if silent
                    else f"SSH handshake failed: {exc}")
-        raise SshError(endpoint.where, problem,
+        raise SshError(endpoint.where, endpoint.prefix + problem,
                        f"check that {endpoint.address_setting} and {endpoint.port_setting} point at "
                        f"{endpoint.what}'s sshd (ssh.connect_timeout_s sets the wait)") from None
 
@@ -247,10 +249,10 @@ class SshShell:
         gateway = None
         if jump is not None:
             bastion = _Endpoint(
-                where=f"{self.where} via bastion {jump}", address=jump.host, port=jump.port,
+                where=self.where, address=jump.host, port=jump.port,
                 user=jump.user or node.user, key_file=node.key_file, what="the bastion",
                 address_setting="the ProxyJump host in ansible_ssh_common_args",
-                port_setting="its port")
+                port_setting="its port", prefix=f"bastion {jump}: ")
             gateway = _connection(bastion, ssh, known_hosts)
             _open(gateway, bastion, ssh, known_hosts)
         target = _Endpoint(where=self.where, address=node.address, port=node.port, user=node.user,
