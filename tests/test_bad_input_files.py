@@ -125,6 +125,12 @@ INVENTORY_YAML = [
      "hosts.ini", ["[all:vars] sets 'ansible_user' twice", "keep one"]),
     ("ini-host-twice-differently", {"hosts.ini": GOOD_INI + "[gpu]\nw1 ansible_host=10.0.0.9\n"}, "hosts.ini",
      ["host 'w1' sets ansible_host twice, differently"]),
+    ("host-range-bomb-ini", {"hosts.ini": GOOD_INI + "w[1:100000000]\n"}, "hosts.ini",
+     ["names 100000002 hosts", "more than the 5000"]),
+    ("host-range-bomb-yaml", {"hosts.yml": GOOD_YAML + "        'g[0001:9999]-[a:z]': {}\n"}, "hosts.yml",
+     ["names 259976 hosts"]),
+    ("more-nodes-than-pod-range", {"hosts.ini": GOOD_INI + "w[100:400] ansible_user=ops\n"}, "hosts.ini",
+     ["has room for 256 nodes", "use a /15 or wider, e.g. 10.128.0.0/15"]),
     ("empty-inventory", {"hosts.ini": ""}, "hosts.ini", ["no control plane"]),
     ("comments-only", {"hosts.ini": "# nothing yet\n; nor here\n"}, "hosts.ini", ["no control plane"]),
 ]

@@ -31,7 +31,7 @@ def _load(tmp_path: Path, settings: str, hosts: str = HOSTS) -> None:
     ("kubernetes:\n  pod_cidr: 10.244.0.0/25\n", HOSTS,
      ["pod_cidr 10.244.0.0/25 is smaller than the /24 each node takes", "10.244.0.0/16"]),
     ("kubernetes:\n  pod_cidr: 10.244.0.0/24\n", HOSTS,
-     ["pod_cidr 10.244.0.0/24 has room for 1 nodes", "the inventory has 2"]),
+     ["pod_cidr 10.244.0.0/24 has room for 1 nodes", "hosts.ini has 2"]),
     ("kubernetes:\n  version: '1.30'\n  kube_proxy_mode: nftables\n", HOSTS,
      ["kube_proxy_mode nftables needs Kubernetes 1.31 or newer (it is 1.30)"]),
 ], ids=["seed-192.168", "node-ip-in-pod-cidr", "node-ip-not-an-address", "pod-cidr-too-small",

@@ -46,6 +46,8 @@ USER_RE = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_.@-]{0,63}$")
 YAML_SUFFIXES = (".yml", ".yaml", ".json")
 # The yaml inventory plugin takes a file by its suffix; these, or none, are the ones it takes by default.
 ANSIBLE_YAML_SUFFIXES = ("", *YAML_SUFFIXES)
+# Kubernetes' largest supported cluster.
+MAX_HOSTS = 5000
 # A private key is a few kilobytes (an RSA 16384-bit key about 12 KB).
 MAX_KEY_BYTES = 64 * 1024
 CONNECTION_FIX = "bootstrap reaches every node over ssh, with host keys checked"
@@ -267,9 +269,10 @@ def _vault_refusal(where: str, name: str) -> InputError:
 
 # --- reading the file ----------------------------------------------------------------------------------------------
 
-def _inventory_format(path: Path, text: str) -> InventoryFormat:
-    """YAML when the suffix says so or the content is a YAML mapping (Ansible's YAML inventories are), else INI.
-    A YAML inventory is parsed here once with the bounded loader, so Ansible never meets a bomb or a duplicate."""
+def _inventory_format(path: Path, text: str) -> tuple[InventoryFormat, Any]:
+    """YAML when the suffix says so or the content is a YAML mapping (Ansible's YAML inventories are), else INI;
+    with the parsed YAML. A YAML inventory is parsed here once with the bounded loader, so Ansible never meets a
+    bomb or a duplicate."""
     if path.suffix in YAML_SUFFIXES:
         data = parse_yaml(text, str(path))
     else:
@@ -278,13 +281,53 @@ def _inventory_format(path: Path, text: str) -> InventoryFormat:
         except InputError as exc:
             if "refused YAML" in str(exc):
                 raise
-            return "ini"
+            return "ini", None
         if not isinstance(data, dict):
-            return "ini"
+            return "ini", None
     vault = find_vault_value(data)
     if vault:
         raise _vault_refusal(str(path), vault)
-    return "yaml"
+    return "yaml", data
+
+
+def _pattern_count(name: str) -> int:
+    """How many hosts an Ansible host pattern such as `gpu[01:16]-[a:b]` stands for (1 without a range)."""
+    count = 1
+    for bounds in re.findall(r"\[([^\]]*)\]", name):
+        parts = bounds.split(":")
+        if len(parts) not in (2, 3) or (len(parts) == 3 and not parts[2].isdigit()) or parts[-1:] == ["0"]:
+            continue  # Ansible's parser names the malformed range
+        step = int(parts[2]) if len(parts) == 3 else 1
+        if parts[0].isdigit() and parts[1].isdigit():
+            count *= max(0, (int(parts[1]) - int(parts[0])) // step + 1)
+        elif len(parts[0]) == 1 and len(parts[1]) == 1:
+            count *= max(0, (ord(parts[1]) - ord(parts[0])) // step + 1)
+    return count
+
+
+def _host_count(text: str, data: Any) -> int:
+    """Hosts the inventory names, ranges expanded, counted before Ansible expands them (a range such as
+    w[1:100000000] would hold it for minutes)."""
+    if data is None:
+        count, hosts_section = 0, True
+        for raw in text.splitlines():
+            line = raw.strip()
+            if line.startswith("["):
+                hosts_section = ":" not in line.split("]", 1)[0] or line.split("]", 1)[0].endswith(":hosts")
+            elif line and not line.startswith(("#", ";")) and hosts_section:
+                count += _pattern_count(line.split()[0])
+        return count
+    count, stack = 0, [data]
+    while stack:
+        value = stack.pop()
+        if isinstance(value, dict):
+            for key, item in value.items():
+                if key == "hosts" and isinstance(item, dict):
+                    count += sum(_pattern_count(str(name)) for name in item)
+                stack.append(item)
+        elif isinstance(value, list):
+            stack.extend(value)
+    return count
 
 
 def _ini_duplicate_problem(text: str) -> str | None:
@@ -481,7 +524,11 @@ def load_inventory(path: Path) -> Cluster:
     """Parse and validate an inventory. Raises InputError (one line, names the file and host) on bad input."""
     text = read_text(path, "inventory file", "pass an existing INI or YAML inventory")
     refuse_vault_file(text, path, "inventory file")
-    inventory_format = _inventory_format(path, text)
+    inventory_format, data = _inventory_format(path, text)
+    hosts = _host_count(text, data)
+    if hosts > MAX_HOSTS:
+        raise InputError(f"{path}: names {hosts} hosts (host ranges expanded), more than the {MAX_HOSTS} nodes of "
+                         "Kubernetes' largest supported cluster: check the ranges")
     if inventory_format == "ini":
         problem = _ini_duplicate_problem(text)
         if problem:
