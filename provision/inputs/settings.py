@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+from pydantic_core import ErrorDetails
 
 from provision.errors import InputError
 from provision.inputs.files import parse_yaml, read_text, refuse_vault_file, shown
@@ -449,7 +450,7 @@ def _model_at(loc: tuple[Any, ...]) -> type[BaseModel] | None:
     return model
 
 
-def _describe(error: dict[str, Any], source: str) -> str:
+def _describe(error: ErrorDetails, source: str) -> str:
     loc = error["loc"]
     # A key the user wrote may be anything (a newline, markup): shown quoted unless it is a plain name.
     dotted = ".".join(str(p) if re.fullmatch(r"[\w.-]{1,60}", str(p)) else shown(p) for p in loc)

@@ -142,8 +142,8 @@ def register(app: typer.Typer) -> None:
         key: Annotated[Path | None, typer.Option(help="SSH private key file.", show_default=False)] = None,
         port: Annotated[int, typer.Option(min=1, max=65535, help="SSH port.")] = 22,
         gpu: Annotated[GpuChoice, typer.Option(help="auto, true or false for every machine.")] = GpuChoice.auto,
-        profile: Annotated[Profile, typer.Option(  # type: ignore[valid-type]
-            help="Mirror profile (cn: Aliyun, Tsinghua, USTC, DaoCloud).")] = "default",
+        profile: Annotated[Profile, typer.Option(
+            help="Mirror profile (cn: Aliyun, Tsinghua, USTC, DaoCloud).")] = Profile("default"),
         directory: Annotated[Path, typer.Option("--dir", help="Where to write hosts.ini and cluster.yaml.")] = Path("."),
     ) -> None:
         inventory, config = init_files(directory, _addresses(control_plane), _addresses(workers), user=user, key=key,
