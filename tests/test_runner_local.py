@@ -5,6 +5,7 @@ as an extra variable: an inventory may not set one (it is refused); the lab test
 """
 from __future__ import annotations
 
+import stat
 from pathlib import Path
 
 import pytest
@@ -33,6 +34,8 @@ def local_cluster(tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
 
 def test_run_reports_per_host_results_failure_and_keeps_a_log_without_secrets(local_cluster) -> None:
     cluster, tmp_path = local_cluster
+    tmp_path.chmod(0o755)
+    tmp_mode = stat.S_IMODE(tmp_path.stat().st_mode)
     seen: list[tuple[str, str]] = []
 
     def on_progress(progress: RunProgress) -> None:
@@ -43,6 +46,9 @@ def test_run_reports_per_host_results_failure_and_keeps_a_log_without_secrets(lo
 
     assert not result.ok
     assert (tmp_path / "cp1.txt").read_text() == "cp1\n"
+    # The run directory is private; the state directory the user named (here tmp_path) keeps its own mode.
+    assert stat.S_IMODE(result.run_dir.parent.stat().st_mode) == 0o700
+    assert stat.S_IMODE(tmp_path.stat().st_mode) == tmp_mode
     assert result.tally["cp1"].failed == 0 and result.tally["cp1"].changed == 1
     assert result.tally["w1"].failed == 1
     # The rescued failure is in the log but is no failure of the run.
