@@ -122,8 +122,8 @@ def _text(text: str | bytes) -> Callable[[Path], None]:
 KEYS: list[tuple[str, Callable[[Path], None], list[str]]] = [
     ("missing", lambda path: None, ["does not exist"]),
     ("empty", _text(""), ["is empty"]),
-    ("directory", lambda path: path.mkdir(), ["is a directory"]),
-    ("fifo", lambda path: os.mkfifo(path), ["not a regular file"]),
+    ("directory", lambda path: path.mkdir(), ["is a directory, not a key file"]),
+    ("fifo", lambda path: os.mkfifo(path), ["is a named pipe, not a key file"]),
     ("dangling-symlink", lambda path: path.symlink_to(path.parent / "gone"), ["does not exist"]),
     ("public-half", _public, ["is a public key", "without .pub"]),
     ("world-readable", _with_mode(0o644), ["readable by other users", "mode 0644", "chmod 600"]),

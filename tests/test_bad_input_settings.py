@@ -115,6 +115,8 @@ CASES = [
     ("known-hosts-under-a-file", "ssh:\n  known_hosts_file: /etc/passwd/known_hosts\n", "ssh.known_hosts_file",
      ["is a file"]),
     ("known-hosts-empty", "ssh:\n  known_hosts_file: ''\n", "ssh.known_hosts_file", ["not a file name"]),
+    ("known-hosts-name-too-long", f"ssh:\n  known_hosts_file: /tmp/{'k' * 300}\n", "ssh.known_hosts_file",
+     ["cannot name a file here (File name too long)"]),
     ("known-hosts-unknown-home", "ssh:\n  known_hosts_file: ~nosuchuser-cb/known_hosts\n", "ssh.known_hosts_file",
      ["home directory that does not exist"]),
 ]

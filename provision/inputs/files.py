@@ -34,7 +34,8 @@ def shown(value: object, limit: int = 60) -> str:
     return text if len(text) <= limit else text[:limit - 4] + "...'"
 
 
-def _file_kind(mode: int) -> str:
+def file_kind(mode: int) -> str:
+    """What a file that is not a regular one is, for a message ("a directory", "a named pipe", ...)."""
     for test, kind in ((stat.S_ISDIR, "a directory"), (stat.S_ISFIFO, "a named pipe"), (stat.S_ISSOCK, "a socket"),
                        (stat.S_ISCHR, "a character device"), (stat.S_ISBLK, "a block device")):
         if test(mode):
@@ -51,7 +52,7 @@ def read_bytes(path: Path, what: str, fix: str, limit: int = MAX_INPUT_BYTES) ->
     except OSError as exc:
         raise InputError(f"{path}: {what} cannot be opened ({exc.strerror}); {fix}") from None
     if not stat.S_ISREG(info.st_mode):
-        raise InputError(f"{path}: {what} is {_file_kind(info.st_mode)}, not a file; {fix}")
+        raise InputError(f"{path}: {what} is {file_kind(info.st_mode)}, not a file; {fix}")
     if info.st_size > limit:
         raise InputError(f"{path}: {what} is {info.st_size} bytes, more than the {limit} it may have: "
                          "is it the right file?")
@@ -108,6 +109,10 @@ class YamlLimitError(yaml.YAMLError):
         super().__init__(problem)
         self.problem = problem
         self.problem_mark = node.start_mark if node is not None else None
+
+
+class RefusedYamlError(InputError):
+    """YAML that parses but is refused (a duplicate key, aliases past the bound): it is YAML, whatever the suffix."""
 
 
 class VaultValue:
@@ -203,8 +208,9 @@ def parse_yaml(text: str, source: str) -> Any:
         mark = getattr(exc, "problem_mark", None)
         where = f" at line {mark.line + 1}" if mark else ""
         problem = getattr(exc, "problem", None) or str(exc).splitlines()[0]
-        kind = "refused YAML" if isinstance(exc, YamlLimitError) else "not valid YAML"
-        raise InputError(f"{source}: {kind}{where}: {problem}") from None
+        if isinstance(exc, YamlLimitError):
+            raise RefusedYamlError(f"{source}: refused YAML{where}: {problem}") from None
+        raise InputError(f"{source}: not valid YAML{where}: {problem}") from None
     except RecursionError:
         raise InputError(f"{source}: not valid YAML: nested too deeply") from None
     except ValueError as exc:

@@ -26,6 +26,8 @@ from typing import Any, Literal
 from provision.errors import InputError
 from provision.inputs.files import (
     MAX_YAML_NODES,
+    RefusedYamlError,
+    file_kind,
     find_vault_value,
     parse_yaml,
     read_text,
@@ -189,10 +191,8 @@ def key_file_problem(path: Path) -> str | None:
         return "does not exist"
     except OSError as exc:
         return f"cannot be read ({exc.strerror})"
-    if stat.S_ISDIR(info.st_mode):
-        return "is a directory, not a key file"
     if not stat.S_ISREG(info.st_mode):
-        return "is not a regular file"
+        return f"is {file_kind(info.st_mode)}, not a key file"
     if info.st_size == 0:
         return "is empty"
     if info.st_size > MAX_KEY_BYTES:
@@ -278,9 +278,9 @@ def _inventory_format(path: Path, text: str) -> tuple[InventoryFormat, Any]:
     else:
         try:
             data = parse_yaml(text, str(path))
-        except InputError as exc:
-            if "refused YAML" in str(exc):
-                raise
+        except RefusedYamlError:
+            raise
+        except InputError:
             return "ini", None
         if not isinstance(data, dict):
             return "ini", None
@@ -295,9 +295,9 @@ def _pattern_count(name: str) -> int:
     count = 1
     for bounds in re.findall(r"\[([^\]]*)\]", name):
         parts = bounds.split(":")
-        if len(parts) not in (2, 3) or (len(parts) == 3 and not parts[2].isdigit()) or parts[-1:] == ["0"]:
-            continue  # Ansible's parser names the malformed range
-        step = int(parts[2]) if len(parts) == 3 else 1
+        step = int(parts[2]) if len(parts) == 3 and parts[2].isdigit() else 1 if len(parts) == 2 else 0
+        if step == 0:
+            continue  # a malformed range: Ansible's parser names it
         if parts[0].isdigit() and parts[1].isdigit():
             count *= max(0, (int(parts[1]) - int(parts[0])) // step + 1)
         elif len(parts[0]) == 1 and len(parts[1]) == 1:

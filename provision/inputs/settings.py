@@ -411,9 +411,12 @@ def known_hosts_problem(value: str) -> str | None:
         path = Path(value).expanduser()
     except RuntimeError:
         return f"{shown(value)} names a home directory that does not exist: write the path out"
-    if path.exists() and not path.is_file():
-        return f"{path} is a directory, not a known_hosts file: name the file in it, e.g. {path / 'known_hosts'}"
-    blocker = next((p for p in path.parents if p.exists()), None)
+    try:
+        if path.exists() and not path.is_file():
+            return f"{path} is a directory, not a known_hosts file: name the file in it, e.g. {path / 'known_hosts'}"
+        blocker = next((p for p in path.parents if p.exists()), None)
+    except OSError as exc:
+        return f"{shown(value)} cannot name a file here ({exc.strerror})"
     if blocker is not None and not blocker.is_dir():
         return f"{path}: {blocker} is a file, so the known_hosts file cannot be there"
     return None
