@@ -248,6 +248,7 @@ class SshShell:
         jump = node.ssh.jump
         gateway = None
         if jump is not None:
+            # As Ansible's ProxyCommand does: the ProxyJump user (else the node's), the node's key (and the agent).
             bastion = _Endpoint(
                 where=self.where, address=jump.host, port=jump.port,
                 user=jump.user or node.user, key_file=node.key_file, what="the bastion",
