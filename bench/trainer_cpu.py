@@ -3,7 +3,7 @@
     .venv/bin/python bench/trainer_cpu.py                      # CPU: small synthetic set, 1 and 2 processes
     python bench/trainer_cpu.py --device cuda --nproc 1 8      # a GPU node: the full-size synthetic set
 
-Runs trainer/train.py as the smoke-test Job does (a subprocess; torchrun for more than one process) on the
+Runs provision/trainer/train.py as the smoke-test Job does (a subprocess; torchrun for more than one process) on the
 synthetic set, and prints one Markdown table row per configuration for docs/benchmarks.md. Steady-state
 images/s is the median over the epochs after the first (the first pays for warm-up and cuDNN autotuning).
 """
@@ -17,9 +17,10 @@ import statistics
 import subprocess
 import sys
 import tempfile
-from pathlib import Path
 
-TRAINER = Path(__file__).resolve().parent.parent / "trainer" / "train.py"
+from provision.resources import TRAINER_DIR
+
+TRAINER = TRAINER_DIR / "train.py"
 EPOCH_LINE = re.compile(r"^epoch (\d+)/(\d+) .* images/s (\d+)")
 
 

@@ -132,7 +132,7 @@ def _gpu_nodes(ctx: PhaseContext) -> dict[str, int]:
 # --- preflight ---------------------------------------------------------------------------------------------
 
 def _preflight(ctx: PhaseContext) -> str:
-    from provision.nodes.preflight import run_preflight
+    from provision.nodes.preflight.run import run_preflight
 
     report = run_preflight(ctx.cluster, ctx.settings, nodes=list(ctx.target_nodes), on_progress=ctx.on_progress,
                            become_password=ctx.become_password)
@@ -149,11 +149,17 @@ def _preflight(ctx: PhaseContext) -> str:
 
 # --- prepare -----------------------------------------------------------------------------------------------
 
+def _prepare_vars(ctx: PhaseContext) -> dict[str, Any]:
+    from provision.render.playbook_vars import prepare_vars
+
+    return prepare_vars(ctx.cluster, ctx.state.gpus or {})
+
+
 def _prepared(ctx: PhaseContext) -> str:
-    from provision.nodes.prepare import check_prepared
+    from provision.nodes.prepare import PrepareResult, check_prepared
 
     result = ctx.playbook_results[-1]
-    check_prepared(result, ctx.cluster, ctx.settings, ctx.nodes)
+    ctx.facts["prepare"] = PrepareResult(result, check_prepared(result, ctx.cluster, ctx.settings, ctx.nodes))
     return f"{len(result.tally)} nodes ready for kubeadm, {sum(result.changed.values())} changes"
 
 
@@ -213,10 +219,9 @@ def _join_limit(ctx: PhaseContext) -> list[str] | None:
 
 
 def _join_vars(ctx: PhaseContext) -> dict[str, Any]:
-    from provision.render.kubeadm_config import CRI_SOCKET, node_ip
+    from provision.render.kubeadm_config import node_ip
 
-    return {"cb_cri_socket": CRI_SOCKET,
-            "cb_node_ips": {n.name: node_ip(n) for n in ctx.cluster.nodes if node_ip(n)}}
+    return {"cb_node_ips": {n.name: node_ip(n) for n in ctx.cluster.nodes if node_ip(n)}}
 
 
 def _join_check(ctx: PhaseContext) -> str:
@@ -315,8 +320,10 @@ def _reset_limit(ctx: PhaseContext) -> list[str] | None:
 
 PHASES: dict[str, Phase] = {p.name: p for p in (
     Phase("preflight", "check every node can take part", _preflight, provides=("gpus",), read_only=True),
+    # The NVIDIA stack goes where preflight found GPUs: `prepare` alone runs preflight first when it has not.
     Phase("prepare", "packages, containerd, kubelet, NVIDIA stack", _prepared, playbook="prepare.yml",
-          limit=lambda ctx: list(ctx.nodes) if ctx.nodes is not None else None, checks_playbook=True),
+          extra_vars=_prepare_vars, limit=lambda ctx: list(ctx.nodes) if ctx.nodes is not None else None,
+          needs=("gpus",), checks_playbook=True),
     Phase("control_plane", "kubeadm init and the admin kubeconfig", _control_plane_check,
           playbook="control_plane.yml", extra_vars=_control_plane_vars, provides=("kubeconfig",)),
     Phase("network", "Calico pod network", _network_check, playbook="network.yml", extra_vars=_network_vars,

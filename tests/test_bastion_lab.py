@@ -19,7 +19,7 @@ from typer.testing import CliRunner
 from provision.cli.app import app
 from provision.inputs.inventory import load_inventory
 from provision.inputs.settings import Settings, load_settings
-from provision.nodes.preflight import run_preflight
+from provision.nodes.preflight.run import run_preflight
 from provision.nodes.runner import run_playbook
 from provision.nodes.ssh import SshShell
 from tests.lab.lab import Lab, LabNode

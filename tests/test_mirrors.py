@@ -52,3 +52,11 @@ def test_offline_source_replaces_every_online_source() -> None:
 def test_http_offline_source_keeps_its_scheme() -> None:
     sources = resolve_sources(parse_settings({"offline": {"source": "http://repo.lan/cb/"}}))
     assert sources.kubernetes_repo == "http://repo.lan/cb/kubernetes"
+
+
+def test_every_mirror_profile_the_settings_accept_names_every_source() -> None:
+    from provision.inputs.settings import MirrorProfile
+
+    assert set(PROFILES) == set(MirrorProfile)
+    fields = set(Sources.__dataclass_fields__)
+    assert all(set(sources) == fields for sources in PROFILES.values())

@@ -6,7 +6,8 @@ import io
 
 from provision.cli.commands.preflight import COLUMNS, render
 from provision.cli.views import literal_console
-from provision.nodes.preflight import CheckResult, NodeReport, PreflightReport
+from provision.nodes.preflight.checks import CheckResult
+from provision.nodes.preflight.run import NodeReport, PreflightReport
 
 PORTS_FIX = ("stop what listens there (`ss -ltnp 'sport = :6443'` on the node shows it), or run `bootstrap reset` if "
              "it is left from an earlier cluster")

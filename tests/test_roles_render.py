@@ -7,6 +7,7 @@ would (same Jinja filters, same lazy variable resolution), from the same cb_* va
 """
 from __future__ import annotations
 
+import re
 from pathlib import Path
 from typing import Any
 
@@ -16,7 +17,9 @@ from ansible.template import Templar, trust_as_template
 
 from provision.inputs.inventory import Cluster, Node
 from provision.inputs.settings import parse_settings
-from provision.render.playbook_vars import playbook_vars
+from provision.nodes.preflight.probe import NVIDIA_VENDOR
+from provision.render.kubeadm_config import CRI_SOCKET
+from provision.render.playbook_vars import playbook_vars, prepare_vars
 from provision.resources import PLAYBOOKS_DIR
 
 ROLES = ("os_prep", "container_runtime", "kubernetes_packages", "nvidia")
@@ -57,7 +60,8 @@ class Rendered:
                 path = PLAYBOOKS_DIR / "roles" / role / part
                 if path.exists():
                     variables |= loader.load_from_file(str(path), trusted_as_template=True) or {}
-        variables |= playbook_vars(CLUSTER, parse_settings(settings or {}))
+        # As the prepare playbook gets them: preflight found a GPU on gpu-1.
+        variables |= playbook_vars(CLUSTER, parse_settings(settings or {})) | prepare_vars(CLUSTER, {"gpu-1": 1})
         variables |= FACTS[os] | {"ansible_architecture": "x86_64", "inventory_hostname": "gpu-1",
                                   "groups": {"control_plane": ["cp1"], "workers": ["gpu-1"]},
                                   "ansible_managed": "Ansible managed"}
@@ -265,3 +269,18 @@ def test_every_dnf_repository_checks_signatures_of_its_packages_or_its_metadata(
         assert any(str(c).lower() == "true" for c in checks), name
     # Docker signs its packages (as its own docker-ce.repo checks); that check is never dropped.
     assert repos["container_runtime_docker_repo"].get("gpgcheck", True) is True
+
+
+def test_the_roles_take_what_python_owns_and_spell_none_of_it_again() -> None:
+    """containerd's socket (cb_cri_socket), the NVIDIA PCI vendor id (preflight's probe) and the inventory's gpu
+    flag (parsed by the inventory loader, decided into cb_nvidia_nodes) each live in one place in Python."""
+    r = Rendered("debian12")
+    assert r("cb_cri_socket") == CRI_SOCKET
+    assert r("nvidia_gpu_node") is True
+    texts = {path: path.read_text() for path in PLAYBOOKS_DIR.rglob("*") if path.suffix in (".yml", ".j2", ".py")}
+    assert [path for path, text in texts.items() if CRI_SOCKET.removeprefix("unix://") in text] == []
+    vendor = re.compile(rf"\b(0x)?{NVIDIA_VENDOR}\b")
+    assert [path for path, text in texts.items() if vendor.search(text)] == []
+    reads_gpu = re.compile(r"""(?<![\w.'"=/-])gpu(?![\w=/.-])""")
+    assert [path for path, text in texts.items() if path.suffix == ".yml" and any(
+        reads_gpu.search(line) for line in text.splitlines() if not line.lstrip().startswith("#"))] == []

@@ -1,6 +1,6 @@
 """Cluster settings: the optional cluster.yaml, validated into one typed model whose defaults all work.
 
-Every repository, registry and download location is a setting (see `mirrors.py` for how a named profile
+Every repository, registry and download location is a setting (see `sources.py` for how a named profile
 and per-source overrides resolve into the sources a run uses), so a mirror or an offline source never
 needs a code change.
 """
@@ -9,11 +9,12 @@ from __future__ import annotations
 import difflib
 import ipaddress
 import re
+from collections.abc import Mapping
+from enum import StrEnum
 from pathlib import Path
 from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
-from pydantic_core import ErrorDetails
 
 from provision.errors import InputError
 from provision.inputs.files import parse_yaml, read_text, refuse_vault_file, shown
@@ -240,9 +241,18 @@ class ContainerRuntimeSettings(_Section):
         return value
 
 
+class MirrorProfile(StrEnum):
+    """Named sets of sources (inputs/sources.py PROFILES holds what each one points at)."""
+
+    default = "default"
+    # Mirrors reachable from mainland China.
+    cn = "cn"
+
+
 class MirrorSettings(_Section):
     # A named profile switches every source at once; a per-source value below overrides the profile.
-    profile: Literal["default", "cn"] = "default"
+    # Not strict: YAML gives the profile's name, which names the member.
+    profile: MirrorProfile = Field(default=MirrorProfile.default, strict=False)
     os_repo: str | None = None
     docker_repo: str | None = None
     kubernetes_repo: str | None = None
@@ -453,7 +463,7 @@ def _model_at(loc: tuple[Any, ...]) -> type[BaseModel] | None:
     return model
 
 
-def _describe(error: ErrorDetails, source: str) -> str:
+def _describe(error: Mapping[str, Any], source: str) -> str:
     loc = error["loc"]
     # A key the user wrote may be anything (a newline, markup): shown quoted unless it is a plain name.
     dotted = ".".join(str(p) if re.fullmatch(r"[\w.-]{1,60}", str(p)) else shown(p) for p in loc)

@@ -7,8 +7,9 @@ under it (docs/offline.md).
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass
+from typing import cast
 
-from provision.inputs.settings import Settings
+from provision.inputs.settings import MirrorProfile, Settings
 
 
 @dataclass(frozen=True)
@@ -35,8 +36,8 @@ class Sources:
         return asdict(self)
 
 
-PROFILES: dict[str, dict[str, object]] = {
-    "default": {
+PROFILES: dict[MirrorProfile, dict[str, object]] = {
+    MirrorProfile.default: {
         "os_repo": None,
         "docker_repo": "https://download.docker.com/linux",
         "kubernetes_repo": "https://pkgs.k8s.io/core:/stable:",
@@ -48,7 +49,7 @@ PROFILES: dict[str, dict[str, object]] = {
         "registry_mirrors": {},
     },
     # Mirrors reachable from mainland China (Aliyun, Tsinghua, USTC, DaoCloud).
-    "cn": {
+    MirrorProfile.cn: {
         "os_repo": "https://mirrors.aliyun.com",
         "docker_repo": "https://mirrors.aliyun.com/docker-ce/linux",
         "kubernetes_repo": "https://mirrors.aliyun.com/kubernetes-new/core/stable",
@@ -87,6 +88,6 @@ def resolve_sources(settings: Settings) -> Sources:
     for key, value in settings.mirrors.model_dump(exclude={"profile"}).items():
         if value is not None:
             chosen[key] = value.rstrip("/")
-    mirrors = dict(chosen.pop("registry_mirrors"))  # type: ignore[arg-type]
+    mirrors = dict(cast(dict[str, list[str]], chosen.pop("registry_mirrors")))
     mirrors.update(settings.container_runtime.registry_mirrors)
     return Sources(registry_mirrors=mirrors, **chosen)  # type: ignore[arg-type]

@@ -14,8 +14,7 @@ import yaml
 
 from provision.cli.views import console
 from provision.errors import InputError
-from provision.inputs.settings import Settings
-from provision.inputs.sources import PROFILES
+from provision.inputs.settings import MirrorProfile, Settings
 from provision.inputs.validation import load_cluster
 
 HELP = """Write a commented hosts.ini and cluster.yaml for your machines, ready for `bootstrap up`.
@@ -34,10 +33,6 @@ class GpuChoice(StrEnum):
     auto = "auto"
     true = "true"
     false = "false"
-
-
-# The same names as the mirror profiles (sources.PROFILES), as Typer choices.
-Profile = StrEnum("Profile", {name: name for name in PROFILES})  # type: ignore[misc]
 
 
 def _addresses(values: list[str] | None) -> list[str]:
@@ -89,7 +84,7 @@ def settings_text(profile: str) -> str:
         "# sources they resolve to, and docs/settings.md explains each one.\n"
         "#\n"
         "# kubernetes.version: the minor (or minor.patch) to install; the default when this file was written.\n"
-        f"# mirrors.profile: {' or '.join(PROFILES)} (cn: Aliyun, Tsinghua, USTC and DaoCloud mirrors for every source).\n"
+        f"# mirrors.profile: {' or '.join(MirrorProfile)} (cn: Aliyun, Tsinghua, USTC and DaoCloud mirrors for every source).\n"
         "# ssh: host keys are always checked against known_hosts_file; for machines seen for the first time, check\n"
         "#   their keys and run with --accept-new-host-keys once (or ssh-keyscan them into the file).\n"
     )
@@ -142,12 +137,12 @@ def register(app: typer.Typer) -> None:
         key: Annotated[Path | None, typer.Option(help="SSH private key file.", show_default=False)] = None,
         port: Annotated[int, typer.Option(min=1, max=65535, help="SSH port.")] = 22,
         gpu: Annotated[GpuChoice, typer.Option(help="auto, true or false for every machine.")] = GpuChoice.auto,
-        profile: Annotated[Profile, typer.Option(
-            help="Mirror profile (cn: Aliyun, Tsinghua, USTC, DaoCloud).")] = Profile("default"),
+        profile: Annotated[MirrorProfile, typer.Option(
+            help="Mirror profile (cn: Aliyun, Tsinghua, USTC, DaoCloud).")] = MirrorProfile.default,
         directory: Annotated[Path, typer.Option("--dir", help="Where to write hosts.ini and cluster.yaml.")] = Path("."),
     ) -> None:
         inventory, config = init_files(directory, _addresses(control_plane), _addresses(workers), user=user, key=key,
-                                       port=port, gpu=gpu.value, profile=Profile(profile).value)
+                                       port=port, gpu=gpu.value, profile=profile.value)
         console.print(f"wrote {inventory} and {config}; next:")
         console.print(f"  bootstrap preflight --inventory {inventory} --config {config}")
         console.print(f"  bootstrap up --inventory {inventory} --config {config}")
