@@ -15,6 +15,7 @@ from typing import Any, Literal
 from kubernetes.client.exceptions import ApiException
 
 from provision.errors import BootstrapError, InputError
+from provision.inputs.files import shown
 from provision.inputs.inventory import Cluster
 from provision.inputs.settings import Settings
 from provision.inputs.state import ClusterState, PhaseRecord
@@ -345,12 +346,13 @@ RESET_PHASES: tuple[str, ...] = ("drain", "reset")
 
 def select_phases(names: Sequence[str], *, from_phase: str | None = None, only: str | None = None) -> list[Phase]:
     """The phases to run: all of `names`, or from `from_phase` on, or `only` one."""
-    if from_phase and only:
+    if from_phase is not None and only is not None:
         raise InputError("--from and --only exclude each other: pass one of them")
-    wanted = only or from_phase
+    # An empty --only '' names no phase: refused, not read as "no choice" (which would run every phase).
+    wanted = only if only is not None else from_phase
     if wanted is not None and wanted not in names:
-        raise InputError(f"unknown phase '{wanted}': phases are {', '.join(names)}")
-    if only:
+        raise InputError(f"unknown phase {shown(wanted)}: phases are {', '.join(names)}")
+    if only is not None:
         return [PHASES[only]]
     start = names.index(from_phase) if from_phase else 0
     return [PHASES[n] for n in names[start:]]

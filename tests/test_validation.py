@@ -9,6 +9,7 @@ import pytest
 
 from provision.errors import InputError
 from provision.inputs.validation import load_cluster
+from tests.support.keys import write_private_key
 
 GOOD_INVENTORY = """\
 [control_plane]
@@ -24,19 +25,19 @@ ansible_user=root
 BAD_INPUTS = [
     ("inventory-missing", "MISSING", None, ["inventory file not found"]),
     ("inventory-unparseable-ini", "[control_plane\ncp1 ansible_host=10.0.0.1\n", None, ["not a valid Ansible inventory"]),
-    ("inventory-unparseable-yaml", "all: [unclosed\n", None, ["not a valid Ansible inventory"]),
+    ("inventory-unparseable-yaml", "all: [unclosed\n", None, ["not valid YAML at line 2"]),
     ("no-control-plane", "[workers]\nw1 ansible_host=10.0.0.2\n", None, ["no control plane", "[control_plane]"]),
     ("empty-control-plane", "[control_plane]\n[workers]\nw1 ansible_host=10.0.0.2\n", None, ["no control plane"]),
     ("two-control-planes", "[control_plane]\ncp1 ansible_host=10.0.0.1\ncp2 ansible_host=10.0.0.2\n", None,
-     ["2 control-plane hosts", "cp1, cp2", "move the others under [workers]"]),
+     ["2 control-plane hosts", "'cp1', 'cp2'", "move the others under [workers]"]),
     ("two-control-planes-via-aliases", "[masters]\ncp1 ansible_host=10.0.0.1\n[control_plane]\ncp2 ansible_host=10.0.0.2\n",
      None, ["2 control-plane hosts"]),
     ("host-in-both-groups", "[control_plane]\ncp1 ansible_host=10.0.0.1\n[workers]\ncp1\n", None,
      ["'cp1' is in both", "remove it from one group"]),
     ("host-in-no-group", GOOD_INVENTORY + "stray ansible_host=10.0.0.9\n[extra]\nstray\n", None,
      ["'stray' is in neither"]),
-    ("duplicate-name-case", "[control_plane]\nNode1 ansible_host=10.0.0.1\n[workers]\nnode1 ansible_host=10.0.0.2\n",
-     None, ["'Node1' and 'node1'", "distinct name"]),
+    ("upper-case-name", "[control_plane]\nNode1 ansible_host=10.0.0.1\n[workers]\nnode1 ansible_host=10.0.0.2\n",
+     None, ["'Node1' is not a valid Kubernetes node name", "upper-case"]),
     ("duplicate-address", "[control_plane]\ncp1 ansible_host=10.0.0.1\n[workers]\nw1 ansible_host=10.0.0.1\n", None,
      ["share the address 10.0.0.1:22", "own ansible_host"]),
     ("invalid-node-name", "[control_plane]\ncp_1 ansible_host=10.0.0.1\n", None, ["'cp_1' is not a valid Kubernetes node name"]),
@@ -127,8 +128,7 @@ def test_seed_style_masters_group_and_single_node_are_accepted(tmp_path: Path) -
 
 
 def test_group_vars_and_relative_key_files_resolve_like_ansible(tmp_path: Path) -> None:
-    (tmp_path / "keys").mkdir()
-    (tmp_path / "keys" / "id_lab").write_text("not a real key")
+    write_private_key(tmp_path / "keys" / "id_lab")
     (tmp_path / "group_vars").mkdir()
     (tmp_path / "group_vars" / "workers.yml").write_text("ansible_user: ubuntu\ngpu: true\n")
     path = tmp_path / "hosts.yml"

@@ -45,11 +45,13 @@ def check_state_root() -> Path:
 
 
 def private_dir(path: Path) -> Path:
-    """Create `path` (and the state directory above it) readable by this user only."""
+    """Create `path` (and the state directory above it) readable by this user only. A directory that exists
+    keeps its mode: the state directory may be one the user named (--state-dir ~ must not close their home)."""
     root = check_state_root()
     for directory in (root, path):
-        directory.mkdir(parents=True, exist_ok=True, mode=0o700)
-        directory.chmod(0o700)
+        if not directory.is_dir():
+            directory.mkdir(parents=True, mode=0o700)
+            directory.chmod(0o700)
     return path
 
 

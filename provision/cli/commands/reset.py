@@ -44,7 +44,7 @@ def reset_nodes(nodes: NodeOptions, names: list[str] | None, *, yes: bool, title
     run_pipeline(RESET_PHASES, cluster, settings, nodes, title=title, targets=targets, output=output)
     if cluster.control_plane.name in targets:
         for note in forget_local_cluster(cluster):
-            console.print(note, markup=False)
+            console.print(note)
 
 
 def register(app: typer.Typer) -> None:

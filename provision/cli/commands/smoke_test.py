@@ -9,19 +9,20 @@ from pathlib import Path
 from typing import Annotated, Literal
 
 import typer
-from rich.console import Console, Group
+from rich.console import Group
 from rich.live import Live
 from rich.table import Table
 from rich.text import Text
 
 from provision.cli.options import ConfigOption
+from provision.cli.views import literal_console
 from provision.inputs.settings import load_settings
 from provision.kube.smoke import SmokeProgress, build_spec, new_namespace, run_smoke_test
 from provision.kube.smoke_observation import Mode
 from provision.kube.smoke_verdict import TrainerMetrics, Verdict
 from provision.render.smoke_manifests import Variant, render, to_yaml
 
-console = Console(stderr=True, highlight=False)
+console = literal_console(stderr=True)
 
 KubeconfigOption = Annotated[Path, typer.Option(
     "--kubeconfig", help="Kubeconfig of the cluster to test.", envvar="KUBECONFIG")]
@@ -61,13 +62,13 @@ def live_view() -> Iterator[Callable[[SmokeProgress], None]]:
                 console.print(f"[{progress.elapsed:5.1f}s] {progress.stage}")
                 last_stage = progress.stage
             for line in log_lines(progress):
-                console.print(f"  {line}", markup=False)
+                console.print(f"  {line}")
         yield plain
         return
     with Live(console=console, refresh_per_second=8, transient=True) as live:
         def update(progress: SmokeProgress) -> None:
             for line in log_lines(progress):
-                live.console.print(f"  {line}", markup=False)
+                live.console.print(f"  {line}")
             live.update(progress_view(progress))
         yield update
 
@@ -93,9 +94,9 @@ def print_verdict(verdict: Verdict) -> None:
             table.add_row(key, value)
         console.print(table)
     if not verdict.passed and verdict.log_tail:
-        console.print("[dim]last lines of the trainer's log:[/]")
+        console.print(Text("last lines of the trainer's log:", style="dim"))
         for line in verdict.log_tail[-8:]:
-            console.print(f"  {line}", markup=False)
+            console.print(f"  {line}")
     if verdict.kept:
         console.print(f"kept: namespace {verdict.namespace} (kubectl -n {verdict.namespace} get pods; "
                       f"kubectl delete namespace {verdict.namespace} when done)")

@@ -41,19 +41,6 @@ OLD_RHEL_FIX = {
          "the node to EL9 (Rocky Linux 9, AlmaLinux 9 or CentOS Stream 9)",
 }
 
-# The column each check is shown in (`bootstrap preflight` draws one column per family).
-FAMILIES: dict[str, tuple[str, ...]] = {
-    "access": ("ssh", "sudo", "facts"),
-    "os": ("os",),
-    "resources": ("cpu", "memory"),
-    "unique": ("hostname", "product_uuid", "mac"),
-    "ports": ("ports",),
-    "clock": ("clock",),
-    "swap": ("swap",),
-    "selinux": ("selinux",),
-    "gpu": ("gpu",),
-}
-
 # --- which problems block: the one place that decides ------------------------------------------------------
 
 # A problem found by one of these stops `up` on any node.

@@ -10,7 +10,7 @@ from dataclasses import dataclass, field, replace
 
 from provision.inputs.inventory import Cluster, Node
 from provision.inputs.settings import Settings
-from provision.nodes.preflight.checks import FAMILIES, CheckResult, Finding, Status, evaluate, judge, worst
+from provision.nodes.preflight.checks import CheckResult, Finding, Status, evaluate, judge, worst
 from provision.nodes.preflight.probe import PROBE_SCRIPT, NodeFacts, parse_facts
 from provision.nodes.runner import RunProgress
 from provision.nodes.ssh import SshError, SshShell
@@ -39,9 +39,6 @@ class NodeReport:
 
     def check(self, name: str) -> CheckResult | None:
         return next((c for c in self.checks if c.name == name), None)
-
-    def family(self, family: str) -> list[CheckResult]:
-        return [c for c in self.checks if c.name in FAMILIES[family]]
 
     @property
     def status(self) -> Status:
