@@ -61,7 +61,7 @@ class Phase:
     playbook: str | None = None
     # Extra playbook variables beyond playbook_vars (rendered configs, manifests).
     extra_vars: Callable[[PhaseContext], dict[str, Any]] | None = None
-    # Hosts the playbook is limited to (None: every host its plays target).
+    # Nodes (node names) the playbook is limited to (None: every host its plays target).
     limit: Callable[[PhaseContext], list[str] | None] | None = None
     needs: tuple[Need, ...] = ()
     provides: tuple[Need, ...] = ()
@@ -221,7 +221,8 @@ def _join_limit(ctx: PhaseContext) -> list[str] | None:
 def _join_vars(ctx: PhaseContext) -> dict[str, Any]:
     from provision.render.kubeadm_config import node_ip
 
-    return {"cb_node_ips": {n.name: node_ip(n) for n in ctx.cluster.nodes if node_ip(n)}}
+    # By inventory host name: the role looks itself up with inventory_hostname.
+    return {"cb_node_ips": {n.host: node_ip(n) for n in ctx.cluster.nodes if node_ip(n)}}
 
 
 def _join_check(ctx: PhaseContext) -> str:
@@ -378,8 +379,9 @@ def _run_one(phase: Phase, ctx: PhaseContext) -> PhaseOutcome:
     try:
         if phase.playbook:
             ctx.say(f"{phase.name}: running {phase.playbook}")
+            limit = phase.limit(ctx) if phase.limit else None
             result = run_playbook(phase.playbook, ctx.cluster, ctx.settings, phase=phase.name,
-                                  limit=phase.limit(ctx) if phase.limit else None,
+                                  limit=ctx.cluster.hosts(limit) if limit is not None else None,
                                   extra_vars=phase.extra_vars(ctx) if phase.extra_vars else None,
                                   on_progress=ctx.on_progress, verbose=ctx.verbose,
                                   become_password=ctx.become_password)

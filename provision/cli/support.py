@@ -8,6 +8,7 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 import typer
+from rich.text import Text
 
 from provision.cli.options import NodeOptions, Output
 from provision.cli.views import PhaseView, console, print_summary
@@ -29,7 +30,14 @@ def load_inputs(nodes: NodeOptions) -> tuple[Cluster, Settings]:
     choice the options made."""
     check_state_root()
     cluster, settings = load_cluster(nodes.inventory, nodes.config)
+    say_warnings(cluster)
     return cluster, with_host_key_choice(settings, nodes.accept_new_host_keys)
+
+
+def say_warnings(cluster: Cluster) -> None:
+    """What the inventory says that this run reads differently, one line each, on stderr."""
+    for warning in cluster.warnings:
+        console.print(Text.assemble(("warning: ", "yellow"), warning), soft_wrap=True)
 
 
 def ask_become_password(ask: bool) -> str | None:

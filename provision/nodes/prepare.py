@@ -43,7 +43,7 @@ def check_node(host: str, report: NodeReport, settings: Settings) -> list[str]:
     """Problems with a prepared node, each naming the fact and what to look at; empty when it is ready."""
     problems = []
     if report.hostname != host:
-        problems.append(f"hostname is '{report.hostname}', not its inventory name '{host}'")
+        problems.append(f"hostname is '{report.hostname}', not its node name '{host}'")
     if report.swap.active:
         problems.append("swap is still on (swapon --show lists it)")
     if report.swap.fstab:
@@ -120,19 +120,23 @@ def check_prepared(playbook: PlaybookResult, cluster: Cluster, settings: Setting
                    nodes: Sequence[str] | None = None) -> dict[str, NodeReport]:
     """The Python check after the playbook: every node reported, and reported itself ready for kubeadm.
 
-    Raises BootstrapError naming the host and its problems (or the unreachable source); returns the reports.
+    Raises BootstrapError naming the node and its problems (or the unreachable source); returns the reports by
+    node name.
     """
     _raise_playbook_failure(playbook)
     reports = read_reports(playbook.run_dir)
-    for host in nodes or [node.name for node in cluster.nodes]:
-        report = reports.get(host)
+    checked = {}
+    for node in [cluster.node(name) for name in nodes] if nodes else cluster.nodes:
+        # Ansible reports under the inventory host name.
+        report = reports.get(node.host)
         if report is None:
-            raise BootstrapError(f"prepare: {host} sent no report of its state (full log: "
+            raise BootstrapError(f"prepare: {node.name} sent no report of its state (full log: "
                                  f"{playbook.run_dir / 'run.log'})")
-        problems = check_node(host, report, settings)
+        checked[node.name] = report
+        problems = check_node(node.name, report, settings)
         if problems:
-            raise BootstrapError(f"prepare: {host} is not ready: {'; '.join(problems)}")
-    return reports
+            raise BootstrapError(f"prepare: {node.name} is not ready: {'; '.join(problems)}")
+    return checked
 
 
 def prepare(
@@ -145,11 +149,12 @@ def prepare(
     verbose: bool = False,
     become_password: str | None = None,
 ) -> PrepareResult:
-    """Prepare the nodes, given the NVIDIA GPUs preflight counted on each (`gpus`, node name -> count; the
-    inventory's gpu=true / gpu=false win over it). Raises BootstrapError naming the host and the problem when a
-    node is not ready. The prepare phase (provision/phases.py) runs the same playbook and check, with the counts
-    from the cluster's state."""
-    playbook = run_playbook(PLAYBOOK, cluster, settings, phase="prepare", limit=limit,
+    """Prepare the nodes (`limit`: node names; None, all), given the NVIDIA GPUs preflight counted on each
+    (`gpus`, node name -> count; the inventory's gpu=true / gpu=false win over it). Raises BootstrapError naming
+    the node and the problem when one is not ready. The prepare phase (provision/phases.py) runs the same playbook
+    and check, with the counts from the cluster's state."""
+    playbook = run_playbook(PLAYBOOK, cluster, settings, phase="prepare",
+                            limit=cluster.hosts(limit) if limit is not None else None,
                             extra_vars=prepare_vars(cluster, gpus), on_progress=on_progress, verbose=verbose,
                             become_password=become_password)
     return PrepareResult(playbook=playbook, reports=check_prepared(playbook, cluster, settings, limit))

@@ -10,6 +10,7 @@ from typing import Any
 from provision.inputs.inventory import Cluster
 from provision.inputs.settings import Settings
 from provision.inputs.sources import resolve_sources
+from provision.render.endpoint import node_ip
 from provision.render.kubeadm_config import CRI_SOCKET
 
 
@@ -32,15 +33,22 @@ def playbook_vars(cluster: Cluster, settings: Settings) -> dict[str, Any]:
         "cb_firewall_mode": settings.firewall.mode,
         "cb_calico_version": settings.calico.version,
         "cb_gpu": settings.gpu.model_dump(),
-        "cb_control_plane": {"name": cluster.control_plane.name, "address": cluster.control_plane.address},
-        "cb_cluster_nodes": [{"name": n.name, "address": n.address, "role": n.role} for n in cluster.nodes],
+        # The first control plane (kubeadm init runs there); `host` is Ansible's name for it, `name` the node's.
+        "cb_control_plane": {"name": cluster.control_plane.name, "host": cluster.control_plane.host,
+                             "address": cluster.control_plane.address},
+        # `ip`: the address the other nodes reach it on, where the inventory gives one (else null).
+        "cb_cluster_nodes": [{"name": n.name, "host": n.host, "address": n.address, "ip": node_ip(n), "role": n.role}
+                             for n in cluster.nodes],
+        # Inventory host name -> node name (the machine's hostname, kubeadm's --node-name).
+        "cb_node_names": {n.host: n.name for n in cluster.nodes},
     }
 
 
 def nvidia_nodes(cluster: Cluster, gpus: Mapping[str, int]) -> list[str]:
-    """The nodes that get the NVIDIA driver and container toolkit: gpu=true in the inventory, or gpu=auto (the
-    default) and preflight counted NVIDIA GPUs on the node (`gpus`, node name -> count). gpu=false never."""
-    return [n.name for n in cluster.nodes if n.gpu == "true" or (n.gpu == "auto" and gpus.get(n.name, 0) > 0)]
+    """The nodes that get the NVIDIA driver and container toolkit, by inventory host name (what the role compares
+    with inventory_hostname): gpu=true in the inventory, or gpu=auto (the default) and preflight counted NVIDIA
+    GPUs on the node (`gpus`, node name -> count). gpu=false never."""
+    return [n.host for n in cluster.nodes if n.gpu == "true" or (n.gpu == "auto" and gpus.get(n.name, 0) > 0)]
 
 
 def prepare_vars(cluster: Cluster, gpus: Mapping[str, int]) -> dict[str, Any]:
