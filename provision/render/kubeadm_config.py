@@ -7,17 +7,16 @@ control-plane wait from apiServer.timeoutForControlPlane to InitConfiguration.ti
 """
 from __future__ import annotations
 
-import ipaddress
 from typing import Any
 
 import yaml
 
-from provision.inputs.inventory import Cluster, Node
+from provision.inputs.inventory import Cluster
 from provision.inputs.settings import Settings
 from provision.inputs.sources import resolve_sources
+from provision.render.endpoint import API_SERVER_PORT, api_endpoint, node_ip
 
 CRI_SOCKET = "unix:///run/containerd/containerd.sock"
-API_SERVER_PORT = 6443
 # Written on the control plane by the control_plane role; `kubeadm init --config` reads it.
 CONFIG_PATH = "/etc/kubernetes/kubeadm-config.yaml"
 # Where `kubeadm init` writes the cluster admin's kubeconfig on the control plane (the control_plane role fetches it).
@@ -31,19 +30,6 @@ CONTROL_PLANE_WAIT = "5m0s"
 def kubeadm_api_version(minor: int) -> str:
     """kubeadm.k8s.io/v1beta4 from Kubernetes 1.31 on, v1beta3 before."""
     return "kubeadm.k8s.io/v1beta4" if minor >= 31 else "kubeadm.k8s.io/v1beta3"
-
-
-def node_ip(node: Node) -> str | None:
-    """The address other nodes reach this one on: the `node_ip` host variable, else ansible_host when it is an
-    IP literal; None leaves the choice to kubeadm and the kubelet (the interface of the default route)."""
-    for candidate in (node.variables.get("node_ip"), node.address):
-        if candidate is None:
-            continue
-        try:
-            return str(ipaddress.ip_address(str(candidate)))
-        except ValueError:
-            continue
-    return None
 
 
 def _args(pairs: dict[str, str], structured: bool) -> list[dict[str, str]] | dict[str, str]:
@@ -84,10 +70,17 @@ def init_config_documents(cluster: Cluster, settings: Settings) -> list[dict[str
         init["timeouts"] = {"controlPlaneComponentHealthCheck": CONTROL_PLANE_WAIT}
 
     # The operator's machine reaches the API server on the inventory address, which may differ from the
-    # advertised one (a public address in front of a private network): the certificate covers both.
-    cert_sans = [control_plane.name, control_plane.address]
-    if address and address not in cert_sans:
-        cert_sans.append(address)
+    # advertised one (a public address in front of a private network): the certificate covers both. Every
+    # control plane's names are listed (those that join later get certificates from this configuration, kept in
+    # the cluster), and the VIP, which kube-vip moves between them.
+    endpoint = api_endpoint(cluster, settings)
+    cert_sans: list[str] = []
+    for node in cluster.control_planes:
+        for san in (node.name, node.address, node_ip(node)):
+            if san and san not in cert_sans:
+                cert_sans.append(san)
+    if endpoint.host and endpoint.host not in cert_sans:
+        cert_sans.append(endpoint.host)
     api_server: dict[str, Any] = {"certSANs": cert_sans}
     if not v1beta4:
         api_server["timeoutForControlPlane"] = CONTROL_PLANE_WAIT
@@ -108,8 +101,8 @@ def init_config_documents(cluster: Cluster, settings: Settings) -> list[dict[str
     # own version, which needs no lookup on dl.k8s.io (offline and mirrored installs have none).
     if kube.version.count(".") == 2:
         cluster_config["kubernetesVersion"] = f"v{kube.version}"
-    if address:
-        cluster_config["controlPlaneEndpoint"] = f"{address}:{API_SERVER_PORT}"
+    if endpoint.control_plane_endpoint:
+        cluster_config["controlPlaneEndpoint"] = endpoint.control_plane_endpoint
 
     kubelet = {
         "apiVersion": "kubelet.config.k8s.io/v1beta1",
