@@ -22,8 +22,9 @@ from provision.inputs.state import ClusterState, PhaseRecord
 from provision.nodes.runner import PlaybookResult, RunProgress, run_playbook
 
 Status = Literal["ok", "failed", "skipped", "not run"]
-# A need is satisfied by the phase that provides it (in this run or an earlier one).
-Need = Literal["gpus", "kubeconfig"]
+# A need is satisfied by the phase that provides it (in this run or an earlier one). vip_interfaces: where each
+# control plane announces the VIP (kube-vip's manifests are rendered with it).
+Need = Literal["gpus", "kubeconfig", "vip_interfaces"]
 
 
 @dataclass
@@ -139,6 +140,7 @@ def _preflight(ctx: PhaseContext) -> str:
     gpus = dict(ctx.state.gpus or {})
     gpus.update({name: int(report.gpu_counts.get(name, 0)) for name in ctx.target_nodes})
     ctx.state.gpus = gpus
+    ctx.state.vip_interfaces |= report.vip_interfaces
     if report.blocking:
         more = (f" (and {len(report.blocking) - 1} more; `bootstrap preflight` lists them)"
                 if len(report.blocking) > 1 else "")
@@ -320,7 +322,8 @@ def _reset_limit(ctx: PhaseContext) -> list[str] | None:
 
 
 PHASES: dict[str, Phase] = {p.name: p for p in (
-    Phase("preflight", "check every node can take part", _preflight, provides=("gpus",), read_only=True),
+    Phase("preflight", "check every node can take part", _preflight, provides=("gpus", "vip_interfaces"),
+          read_only=True),
     # The NVIDIA stack goes where preflight found GPUs: `prepare` alone runs preflight first when it has not.
     Phase("prepare", "packages, containerd, kubelet, NVIDIA stack", _prepared, playbook="prepare.yml",
           extra_vars=_prepare_vars, limit=lambda ctx: list(ctx.nodes) if ctx.nodes is not None else None,
@@ -362,6 +365,11 @@ def select_phases(names: Sequence[str], *, from_phase: str | None = None, only: 
 def _satisfied(need: Need, ctx: PhaseContext) -> bool:
     if need == "gpus":
         return ctx.state.gpus is not None and all(n in ctx.state.gpus for n in ctx.target_nodes)
+    if need == "vip_interfaces":
+        from provision.render.endpoint import endpoint_mode
+
+        return (endpoint_mode(ctx.cluster, ctx.settings) != "vip" or ctx.settings.control_plane.interface is not None
+                or all(n.name in ctx.state.vip_interfaces for n in ctx.cluster.control_planes))
     from provision.kube.kubeconfig import admin_kubeconfig_path
 
     return admin_kubeconfig_path(ctx.cluster).exists()

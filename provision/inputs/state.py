@@ -92,6 +92,9 @@ class ClusterState:
     gpus: dict[str, int] | None = None
     # Name -> outcome of the last time each phase ran.
     phases: dict[str, PhaseRecord] = field(default_factory=dict)
+    # Control plane -> the interface its route to the control-plane VIP takes (kube-vip announces it there), as
+    # preflight found it.
+    vip_interfaces: dict[str, str] = field(default_factory=dict)
 
     @classmethod
     def load(cls, cluster: Cluster) -> ClusterState:
@@ -101,7 +104,8 @@ class ClusterState:
         try:
             data = json.loads(path.read_text())
             return cls(gpus=data.get("gpus"),
-                       phases={k: PhaseRecord(**v) for k, v in (data.get("phases") or {}).items()})
+                       phases={k: PhaseRecord(**v) for k, v in (data.get("phases") or {}).items()},
+                       vip_interfaces=dict(data.get("vip_interfaces") or {}))
         except (ValueError, TypeError) as exc:
             raise BootstrapError(f"{path}: unreadable state ({exc}); delete it and re-run `bootstrap up`") from None
 
@@ -109,7 +113,8 @@ class ClusterState:
         path = cluster_dir(cluster) / "state.json"
         tmp = path.with_suffix(".tmp")
         tmp.write_text(json.dumps({"gpus": self.gpus,
-                                   "phases": {k: asdict(v) for k, v in self.phases.items()}}, indent=2))
+                                   "phases": {k: asdict(v) for k, v in self.phases.items()},
+                                   "vip_interfaces": self.vip_interfaces}, indent=2))
         tmp.replace(path)
 
 

@@ -7,7 +7,7 @@ from dataclasses import dataclass
 from typing import Literal
 
 from provision.inputs.inventory import Node
-from provision.nodes.preflight.probe import NVIDIA_VENDOR, NodeFacts
+from provision.nodes.preflight.probe import NVIDIA_VENDOR, NodeFacts, VipFacts
 
 Status = Literal["ok", "warn", "fail"]
 
@@ -44,7 +44,8 @@ OLD_RHEL_FIX = {
 # --- which problems block: the one place that decides ------------------------------------------------------
 
 # A problem found by one of these stops `up` on any node.
-BLOCKING = frozenset({"ssh", "sudo", "facts", "os", "hostname", "product_uuid", "mac", "ports", "clock", "gpu"})
+BLOCKING = frozenset({"ssh", "sudo", "facts", "os", "hostname", "product_uuid", "mac", "ports", "clock", "gpu",
+                      "vip"})
 # These stop `up` only on the control plane (kubeadm init refuses); on a worker they are a warning.
 BLOCKING_ON_CONTROL_PLANE = frozenset({"cpu", "memory"})
 
@@ -169,6 +170,25 @@ def check_gpu(facts: NodeFacts, node: Node) -> tuple[Finding, int]:
                            f"check `lspci -d {NVIDIA_VENDOR}:` on the node, or set gpu=auto / gpu=false for it"), 0
         return Finding("gpu", False, "none"), 0
     return Finding("gpu", False, f"{count} NVIDIA GPU{'s' if count > 1 else ''} ({driver})"), count
+
+
+def check_vip(vip: str, facts: VipFacts | None, holders: dict[str, str]) -> Finding:
+    """A control plane and the control-plane VIP: kube-vip answers ARP for it, so it must be on a network the
+    control plane is attached to (no gateway in the route), and free: held by nobody, or by one of our control
+    planes (`holders`: node -> interface, a re-run on a formed cluster)."""
+    fix_subnet = "pick control_plane.vip from the control planes' own subnet (ARP does not cross a router)"
+    if facts is None or facts.interface is None:
+        return Finding("vip", True, f"no route to the VIP {vip}", fix_subnet)
+    if holders:
+        where = ", ".join(f"{name} ({interface})" for name, interface in sorted(holders.items()))
+        return Finding("vip", False, f"{vip} held by {where}: kube-vip")
+    if facts.route_via:
+        return Finding("vip", True, f"{vip} is reached through the router {facts.route_via} (on {facts.route_dev}), "
+                                    "not on this node's own network", fix_subnet)
+    if facts.answered_by:
+        return Finding("vip", True, f"{vip} is taken: {facts.answered_by} answers for it on {facts.route_dev}",
+                       "pick a free address for control_plane.vip (outside every DHCP range), or free this one")
+    return Finding("vip", False, f"{vip} free, on {facts.interface}")
 
 
 def check_unique(facts_by_node: dict[str, NodeFacts]) -> dict[str, list[Finding]]:

@@ -10,11 +10,12 @@ from dataclasses import dataclass, field, replace
 
 from provision.inputs.inventory import Cluster, Node
 from provision.inputs.settings import Settings
-from provision.nodes.preflight.checks import CheckResult, Finding, Status, evaluate, judge, worst
-from provision.nodes.preflight.probe import PROBE_SCRIPT, NodeFacts, parse_facts
+from provision.nodes.preflight.checks import CheckResult, Finding, Status, check_vip, evaluate, judge, worst
+from provision.nodes.preflight.probe import NodeFacts, parse_facts, probe_script
 from provision.nodes.runner import RunProgress
 from provision.nodes.ssh import SshError, SshShell
 from provision.nodes.tally import HostTally
+from provision.render.endpoint import endpoint_mode
 
 PROBE_TIMEOUT_S = 60
 
@@ -49,6 +50,9 @@ class NodeReport:
 class PreflightReport:
     nodes: tuple[NodeReport, ...]
     elapsed_s: float
+    # Control plane (node name) -> the interface kube-vip announces the VIP on there (probed ones; none without
+    # a VIP).
+    vip_interfaces: dict[str, str] = field(default_factory=dict)
 
     def _problems(self, status: Status) -> list[Problem]:
         return [Problem(n.name, c) for n in self.nodes for c in n.checks if c.status == status]
@@ -80,7 +84,7 @@ class _Probe:
     facts: NodeFacts | None = None
 
 
-def _probe(node: Node, settings: Settings, become_password: str | None) -> _Probe:
+def _probe(node: Node, settings: Settings, become_password: str | None, script: str) -> _Probe:
     outcome = _Probe(node)
     shell = SshShell(node, settings.ssh, become_password)
     try:
@@ -97,7 +101,7 @@ def _probe(node: Node, settings: Settings, become_password: str | None) -> _Prob
             return outcome
         outcome.checks.append(CheckResult("sudo", "ok", "sudo" if become_password is None else "sudo -K"))
         started = time.time()
-        result = shell.run(PROBE_SCRIPT, sudo=True, timeout_s=PROBE_TIMEOUT_S)
+        result = shell.run(script, sudo=True, timeout_s=PROBE_TIMEOUT_S)
         finished = time.time()
         try:
             facts = parse_facts(result.stdout)
@@ -132,8 +136,11 @@ def run_preflight(cluster: Cluster, settings: Settings, *, nodes: list[str] | No
     progress.task = "probing nodes"
     lock = threading.Lock()
 
+    vip = settings.control_plane.vip if endpoint_mode(cluster, settings) == "vip" else None
+    script = probe_script(vip)
+
     def probe(node: Node) -> _Probe:
-        outcome = _probe(node, settings, become_password)
+        outcome = _probe(node, settings, become_password, script if node.is_control_plane else probe_script())
         if on_progress and node.name in target_names:
             with lock:
                 tally = progress.tally[node.name]
@@ -146,9 +153,13 @@ def run_preflight(cluster: Cluster, settings: Settings, *, nodes: list[str] | No
         probes = {p.node.name: p for p in pool.map(probe, probed_nodes)}
     facts_by_node = {name: p.facts for name, p in probes.items() if p.facts is not None}
     judged = evaluate([n for n in targets if n.name in facts_by_node], facts_by_node)
+    vip_facts = {name: facts.vip for name, facts in facts_by_node.items() if facts.vip is not None}
+    holders = {name: found.held_on for name, found in vip_facts.items() if found.held_on}
     reports = []
     for node in targets:
         checks, gpu_count = judged.get(node.name, ([], 0))
+        if vip and node.is_control_plane and node.name in facts_by_node:
+            checks = [*checks, judge(node, check_vip(vip, vip_facts.get(node.name), holders))]
         all_checks = tuple(probes[node.name].checks + checks)
         reports.append(NodeReport(node.name, node.role, node.address, all_checks, gpu_count))
         if on_progress:
@@ -159,4 +170,5 @@ def run_preflight(cluster: Cluster, settings: Settings, *, nodes: list[str] | No
     if on_progress:
         progress.task = "done"
         on_progress(progress)
-    return PreflightReport(tuple(reports), time.monotonic() - started)
+    interfaces = {name: found.interface for name, found in vip_facts.items() if found.interface}
+    return PreflightReport(tuple(reports), time.monotonic() - started, interfaces)
