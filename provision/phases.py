@@ -167,13 +167,39 @@ def _prepared(ctx: PhaseContext) -> str:
 
 # --- control plane -----------------------------------------------------------------------------------------
 
+def _kube_vip_vars(ctx: PhaseContext) -> dict[str, Any]:
+    """kube-vip's static pods (endpoint vip): one per control plane, for the interface it announces the VIP on, and
+    the first control plane's copy for while kubeadm init runs. Empty without a VIP."""
+    from provision.render.endpoint import endpoint_mode
+    from provision.render.manifests import STATIC_POD_DIR, kube_vip_manifest
+
+    settings = ctx.settings
+    found: dict[str, Any] = {"manifest_path": f"{STATIC_POD_DIR}/kube-vip.yaml", "manifests": {}, "during_init": ""}
+    if endpoint_mode(ctx.cluster, settings) != "vip":
+        return found
+
+    def interface(name: str) -> str:
+        chosen = settings.control_plane.interface or ctx.state.vip_interfaces.get(name)
+        if chosen is None:
+            raise BootstrapError(f"no interface known for kube-vip on {name}: run `bootstrap preflight` (it finds the "
+                                 "route to the VIP), or set control_plane.interface")
+        return chosen
+
+    first = ctx.cluster.control_plane
+    found["manifests"] = {n.host: kube_vip_manifest(settings, interface=interface(n.name))
+                          for n in ctx.cluster.control_planes}
+    found["during_init"] = kube_vip_manifest(settings, interface=interface(first.name), during_init=True)
+    return found
+
+
 def _control_plane_vars(ctx: PhaseContext) -> dict[str, Any]:
     from provision.kube.kubeconfig import fetched_kubeconfig_path
     from provision.render.kubeadm_config import CONFIG_PATH, render_init_config
 
     return {"cb_kubeadm_config": render_init_config(ctx.cluster, ctx.settings),
             "cb_kubeadm_config_path": CONFIG_PATH,
-            "cb_kubeconfig_fetch_dest": str(fetched_kubeconfig_path(ctx.cluster))}
+            "cb_kubeconfig_fetch_dest": str(fetched_kubeconfig_path(ctx.cluster)),
+            "cb_kube_vip": _kube_vip_vars(ctx)}
 
 
 def _control_plane_check(ctx: PhaseContext) -> str:
@@ -214,17 +240,33 @@ def _network_check(ctx: PhaseContext) -> str:
 # --- join --------------------------------------------------------------------------------------------------
 
 def _join_limit(ctx: PhaseContext) -> list[str] | None:
+    from provision.render.endpoint import endpoint_mode
+
     if ctx.nodes is None:
         return None
-    # The control plane mints the join command; only the named workers join.
+    # A control plane added behind local proxies changes every node's proxy: all of them take part.
+    adds_control_plane = any(ctx.cluster.node(name).is_control_plane for name in ctx.nodes)
+    if adds_control_plane and endpoint_mode(ctx.cluster, ctx.settings) == "proxy":
+        return None
+    # The first control plane mints the join command; only the named nodes join.
     return [ctx.cluster.control_plane.name, *ctx.nodes]
 
 
 def _join_vars(ctx: PhaseContext) -> dict[str, Any]:
+    from provision.render.endpoint import api_endpoint
     from provision.render.kubeadm_config import node_ip
+    from provision.render.manifests import API_PROXY_DIR, STATIC_POD_DIR, api_proxy, kube_proxy_kubeconfig
 
-    # By inventory host name: the role looks itself up with inventory_hostname.
-    return {"cb_node_ips": {n.host: node_ip(n) for n in ctx.cluster.nodes if node_ip(n)}}
+    endpoint = api_endpoint(ctx.cluster, ctx.settings)
+    proxy = api_proxy(ctx.cluster, ctx.settings) if endpoint.mode == "proxy" else None
+    return {
+        # By inventory host name: the role looks itself up with inventory_hostname.
+        "cb_node_ips": {n.host: node_ip(n) for n in ctx.cluster.nodes if node_ip(n)},
+        "cb_kube_vip": _kube_vip_vars(ctx),
+        "cb_api_proxy": {"dir": API_PROXY_DIR, "manifest_path": f"{STATIC_POD_DIR}/cb-api-proxy.yaml",
+                         "config": proxy.config if proxy else "", "manifest": proxy.manifest if proxy else ""},
+        "cb_kube_proxy_kubeconfig": kube_proxy_kubeconfig(endpoint) if proxy else "",
+    }
 
 
 def _join_check(ctx: PhaseContext) -> str:
@@ -310,6 +352,30 @@ def _drain(ctx: PhaseContext) -> str:
     return result.summary()
 
 
+def _etcd_members(ctx: PhaseContext) -> tuple[list[str], list[str]]:
+    """The control planes being reset, and those that stay (node names, inventory order)."""
+    targets = set(ctx.target_nodes)
+    planes = [n.name for n in ctx.cluster.control_planes]
+    return [n for n in planes if n in targets], [n for n in planes if n not in targets]
+
+
+def _etcd_skip(ctx: PhaseContext) -> str | None:
+    leaving, staying = _etcd_members(ctx)
+    if not leaving:
+        return "no control plane is reset"
+    if not staying:
+        return "every control plane is reset: etcd goes with them"
+    return None
+
+
+def _etcd_check(ctx: PhaseContext) -> str:
+    leaving, staying = _etcd_members(ctx)
+    removed = sum(ctx.playbook_results[-1].changed.values())
+    members = ", ".join(leaving)
+    return (f"etcd members of {members} removed (on {staying[0]})" if removed
+            else f"{members} no longer etcd members")
+
+
 def _reset_check(ctx: PhaseContext) -> str:
     result = ctx.playbook_results[-1]
     changed = {h: c for h, c in result.changed.items() if c}
@@ -329,23 +395,28 @@ PHASES: dict[str, Phase] = {p.name: p for p in (
           extra_vars=_prepare_vars, limit=lambda ctx: list(ctx.nodes) if ctx.nodes is not None else None,
           needs=("gpus",), checks_playbook=True),
     Phase("control_plane", "kubeadm init and the admin kubeconfig", _control_plane_check,
-          playbook="control_plane.yml", extra_vars=_control_plane_vars, provides=("kubeconfig",)),
+          playbook="control_plane.yml", extra_vars=_control_plane_vars, needs=("vip_interfaces",),
+          provides=("kubeconfig",)),
     Phase("network", "Calico pod network", _network_check, playbook="network.yml", extra_vars=_network_vars,
           needs=("kubeconfig",)),
-    Phase("join", "workers join with a freshly minted token", _join_check, playbook="join.yml",
-          extra_vars=_join_vars, limit=_join_limit, needs=("kubeconfig",)),
+    Phase("join", "control planes, then workers, join with a freshly minted token", _join_check,
+          playbook="join.yml", extra_vars=_join_vars, limit=_join_limit, needs=("kubeconfig", "vip_interfaces")),
     Phase("gpu", "NVIDIA device plugin on GPU nodes", _gpu_check, playbook="gpu_plugin.yml", extra_vars=_gpu_vars,
           needs=("gpus", "kubeconfig"), skip_reason=_gpu_skip),
     Phase("verify", "nodes Ready, system pods, DNS, GPUs", _verify, needs=("gpus", "kubeconfig"), read_only=True),
     Phase("smoke", "CIFAR-10 training Job", _smoke, needs=("kubeconfig",), skip_reason=_smoke_skip),
     Phase("drain", "cordon, evict and delete through the API", _drain),
+    # Before the machines are reset: etcd forgets the control planes that leave while the others keep its majority.
+    Phase("etcd", "remove the etcd members of the control planes being reset", _etcd_check,
+          playbook="etcd_remove.yml", extra_vars=lambda ctx: {"cb_etcd_leaving": _etcd_members(ctx)[0]},
+          limit=lambda ctx: _etcd_members(ctx)[1][:1], skip_reason=_etcd_skip),
     Phase("reset", "kubeadm reset and every trace it leaves", _reset_check, playbook="reset.yml",
           limit=_reset_limit),
 )}
 
 UP_PHASES: tuple[str, ...] = ("preflight", "prepare", "control_plane", "network", "join", "gpu", "verify", "smoke")
 NODE_ADD_PHASES: tuple[str, ...] = ("preflight", "prepare", "join", "gpu", "verify")
-RESET_PHASES: tuple[str, ...] = ("drain", "reset")
+RESET_PHASES: tuple[str, ...] = ("drain", "etcd", "reset")
 
 
 def select_phases(names: Sequence[str], *, from_phase: str | None = None, only: str | None = None) -> list[Phase]:

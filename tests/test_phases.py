@@ -108,7 +108,7 @@ def test_up_is_the_issue_order_and_node_add_reuses_its_phases() -> None:
     assert all(name in PHASES for name in UP_PHASES)
     playbooks = {p.name: p.playbook for p in PHASES.values() if p.playbook}
     assert playbooks == {"prepare": "prepare.yml", "control_plane": "control_plane.yml", "network": "network.yml",
-                         "join": "join.yml", "gpu": "gpu_plugin.yml", "reset": "reset.yml"}
+                         "join": "join.yml", "gpu": "gpu_plugin.yml", "etcd": "etcd_remove.yml", "reset": "reset.yml"}
     assert all((PLAYBOOKS_DIR / playbook).is_file() for playbook in playbooks.values())
 
 
@@ -291,7 +291,7 @@ def test_node_commands_refuse_the_control_plane_and_unknown_names(cluster) -> No
     runner = CliRunner()
     # (The CLI's main() turns an InputError into exit code 2.)
     outcome = runner.invoke(app, ["node", "add", "cp1", "--inventory", str(cluster.inventory_path)])
-    assert isinstance(outcome.exception, InputError) and "'cp1' is the control plane" in str(outcome.exception)
+    assert isinstance(outcome.exception, InputError) and "'cp1' is the first control plane" in str(outcome.exception)
     outcome = runner.invoke(app, ["node", "remove", "w9", "--inventory", str(cluster.inventory_path), "--yes"])
     assert isinstance(outcome.exception, InputError) and "no host named 'w9'" in str(outcome.exception)
     outcome = runner.invoke(app, ["node", "add", "w1", "--inventory", str(cluster.inventory_path)])
@@ -300,7 +300,8 @@ def test_node_commands_refuse_the_control_plane_and_unknown_names(cluster) -> No
 
 def test_reset_asks_before_wiping(cluster, monkeypatch: pytest.MonkeyPatch) -> None:
     recorder = Recorder()
-    recorder.install(monkeypatch, recorder.phase("drain"), recorder.phase("reset"))
+    recorder.install(monkeypatch, recorder.phase("drain"), recorder.phase("etcd", skip="no control plane is reset"),
+                     recorder.phase("reset"))
     outcome = CliRunner().invoke(app, ["reset", "w1", "--inventory", str(cluster.inventory_path)], input="n\n")
     assert outcome.exit_code == 1 and recorder.ran == []
     assert "Wipe Kubernetes from w1" in outcome.output
@@ -317,7 +318,7 @@ def test_down_resets_every_node_and_forgets_the_cluster_here(cluster, monkeypatc
     recorder = Recorder()
     seen: list[tuple[str, ...]] = []
     recorder.install(monkeypatch, Phase("drain", "drain", lambda ctx: seen.append(ctx.target_nodes) or "ok"),
-                     recorder.phase("reset"))
+                     recorder.phase("etcd", skip="every control plane is reset"), recorder.phase("reset"))
     admin_kubeconfig_path(cluster).parent.mkdir(parents=True)
     admin_kubeconfig_path(cluster).write_text(yaml.safe_dump({"clusters": []}))
     monkeypatch.setenv("HOME", str(tmp_path / "home"))

@@ -10,13 +10,14 @@ from typing import Any
 from provision.inputs.inventory import Cluster
 from provision.inputs.settings import Settings
 from provision.inputs.sources import resolve_sources
-from provision.render.endpoint import node_ip
+from provision.render.endpoint import API_SERVER_CERT_NAME, api_endpoint, node_ip
 from provision.render.kubeadm_config import CRI_SOCKET
 
 
 def playbook_vars(cluster: Cluster, settings: Settings) -> dict[str, Any]:
     kube = settings.kubernetes
     sources = resolve_sources(settings)
+    endpoint = api_endpoint(cluster, settings)
     return {
         "cb_kube_version": kube.version,
         "cb_kube_minor": kube.minor,
@@ -41,6 +42,11 @@ def playbook_vars(cluster: Cluster, settings: Settings) -> dict[str, Any]:
                              for n in cluster.nodes],
         # Inventory host name -> node name (the machine's hostname, kubeadm's --node-name).
         "cb_node_names": {n.host: n.name for n in cluster.nodes},
+        # Where the API servers are reached (render/endpoint.py): kubeadm's controlPlaneEndpoint, where a joined
+        # node's kubelet and kube-proxy go (the local proxy, verified as tls_server_name), the VIP (or null).
+        "cb_api_endpoint": {"mode": endpoint.mode, "control_plane_endpoint": endpoint.control_plane_endpoint,
+                            "node_url": endpoint.node_url, "tls_server_name": API_SERVER_CERT_NAME,
+                            "vip": endpoint.host if endpoint.mode == "vip" else None},
     }
 
 
