@@ -22,6 +22,8 @@ from provision.inputs.state import ClusterState, PhaseRecord
 from provision.nodes.runner import PlaybookResult, RunProgress, run_playbook
 
 Status = Literal["ok", "failed", "skipped", "not run"]
+# The local API proxy's static pod (its app.kubernetes.io/name, provision/manifests/endpoint/api-proxy.yaml.j2).
+API_PROXY_NAME = "cb-api-proxy"
 # A need is satisfied by the phase that provides it (in this run or an earlier one). vip_interfaces: where each
 # control plane announces the VIP (kube-vip's manifests are rendered with it).
 Need = Literal["gpus", "kubeconfig", "vip_interfaces"]
@@ -106,17 +108,37 @@ def _api(ctx: PhaseContext):  # type: ignore[no-untyped-def]
     return load_api_client(admin_kubeconfig_path(ctx.cluster))
 
 
-def _expectations(ctx: PhaseContext, nodes: Sequence[str] | None = None):  # type: ignore[no-untyped-def]
+def _expectations(ctx: PhaseContext, nodes: Sequence[str] | None = None, *,  # type: ignore[no-untyped-def]
+                  joined: bool = False):
+    """What a healthy cluster looks like for these nodes (default: this run's). `joined`: every node has joined,
+    so the joined control planes are control planes, the endpoint's static pods run where they belong and etcd's members
+    are the control planes (asked when the cluster has several, or this run adds one)."""
     from provision.kube.verify import Expectations
+    from provision.render.endpoint import endpoint_mode
 
     settings = ctx.settings
+    cluster = ctx.cluster
     scope = tuple(nodes) if nodes is not None else ctx.target_nodes
     gpus = {name: count for name, count in (ctx.state.gpus or {}).items() if name in scope}
+    # Those that joined (the first one was initialised as the control plane).
+    control_planes = tuple(n.name for n in cluster.control_planes[1:] if n.name in scope)
+    etcd = None
+    endpoint_pods = None
+    if joined:
+        if len(cluster.control_planes) > 1 and (ctx.nodes is None or control_planes):
+            etcd = tuple(n.name for n in cluster.control_planes)
+        mode = endpoint_mode(cluster, settings)
+        if mode == "vip":
+            endpoint_pods = ("kube-vip", tuple(n.name for n in cluster.control_planes if n.name in scope))
+        elif mode == "proxy":
+            endpoint_pods = (API_PROXY_NAME, scope)
     return Expectations(nodes=scope, gpus=gpus, pod_cidr=settings.kubernetes.pod_cidr,
                         dns_domain=settings.kubernetes.dns_domain, gpu_runtime=settings.gpu.runtime,
                         dns_probe_image=_dns_probe_image(settings),
                         pods_on=None if ctx.nodes is None else tuple(scope),
-                        dns_node=scope[0] if ctx.nodes is not None and len(scope) == 1 else None)
+                        dns_node=scope[0] if ctx.nodes is not None and len(scope) == 1 else None,
+                        control_planes=control_planes if joined else (), etcd_members=etcd,
+                        endpoint_pods=endpoint_pods)
 
 
 def _dns_probe_image(settings: Settings) -> str:
@@ -204,11 +226,16 @@ def _control_plane_vars(ctx: PhaseContext) -> dict[str, Any]:
 
 def _control_plane_check(ctx: PhaseContext) -> str:
     from provision.kube.kubeconfig import fetched_kubeconfig_path, install_admin_kubeconfig
-    from provision.kube.verify import wait_for_api
+    from provision.kube.verify import read_cluster_configuration, wait_for_api
+    from provision.render.kubeadm_config import endpoint_change_problem
 
-    kubeconfig = install_admin_kubeconfig(fetched_kubeconfig_path(ctx.cluster), ctx.cluster)
+    kubeconfig = install_admin_kubeconfig(fetched_kubeconfig_path(ctx.cluster), ctx.cluster, ctx.settings)
     ctx.facts["kubeconfig"] = kubeconfig
-    version = wait_for_api(_api(ctx), timeout_s=120)
+    api = _api(ctx)
+    version = wait_for_api(api, timeout_s=120)
+    problem = endpoint_change_problem(read_cluster_configuration(api), ctx.cluster, ctx.settings)
+    if problem:
+        raise BootstrapError(problem)
     wanted = ctx.settings.kubernetes.version
     running = version.lstrip("v").split("+")[0]
     if not (running == wanted if wanted.count(".") == 2 else running.startswith(wanted + ".")):
@@ -272,7 +299,7 @@ def _join_vars(ctx: PhaseContext) -> dict[str, Any]:
 def _join_check(ctx: PhaseContext) -> str:
     from provision.kube.verify import verify_cluster
 
-    report = verify_cluster(_api(ctx), _expectations(ctx), checks=("nodes",),
+    report = verify_cluster(_api(ctx), _expectations(ctx, joined=True), checks=("nodes",),
                             timeout_s=ctx.settings.verify.timeout_s, on_message=ctx.say)
     report.raise_for_problems("join")
     return f"{len(report.ready_nodes)} nodes Ready"
@@ -308,11 +335,13 @@ def _gpu_check(ctx: PhaseContext) -> str:
 def _verify(ctx: PhaseContext) -> str:
     from provision.kube.verify import verify_cluster
 
-    report = verify_cluster(_api(ctx), _expectations(ctx), timeout_s=ctx.settings.verify.timeout_s,
+    # Through the admin kubeconfig, which names the control-plane endpoint (kube/kubeconfig.py installs it so).
+    api = _api(ctx)
+    report = verify_cluster(api, _expectations(ctx, joined=True), timeout_s=ctx.settings.verify.timeout_s,
                             on_message=ctx.say)
     ctx.facts["verify_report"] = report
     report.raise_for_problems()
-    return report.summary()
+    return f"{report.summary()}; API through {api.configuration.host}"
 
 
 # --- smoke test --------------------------------------------------------------------------------------------

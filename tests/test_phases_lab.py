@@ -189,7 +189,7 @@ def test_control_plane_pulls_images_then_inits_once_and_fetches_a_private_kubeco
     assert n1.ssh("cat /etc/kubernetes/kubeadm-config.yaml").stdout == render_init_config(ctx.cluster, ctx.settings)
     assert leaked(first.run_dir) == []
 
-    installed = install_admin_kubeconfig(fetched_kubeconfig_path(ctx.cluster), ctx.cluster)
+    installed = install_admin_kubeconfig(fetched_kubeconfig_path(ctx.cluster), ctx.cluster, ctx.settings)
     assert oct(installed.stat().st_mode & 0o777) == "0o600"
     assert yaml.safe_load(installed.read_text())["clusters"][0]["cluster"]["server"] == f"https://{n1.ip}:6443"
 

@@ -122,3 +122,21 @@ def init_config_documents(cluster: Cluster, settings: Settings) -> list[dict[str
 def render_init_config(cluster: Cluster, settings: Settings) -> str:
     """The multi-document YAML file `kubeadm init --config` reads."""
     return yaml.safe_dump_all(init_config_documents(cluster, settings), sort_keys=False, explicit_start=True)
+
+
+def endpoint_change_problem(cluster_configuration: str, cluster: Cluster, settings: Settings) -> str | None:
+    """Why the settings cannot be applied to a cluster kubeadm formed with `cluster_configuration` (the
+    ClusterConfiguration of its kubeadm-config ConfigMap): kubeadm keeps controlPlaneEndpoint for good, and every
+    certificate, kubeconfig and join names it. None when they agree (one control plane growing to three without a
+    VIP keeps the first one's address, and agrees)."""
+    try:
+        formed = yaml.safe_load(cluster_configuration) or {}
+    except yaml.YAMLError:
+        return None
+    was = formed.get("controlPlaneEndpoint") if isinstance(formed, dict) else None
+    wanted = api_endpoint(cluster, settings).control_plane_endpoint
+    if was == wanted or was is None or wanted is None:
+        return None
+    return (f"the cluster was formed with the control-plane endpoint {was}, the settings now give {wanted} "
+            f"(control_plane.endpoint {settings.control_plane.endpoint}): kubeadm cannot move a formed cluster's "
+            "endpoint; set control_plane back as it was, or `bootstrap down` and `up` again")
