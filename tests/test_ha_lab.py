@@ -224,3 +224,75 @@ def test_a_control_plane_removed_leaves_etcd_before_its_machine_is_reset_and_tak
     again = run_phases([PHASES[name] for name in RESET_PHASES], context(lab, settings, nodes=("n3",)))
     assert again.ok, again.error
     assert [o.detail for o in again.outcomes[1:]] == ["n3 no longer etcd members", "1 nodes were already clean"]
+
+
+KUBELET_STAND_IN = """[Unit]
+Description=stand-in kubelet (tests/test_ha_lab.py)
+[Service]
+ExecStart=/bin/sleep infinity
+[Install]
+WantedBy=multi-user.target
+"""
+
+
+def test_without_a_vip_every_node_reaches_the_api_through_its_local_proxy_and_reset_leaves_none(lab: Lab) -> None:
+    everyone = ("n1", "n2", "n3", "n4")
+    # The proxy's configuration is checked by HAProxy itself, on a node that has it.
+    lab.node("n4").ssh("DEBIAN_FRONTEND=noninteractive apt-get -qq update && "
+                       "DEBIAN_FRONTEND=noninteractive apt-get -qq install -y --no-install-recommends haproxy",
+                       timeout=600)
+    # The whole cluster goes first (the last test left n1 and n2 formed): nothing of it may stay.
+    settings = settings_with(lab)
+    down = run_phases([PHASES[name] for name in RESET_PHASES], context(lab, settings, nodes=everyone))
+    assert down.ok, down.error
+    assert down.outcomes[1].detail == "every control plane is reset: etcd goes with them"
+    for name in everyone:
+        assert lab.node(name).ssh("test -e /etc/kubernetes || echo gone").stdout.strip() == "gone"
+        lab.node(name).ssh(f"cat > /etc/systemd/system/kubelet.service <<'EOF'\n{KUBELET_STAND_IN}EOF\n"
+                           "systemctl daemon-reload && systemctl start kubelet")
+    first = lab.node("n1").ip
+    install_stand_ins(lab, f"{first}:6443", everyone)
+
+    ctx = context(lab, settings)
+    assert ctx.cluster.control_plane.name == "n1"
+    for phase in ("control_plane", "join"):
+        result = play(phase, ctx)
+        assert result.ok, result.failures
+        assert leaked(result.run_dir) == []
+    # kubeadm's endpoint is the first control plane: the joins and the kubelets' TLS bootstrap go there.
+    for name in ("n2", "n3"):
+        (join,) = calls(lab, name)
+        assert join.startswith(f"join {first}:6443 --token ") and "--control-plane" in join
+        assert DIR_AVAILABLE not in join
+    assert calls(lab, "n4")[0].startswith(f"join {first}:6443 --token ")
+    assert lab.node("n1").ssh("test -e /etc/kubernetes/manifests/kube-vip.yaml || echo none").stdout.strip() == "none"
+
+    rendered = PHASES["join"].extra_vars(ctx)["cb_api_proxy"]  # type: ignore[misc]
+    for name in everyone:
+        node = lab.node(name)
+        assert node.ssh("cat /etc/kubernetes/cb-api-proxy/haproxy.cfg").stdout == rendered["config"]
+        assert node.ssh("cat /etc/kubernetes/manifests/cb-api-proxy.yaml").stdout == rendered["manifest"]
+        # The kubelet waited for the proxy, then goes through it, verifying the server as 'kubernetes'.
+        assert "--kubeconfig /etc/kubernetes/kubelet.conf --server https://127.0.0.1:6444 --tls-server-name " \
+               "kubernetes get --raw=/readyz" in calls(lab, name, "kubectl")
+        kubelet = yaml.safe_load(node.ssh("cat /etc/kubernetes/kubelet.conf").stdout)
+        assert kubelet["clusters"][0]["cluster"] == {"certificate-authority-data": "Q0E=",
+                                                     "server": "https://127.0.0.1:6444",
+                                                     "tls-server-name": "kubernetes"}
+    valid = lab.node("n4").ssh("haproxy -c -f /etc/kubernetes/cb-api-proxy/haproxy.cfg", check=False)
+    assert valid.returncode == 0, valid.stdout + valid.stderr
+    # kube-proxy's kubeconfig, cluster-wide, names the local proxy; kube-proxy restarted once to read it.
+    kubectl = calls(lab, "n1", "kubectl")
+    assert [c for c in kubectl if "kube-proxy" in c][-2:] == [
+        c for c in kubectl if " patch configmap kube-proxy " in c or " rollout restart daemonset/kube-proxy" in c]
+    assert len([c for c in kubectl if "rollout restart" in c]) == 1
+
+    again = play("join", ctx)
+    assert again.ok and again.changed == dict.fromkeys(everyone, 0)
+    assert len([c for c in calls(lab, "n1", "kubectl") if "rollout restart" in c]) == 1
+
+    down = run_phases([PHASES[name] for name in RESET_PHASES], context(lab, settings, nodes=everyone))
+    assert down.ok, down.error
+    for name in everyone:
+        left = lab.node(name).ssh("ls /etc/kubernetes 2>/dev/null; ss -ltn 'sport = :6444' | tail -n +2").stdout
+        assert left.strip() == ""

@@ -1,11 +1,12 @@
 """Stand-in kubeadm and kubectl for lab nodes with several control planes (tests/test_ha_lab.py).
 
 Real kubeadm cannot run here, so each node gets scripts that record every call and act out what the plays rely
-on: init writes the kubeconfigs (and keeps the kube-vip manifest it found, to show what kube-vip ran with during
-init), `token create` prints a join command through the endpoint, `certs certificate-key` prints the run's key and
-`init phase upload-certs` accepts only that key, a control-plane join adds an etcd member on its node, `kubectl
-exec etcd-* -- etcdctl` answers from that node's member list. Every call is also written, with the time, to
-/root/order, so the order of calls on different nodes can be compared (the nodes share the host's clock).
+on: init writes the kubeconfigs as kubeadm lays them out (and keeps the kube-vip manifest it found, to show what
+kube-vip ran with during init), `token create` prints a join command through the endpoint, `certs certificate-key`
+prints the run's key and `init phase upload-certs` accepts only that key, a control-plane join adds an etcd member
+on its node, `kubectl exec etcd-* -- etcdctl` answers from that node's member list. Every call is also written,
+with the time, to /root/order, so the order of calls on different nodes can be compared (the nodes share the
+host's clock).
 
 The secrets (token, CA hash, certificate key) are random per session: a run's logs and artifacts must contain
 none of them.
@@ -35,11 +36,23 @@ write_confs() {
   for f in "$@"; do
     cat > "/etc/kubernetes/$f" <<EOF
 apiVersion: v1
-kind: Config
-clusters: [{name: kubernetes, cluster: {server: "https://ENDPOINT", certificate-authority-data: Q0E=}}]
-users: [{name: kubernetes-admin, user: {client-certificate-data: Q0VSVA==, client-key-data: S0VZ}}]
-contexts: [{name: kubernetes-admin@kubernetes, context: {cluster: kubernetes, user: kubernetes-admin}}]
+clusters:
+- cluster:
+    certificate-authority-data: Q0E=
+    server: https://ENDPOINT
+  name: kubernetes
+contexts:
+- context:
+    cluster: kubernetes
+    user: kubernetes-admin
+  name: kubernetes-admin@kubernetes
 current-context: kubernetes-admin@kubernetes
+kind: Config
+users:
+- name: kubernetes-admin
+  user:
+    client-certificate-data: Q0VSVA==
+    client-key-data: S0VZ
 EOF
   done
 }
