@@ -124,9 +124,11 @@ def _expectations(ctx: PhaseContext, nodes: Sequence[str] | None = None, *,  # t
     control_planes = tuple(n.name for n in cluster.control_planes[1:] if n.name in scope)
     etcd = None
     endpoint_pods = None
+    every_control_plane = tuple(n.name for n in cluster.control_planes)
     if joined:
         if len(cluster.control_planes) > 1 and (ctx.nodes is None or control_planes):
-            etcd = tuple(n.name for n in cluster.control_planes)
+            # `node add` of one control plane: others of the inventory may still be waiting for theirs.
+            etcd = every_control_plane if ctx.nodes is None else control_planes
         mode = endpoint_mode(cluster, settings)
         if mode == "vip":
             endpoint_pods = ("kube-vip", tuple(n.name for n in cluster.control_planes if n.name in scope))
@@ -138,7 +140,7 @@ def _expectations(ctx: PhaseContext, nodes: Sequence[str] | None = None, *,  # t
                         pods_on=None if ctx.nodes is None else tuple(scope),
                         dns_node=scope[0] if ctx.nodes is not None and len(scope) == 1 else None,
                         control_planes=control_planes if joined else (), etcd_members=etcd,
-                        endpoint_pods=endpoint_pods)
+                        etcd_allowed=every_control_plane if etcd is not None else None, endpoint_pods=endpoint_pods)
 
 
 def _dns_probe_image(settings: Settings) -> str:

@@ -146,3 +146,18 @@ def test_node_remove_of_a_control_plane_drains_removes_its_etcd_member_then_rese
     outcome = CliRunner().invoke(app, ["node", "remove", "cp3", "--inventory", str(cluster.inventory_path), "--yes"])
     assert outcome.exit_code == 0, outcome.output
     assert seen == [("drain", ("cp3",)), ("etcd", ("cp3",)), ("reset", ("cp3",))]
+
+
+def test_verify_asks_etcd_for_every_control_plane_or_for_the_one_added(cluster: Cluster) -> None:
+    from provision.phases import _expectations
+
+    whole = _expectations(context(cluster), joined=True)
+    assert (whole.etcd_members, whole.etcd_allowed) == (("cp1", "cp2", "cp3"), ("cp1", "cp2", "cp3"))
+    assert whole.control_planes == ("cp2", "cp3") and whole.endpoint_pods == ("cb-api-proxy", ("cp1", "cp2", "cp3", "w1"))
+    # Going from three to five, cp3 being added: the other new one may still be waiting for its `node add`.
+    added = _expectations(context(cluster, VIP, nodes=("cp3",)), joined=True)
+    assert (added.etcd_members, added.etcd_allowed) == (("cp3",), ("cp1", "cp2", "cp3"))
+    assert added.endpoint_pods == ("kube-vip", ("cp3",))
+    assert _expectations(context(cluster, nodes=("w1",)), joined=True).etcd_members is None
+    # The network phase looks at the first control plane before anything joined.
+    assert _expectations(context(cluster), ["cp1"]).endpoint_pods is None

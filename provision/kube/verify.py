@@ -80,8 +80,10 @@ class Expectations:
     dns_node: str | None = None
     # Nodes that must have joined as control planes (the first one was initialised as one).
     control_planes: tuple[str, ...] = ()
-    # etcd's members must be exactly these (the control planes); None: etcd is not asked.
+    # etcd's members must include these control planes; None: etcd is not asked.
     etcd_members: tuple[str, ...] | None = None
+    # ... and be none but these (every control plane of the inventory; None: only those above).
+    etcd_allowed: tuple[str, ...] | None = None
     # The control-plane endpoint's static pod (its app.kubernetes.io/name: kube-vip, cb-api-proxy) and the nodes
     # that must run it; None: nothing to look for.
     endpoint_pods: tuple[str, tuple[str, ...]] | None = None
@@ -243,9 +245,12 @@ def etcd_member_names(text: str) -> list[str] | None:
     return [str(m.get("name", "")) for m in members if isinstance(m, dict)]
 
 
-def etcd_member_problems(members: list[str] | None, expected: Iterable[str]) -> list[Problem]:
-    """etcd's members against the control planes: each a member, and no member of a machine that is none."""
+def etcd_member_problems(members: list[str] | None, expected: Iterable[str],
+                         allowed: Iterable[str] | None = None) -> list[Problem]:
+    """etcd's members against the control planes: each expected one a member, and no member of a machine that is
+    not one of the `allowed` (default: the expected)."""
     expected = list(expected)
+    permitted = set(expected if allowed is None else allowed)
     if members is None:
         return [Problem("etcd", "did not list its members", "no etcd pod answered `etcdctl member list`: check the "
                         "etcd pods (`kubectl -n kube-system get pods -l component=etcd`)")]
@@ -255,7 +260,7 @@ def etcd_member_problems(members: list[str] | None, expected: Iterable[str]) -> 
     problems += [Problem("etcd", f"has a member {name or '(unnamed, not started)'} that is no control plane of the "
                          "inventory", "a control plane removed without its member, or one not started: `etcdctl "
                          "member remove` it on a control plane (bootstrap node remove does that first)")
-                 for name in members if name not in expected]
+                 for name in members if name not in permitted]
     return problems
 
 
@@ -421,7 +426,7 @@ def _snapshot(api: client.ApiClient, expect: Expectations, checks: tuple[Check, 
         etcd_pods = call_api(api, core.list_namespaced_pod, "kube-system", label_selector=ETCD_SELECTOR).items
         members = read_etcd_members(api, etcd_pods)
         report.etcd_members = members
-        report.problems.extend(etcd_member_problems(members, expect.etcd_members))
+        report.problems.extend(etcd_member_problems(members, expect.etcd_members, expect.etcd_allowed))
     return report
 
 
