@@ -291,6 +291,21 @@ def test_without_a_vip_every_node_reaches_the_api_through_its_local_proxy_and_re
     assert again.ok and again.changed == dict.fromkeys(everyone, 0)
     assert len([c for c in calls(lab, "n1", "kubectl") if "rollout restart" in c]) == 1
 
+    # A proxy that reaches no API server is named, on its node, with where to look.
+    lab.node("n4").ssh("touch /root/proxy-down")
+    try:
+        definition = PHASES["join"]
+        assert definition.extra_vars
+        broken = run_playbook("join.yml", ctx.cluster, ctx.settings, phase="join", extra_vars=definition.extra_vars(ctx)
+                              | {"control_plane_endpoint_wait_retries": 1, "control_plane_endpoint_wait_delay_s": 0})
+    finally:
+        lab.node("n4").ssh("rm -f /root/proxy-down")
+    (failure,) = broken.failures
+    assert failure.host == "n4" and failure.message.startswith(
+        "the local API proxy on n4 does not reach an API server through https://127.0.0.1:6444: The connection to "
+        "the server 127.0.0.1:6444 was refused")
+    assert "`crictl ps -a --name haproxy`" in failure.message and "`ss -ltnp 'sport = :6444'`" in failure.message
+
     down = run_phases([PHASES[name] for name in RESET_PHASES], context(lab, settings, nodes=everyone))
     assert down.ok, down.error
     for name in everyone:
