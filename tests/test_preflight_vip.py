@@ -1,11 +1,14 @@
-"""Preflight and the control-plane VIP: each control plane's view of it (recorded `ip` output in, a named
-finding out) decides whether the VIP is on their own network and free, and where kube-vip announces it."""
+"""Preflight and the control-plane endpoint: each control plane's view of the VIP (recorded `ip` output in, a named
+finding out) decides whether it is on their own network and free, and where kube-vip announces it; without a VIP,
+the local proxy's port must be free on every node."""
 from __future__ import annotations
+
+from dataclasses import replace
 
 import pytest
 
-from provision.nodes.preflight.checks import check_vip
-from provision.nodes.preflight.probe import VipFacts, parse_facts, probe_script
+from provision.nodes.preflight.checks import Finding, check_proxy_port, check_vip
+from provision.nodes.preflight.probe import Listener, VipFacts, parse_facts, probe_script
 
 VIP = "10.88.7.99"
 
@@ -69,3 +72,16 @@ def test_on_a_formed_cluster_the_vip_held_by_one_of_our_control_planes_passes_ev
 def test_no_route_at_all_is_refused() -> None:
     finding = check_vip(VIP, VipFacts(None, None, None, None), {})
     assert finding.problem and finding.detail == f"no route to the VIP {VIP}"
+
+
+def test_the_local_proxys_port_must_be_free_or_the_proxys_own() -> None:
+    base = parse_facts("@@os-release\nID=debian\n@@end\n")
+
+    def with_listeners(*listeners: Listener) -> object:
+        return check_proxy_port(replace(base, listeners=listeners), 6444)
+
+    assert with_listeners(Listener(22, "sshd")) == Finding("proxy_port", False, "6444 free")
+    assert with_listeners(Listener(6444, "haproxy", 812)) == Finding("proxy_port", False, "6444: the local API proxy")
+    taken = with_listeners(Listener(6444, "nginx", 77))
+    assert taken.problem and taken.detail == "6444, where the local API proxy listens, is held by nginx (pid 77)"
+    assert "control_plane.vip" in taken.fix

@@ -45,7 +45,7 @@ OLD_RHEL_FIX = {
 
 # A problem found by one of these stops `up` on any node.
 BLOCKING = frozenset({"ssh", "sudo", "facts", "os", "hostname", "product_uuid", "mac", "ports", "clock", "gpu",
-                      "vip"})
+                      "vip", "proxy_port"})
 # These stop `up` only on the control plane (kubeadm init refuses); on a worker they are a warning.
 BLOCKING_ON_CONTROL_PLANE = frozenset({"cpu", "memory"})
 
@@ -189,6 +189,19 @@ def check_vip(vip: str, facts: VipFacts | None, holders: dict[str, str]) -> Find
         return Finding("vip", True, f"{vip} is taken: {facts.answered_by} answers for it on {facts.route_dev}",
                        "pick a free address for control_plane.vip (outside every DHCP range), or free this one")
     return Finding("vip", False, f"{vip} free, on {facts.interface}")
+
+
+def check_proxy_port(facts: NodeFacts, port: int) -> Finding:
+    """The local API proxy's port (endpoint proxy) is free, or held by the proxy itself (a formed cluster)."""
+    holders = [lst for lst in facts.listeners if lst.port == port and lst.process != "haproxy"]
+    if not holders:
+        return Finding("proxy_port", False, f"{port} free" if not any(
+            lst.port == port for lst in facts.listeners) else f"{port}: the local API proxy")
+    holder = holders[0]
+    who = f"{holder.process or 'an unknown process'}{f' (pid {holder.pid})' if holder.pid else ''}"
+    return Finding("proxy_port", True, f"{port}, where the local API proxy listens, is held by {who}",
+                   f"stop it (`ss -ltnp 'sport = :{port}'` on the node shows it), or give the cluster a VIP "
+                   "(control_plane.vip), which needs no port on the nodes")
 
 
 def check_unique(facts_by_node: dict[str, NodeFacts]) -> dict[str, list[Finding]]:

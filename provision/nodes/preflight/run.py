@@ -10,12 +10,21 @@ from dataclasses import dataclass, field, replace
 
 from provision.inputs.inventory import Cluster, Node
 from provision.inputs.settings import Settings
-from provision.nodes.preflight.checks import CheckResult, Finding, Status, check_vip, evaluate, judge, worst
+from provision.nodes.preflight.checks import (
+    CheckResult,
+    Finding,
+    Status,
+    check_proxy_port,
+    check_vip,
+    evaluate,
+    judge,
+    worst,
+)
 from provision.nodes.preflight.probe import NodeFacts, parse_facts, probe_script
 from provision.nodes.runner import RunProgress
 from provision.nodes.ssh import SshError, SshShell
 from provision.nodes.tally import HostTally
-from provision.render.endpoint import endpoint_mode
+from provision.render.endpoint import PROXY_PORT, endpoint_mode
 
 PROBE_TIMEOUT_S = 60
 
@@ -136,7 +145,9 @@ def run_preflight(cluster: Cluster, settings: Settings, *, nodes: list[str] | No
     progress.task = "probing nodes"
     lock = threading.Lock()
 
-    vip = settings.control_plane.vip if endpoint_mode(cluster, settings) == "vip" else None
+    mode = endpoint_mode(cluster, settings)
+    vip = settings.control_plane.vip if mode == "vip" else None
+    proxy = mode == "proxy"
     script = probe_script(vip)
 
     def probe(node: Node) -> _Probe:
@@ -160,6 +171,8 @@ def run_preflight(cluster: Cluster, settings: Settings, *, nodes: list[str] | No
         checks, gpu_count = judged.get(node.name, ([], 0))
         if vip and node.is_control_plane and node.name in facts_by_node:
             checks = [*checks, judge(node, check_vip(vip, vip_facts.get(node.name), holders))]
+        if proxy and node.name in facts_by_node:
+            checks = [*checks, judge(node, check_proxy_port(facts_by_node[node.name], PROXY_PORT))]
         all_checks = tuple(probes[node.name].checks + checks)
         reports.append(NodeReport(node.name, node.role, node.address, all_checks, gpu_count))
         if on_progress:
