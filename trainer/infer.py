@@ -15,9 +15,8 @@ import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
-import torch
-
 import cifar_data
+import torch
 import train
 
 
