@@ -95,8 +95,8 @@ def test_a_broken_numeric_path_stays_under_the_threshold_that_the_healthy_one_pa
 
 def test_a_run_that_learns_nothing_stays_near_chance(tmp_path: Path) -> None:
     # Every gradient zeroed: no parameter moves, so one epoch of a smaller set tells as much as many. Chance is 0.10.
-    run = run_trainer(tmp_path, [*SMALL, "--synthetic-train-size", "256", "--epochs", "1", "--data-dir",
-                                 str(tmp_path / "data"), "--fault", "zero-grads"])
+    run = run_trainer(tmp_path, [*SMALL, "--synthetic-train-size", "256", "--synthetic-test-size", "100", "--epochs",
+                                 "1", "--data-dir", str(tmp_path / "data"), "--fault", "zero-grads"])
     assert run.returncode == 0, run.stderr
     assert run.metrics["test_accuracy"] <= 0.25
 
