@@ -219,12 +219,16 @@ def _join_vars(ctx: PhaseContext) -> dict[str, Any]:
 
 
 def _join_check(ctx: PhaseContext) -> str:
+    from provision.kube.nodes import label_workers
     from provision.kube.verify import verify_cluster
 
-    report = verify_cluster(_api(ctx), _expectations(ctx), checks=("nodes",),
+    api = _api(ctx)
+    report = verify_cluster(api, _expectations(ctx), checks=("nodes",),
                             timeout_s=ctx.settings.verify.timeout_s, on_message=ctx.say)
     report.raise_for_problems("join")
-    return f"{len(report.ready_nodes)} nodes Ready"
+    workers = [n.name for n in ctx.cluster.nodes if not n.is_control_plane and n.name in ctx.target_nodes]
+    labelled = label_workers(api, workers)
+    return f"{len(report.ready_nodes)} nodes Ready" + (f", {len(labelled)} labelled worker" if labelled else "")
 
 
 # --- GPU device plugin -------------------------------------------------------------------------------------

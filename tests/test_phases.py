@@ -304,3 +304,30 @@ def test_verify_for_a_node_added_later_looks_at_that_node(cluster) -> None:
     assert result.ok, result.error
     assert result.outcomes[0].detail == "1 nodes Ready, 2 GPUs allocatable, DNS answers"
     assert probe["spec"]["nodeName"] == "w1"
+
+
+def test_the_join_phase_labels_the_workers_once_they_are_ready(cluster) -> None:
+    """Seed 000 labels its workers by hand; the join phase does it, and a second run patches nothing."""
+    labelled: dict[str, dict[str, str]] = {"cp1": {"node-role.kubernetes.io/control-plane": ""}, "w1": {}}
+
+    def read(request: Any) -> Any:
+        name = request.params["name"]
+        return node(name) | {"metadata": {"name": name, "labels": dict(labelled[name])}}
+
+    def patch(request: Any) -> Any:
+        labelled[request.params["name"]] |= request.json["metadata"]["labels"]
+        return read(request)
+
+    with FakeApiServer() as server:
+        server.add("GET", "/api/v1/nodes", object_list("NodeList", [node("cp1"), node("w1")]))
+        server.add("GET", "/api/v1/nodes/{name}", read)
+        server.add("PATCH", "/api/v1/nodes/{name}", patch)
+        _install_kubeconfig(cluster, server)
+        first = run_phases([Phase("join", "join", PHASES["join"].check)], context(cluster))
+        second = run_phases([Phase("join", "join", PHASES["join"].check)], context(cluster))
+        patches = server.requests_to("PATCH")
+    assert first.ok and second.ok, (first.error, second.error)
+    assert labelled["w1"] == {"node-role.kubernetes.io/worker": ""}
+    assert [r.path for r in patches] == ["/api/v1/nodes/w1"]
+    assert first.outcomes[0].detail == "2 nodes Ready, 1 labelled worker"
+    assert second.outcomes[0].detail == "2 nodes Ready"
