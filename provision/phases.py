@@ -15,6 +15,7 @@ from typing import Any, Literal
 from kubernetes.client.exceptions import ApiException
 
 from provision.errors import BootstrapError, InputError
+from provision.inputs.addons import ADDON_ORDER, ADDONS, AddonName
 from provision.inputs.inventory import Cluster
 from provision.inputs.settings import Settings
 from provision.inputs.state import ClusterState, PhaseRecord
@@ -256,6 +257,56 @@ def _gpu_check(ctx: PhaseContext) -> str:
     return f"device plugin {plugin}: {found} GPUs allocatable on {len(report.gpus)} nodes"
 
 
+# --- add-ons (one phase each, after gpu) ------------------------------------------------------------------
+
+def _addon_skip(name: AddonName) -> Callable[[PhaseContext], str | None]:
+    return lambda ctx: None if name in ctx.settings.addons.enabled else "not in addons.enabled"
+
+
+def _addon_vars(name: AddonName, state: Literal["present", "absent"]) -> Callable[[PhaseContext], dict[str, Any]]:
+    def extra_vars(ctx: PhaseContext) -> dict[str, Any]:
+        from provision.render.addons import addon_plan
+
+        return {"cb_addon": addon_plan(ctx.settings, name).as_vars(), "cb_addon_state": state,
+                "cb_addon_timeout_s": ctx.settings.addons.timeout_s}
+    return extra_vars
+
+
+def _addon_check(name: AddonName) -> Callable[[PhaseContext], str]:
+    def check(ctx: PhaseContext) -> str:
+        from provision.kube.addons import wait_for_addon
+
+        status = wait_for_addon(_api(ctx), name, ctx.settings, timeout_s=ctx.settings.addons.timeout_s)
+        if not status.ok:
+            more = f" (and {len(status.problems) - 1} more problems)" if len(status.problems) > 1 else ""
+            raise BootstrapError(f"{name}: {status.problems[0].describe()}{more}")
+        return status.summary()
+    return check
+
+
+def _addon_removed(name: AddonName) -> Callable[[PhaseContext], str]:
+    def check(ctx: PhaseContext) -> str:
+        from provision.kube.addons import wait_for_removal
+
+        status = wait_for_removal(_api(ctx), name, timeout_s=ctx.settings.addons.timeout_s)
+        if not status.ok:
+            raise BootstrapError(f"{name} removal: {status.problems[0].describe()}")
+        return f"{ADDONS[name].title} removed: no CRD and no namespace {ADDONS[name].namespace} left"
+    return check
+
+
+def _addon_phases() -> list[Phase]:
+    phases = []
+    for name in ADDON_ORDER:
+        addon = ADDONS[name]
+        phases.append(Phase(name, f"{addon.title}: {addon.provides}", _addon_check(name), playbook="addon.yml",
+                            extra_vars=_addon_vars(name, "present"), needs=("kubeconfig",),
+                            skip_reason=_addon_skip(name)))
+        phases.append(Phase(f"remove_{name}", f"{addon.title} deleted", _addon_removed(name), playbook="addon.yml",
+                            extra_vars=_addon_vars(name, "absent"), needs=("kubeconfig",)))
+    return phases
+
+
 # --- verify ------------------------------------------------------------------------------------------------
 
 def _verify(ctx: PhaseContext) -> str:
@@ -328,6 +379,7 @@ PHASES: dict[str, Phase] = {p.name: p for p in (
           extra_vars=_join_vars, limit=_join_limit, needs=("kubeconfig",)),
     Phase("gpu", "NVIDIA device plugin on GPU nodes", _gpu_check, playbook="gpu_plugin.yml", extra_vars=_gpu_vars,
           needs=("gpus", "kubeconfig"), skip_reason=_gpu_skip),
+    *_addon_phases(),
     Phase("verify", "nodes Ready, system pods, DNS, GPUs", _verify, needs=("gpus", "kubeconfig"), read_only=True),
     Phase("smoke", "CIFAR-10 training Job", _smoke, needs=("kubeconfig",), skip_reason=_smoke_skip),
     Phase("drain", "cordon, evict and delete through the API", _drain),
@@ -335,7 +387,8 @@ PHASES: dict[str, Phase] = {p.name: p for p in (
           limit=_reset_limit),
 )}
 
-UP_PHASES: tuple[str, ...] = ("preflight", "prepare", "control_plane", "network", "join", "gpu", "verify", "smoke")
+UP_PHASES: tuple[str, ...] = ("preflight", "prepare", "control_plane", "network", "join", "gpu", *ADDON_ORDER,
+                              "verify", "smoke")
 NODE_ADD_PHASES: tuple[str, ...] = ("preflight", "prepare", "join", "gpu", "verify")
 RESET_PHASES: tuple[str, ...] = ("drain", "reset")
 
