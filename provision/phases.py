@@ -139,6 +139,8 @@ def _preflight(ctx: PhaseContext) -> str:
     gpus = dict(ctx.state.gpus or {})
     gpus.update({name: int(report.gpu_counts.get(name, 0)) for name in ctx.target_nodes})
     ctx.state.gpus = gpus
+    ctx.state.link_gbps = {name: speed for name, speed in ctx.state.link_gbps.items() if name not in ctx.target_nodes} \
+        | report.link_speeds
     if report.blocking:
         more = (f" (and {len(report.blocking) - 1} more; `bootstrap preflight` lists them)"
                 if len(report.blocking) > 1 else "")

@@ -18,6 +18,8 @@ from typing import Literal
 
 from provision.inputs.inventory import Cluster, Node
 from provision.inputs.settings import Settings
+from provision.nodes.nic import PROBE_SECTION as NIC_PROBE_SECTION
+from provision.nodes.nic import Links, check_links, parse_links
 from provision.nodes.runner import HostTally, RunProgress
 from provision.nodes.ssh import SshError, SshShell
 
@@ -66,6 +68,7 @@ FAMILIES: dict[str, tuple[str, ...]] = {
     "swap": ("swap",),
     "selinux": ("selinux",),
     "gpu": ("gpu",),
+    "network": ("network",),
 }
 
 # --- which problems block: the one place that decides ------------------------------------------------------
@@ -120,6 +123,8 @@ class NodeReport:
     address: str
     checks: tuple[CheckResult, ...]
     gpu_count: int = 0
+    # The speed multi-node training crosses at (nodes/nic.py); None when unknown.
+    link_gbps: float | None = None
 
     def check(self, name: str) -> CheckResult | None:
         return next((c for c in self.checks if c.name == name), None)
@@ -155,6 +160,10 @@ class PreflightReport:
     @property
     def gpu_counts(self) -> dict[str, int]:
         return {n.name: n.gpu_count for n in self.nodes}
+
+    @property
+    def link_speeds(self) -> dict[str, float]:
+        return {n.name: n.link_gbps for n in self.nodes if n.link_gbps is not None}
 
     def node(self, name: str) -> NodeReport:
         return next(n for n in self.nodes if n.name == name)
@@ -193,6 +202,8 @@ class NodeFacts:
     # Node clock minus the operator's, and how precisely that is known (half the probe's round trip).
     clock_offset_s: float = 0.0
     clock_uncertainty_s: float = 0.0
+    # NIC speeds and RDMA devices (nodes/nic.py).
+    links: Links = field(default_factory=Links)
 
 
 # Runs as root through sudo; POSIX sh; every section is optional so a missing tool only empties its section.
@@ -226,8 +237,7 @@ done
 section lspci; command -v lspci >/dev/null 2>&1 && lspci -mm -d 10de: 2>/dev/null
 section nvidia_driver; head -n 1 /proc/driver/nvidia/version 2>/dev/null
 section kube; for f in /etc/kubernetes/admin.conf /etc/kubernetes/kubelet.conf; do [ -f "$f" ] && echo "$f"; done
-section end
-"""
+""" + NIC_PROBE_SECTION + "section end\n"
 
 
 def _sections(text: str) -> dict[str, list[str]]:
@@ -324,6 +334,7 @@ def parse_facts(text: str) -> NodeFacts:
         gpus=tuple(gpus),
         nvidia_driver=next((line.strip() for line in sections.get("nvidia_driver", []) if line.strip()), None),
         kube_configs=tuple(line.strip() for line in sections.get("kube", []) if line.strip()),
+        links=parse_links(sections, default_iface),
     )
 
 
@@ -452,21 +463,29 @@ def check_unique(facts_by_node: dict[str, NodeFacts]) -> dict[str, list[Finding]
     return findings
 
 
+def check_network(facts: NodeFacts, *, multi_node: bool, min_gbps: float) -> Finding:
+    problem, detail, fix = check_links(facts.links, multi_node=multi_node, min_gbps=min_gbps)
+    return Finding("network", problem, detail, fix)
+
+
 def judge(node: Node, finding: Finding) -> CheckResult:
     if not finding.problem:
         return CheckResult(finding.name, "ok", finding.detail)
     return CheckResult(finding.name, severity(finding.name, node), finding.detail, finding.fix)
 
 
-def evaluate(nodes: list[Node], facts_by_node: dict[str, NodeFacts]) -> dict[str, tuple[list[CheckResult], int]]:
-    """Judge the facts of the nodes that could be probed: per node, its checks and GPU count."""
+def evaluate(nodes: list[Node], facts_by_node: dict[str, NodeFacts], *, multi_node: bool = False,
+             min_link_gbps: float = 10.0) -> dict[str, tuple[list[CheckResult], int]]:
+    """Judge the facts of the nodes that could be probed: per node, its checks and GPU count. `multi_node`: the
+    smoke test will train across nodes, so links under min_link_gbps are warned about."""
     unique = check_unique(facts_by_node)
     results = {}
     for node in nodes:
         facts = facts_by_node[node.name]
         gpu_finding, gpu_count = check_gpu(facts, node)
         findings = [check_os(facts), check_cpu(facts), check_memory(facts), *unique[node.name],
-                    check_ports(facts, node), check_clock(facts), check_swap(facts), check_selinux(facts), gpu_finding]
+                    check_ports(facts, node), check_clock(facts), check_swap(facts), check_selinux(facts), gpu_finding,
+                    check_network(facts, multi_node=multi_node, min_gbps=min_link_gbps)]
         results[node.name] = ([judge(node, f) for f in findings], gpu_count)
     return results
 
@@ -556,12 +575,16 @@ def run_preflight(cluster: Cluster, settings: Settings, *, nodes: list[str] | No
     with ThreadPoolExecutor(max_workers=max(1, min(max_parallel, len(probed_nodes)))) as pool:
         probes = {p.node.name: p for p in pool.map(probe, probed_nodes)}
     facts_by_node = {name: p.facts for name, p in probes.items() if p.facts is not None}
-    judged = evaluate([n for n in targets if n.name in facts_by_node], facts_by_node)
+    smoke = settings.smoke_test
+    judged = evaluate([n for n in targets if n.name in facts_by_node], facts_by_node,
+                      multi_node=smoke.enabled and smoke.nodes > 1, min_link_gbps=smoke.min_link_gbps)
     reports = []
     for node in targets:
         checks, gpu_count = judged.get(node.name, ([], 0))
         all_checks = tuple(probes[node.name].checks + checks)
-        reports.append(NodeReport(node.name, node.role, node.address, all_checks, gpu_count))
+        facts = facts_by_node.get(node.name)
+        reports.append(NodeReport(node.name, node.role, node.address, all_checks, gpu_count,
+                                  facts.links.link_gbps if facts else None))
         if on_progress:
             with lock:
                 tally = progress.tally[node.name]
