@@ -332,7 +332,10 @@ def _smoke(ctx: PhaseContext) -> str:
     from provision.kube.smoke import run_smoke_test
 
     # smoke_test.mode (auto: GPU when the cluster advertises one) is applied by the smoke test itself.
-    verdict = run_smoke_test(admin_kubeconfig_path(ctx.cluster), ctx.settings, on_progress=ctx.on_smoke_progress)
+    # The slowest link preflight read between the nodes, to set beside the all-reduce bandwidth.
+    links = ctx.state.link_gbps.values()
+    verdict = run_smoke_test(admin_kubeconfig_path(ctx.cluster), ctx.settings, on_progress=ctx.on_smoke_progress,
+                             link_gbps=min(links) if links else None)
     ctx.facts["smoke_verdict"] = verdict
     if not verdict.passed:
         # A FAIL summary already carries the cause and its detail.

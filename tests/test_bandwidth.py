@@ -12,6 +12,7 @@ from pathlib import Path
 
 import pytest
 
+from provision.kube.smoke_verdict import Bandwidth
 from provision.resources import TRAINER_DIR
 
 pytest.importorskip("torch", reason="the step needs torch: run in the environment that has it (.venv)")
@@ -39,6 +40,9 @@ def test_two_gloo_processes_report_their_bus_bandwidth_as_one_json_line() -> Non
     # nccl-tests' definition for an all-reduce over n ranks: busbw = algbw * 2(n-1)/n.
     assert report["busbw_gbps"] == pytest.approx(report["algbw_gbps"], rel=0.01)
     assert "bus bandwidth" in result.stderr
+    # What the verdict makes of it.
+    bandwidth = Bandwidth.parse(lines[0])
+    assert bandwidth is not None and bandwidth.busbw_gbps == report["busbw_gbps"] and bandwidth.world_size == 2
 
 
 def test_two_nodes_meet_at_a_c10d_rendezvous_like_the_indexed_jobs_pods(tmp_path: Path) -> None:

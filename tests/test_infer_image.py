@@ -19,7 +19,7 @@ from provision.resources import TRAINER_DIR
 
 pytest.importorskip("torch", reason="the trainer needs torch: run in the environment that has it (.venv)")
 sys.path.insert(0, str(TRAINER_DIR))
-import cifar_data  # noqa: E402  (the trainer's own module, as the pods import it)
+import cifar_data  # the trainer's own module, as the pods import it
 
 SMALL = ["--synthetic", "--synthetic-train-size", "1024", "--synthetic-test-size", "300", "--epochs", "2",
          "--batch-size", "128", "--device", "cpu"]
