@@ -210,3 +210,24 @@ def test_the_cli_saves_with_save_not_output_which_is_the_format(tmp_path: Path) 
     document = json.loads(result.stdout)
     assert document["passed"] and "model.pt" in document["saved"]
     assert (tmp_path / "out" / "model.pt").is_file()
+
+
+def test_when_rank_0_ran_on_another_node_the_collector_looks_there_too(tmp_path: Path) -> None:
+    metrics = METRICS | {"world_size": 2, "nodes": 2}
+    first = succeeded(metrics)
+    second = succeeded(metrics)
+    second["metadata"]["name"], second["spec"]["nodeName"] = f"{JOB}-1-xyz", "gpu-2"
+    for index, made in enumerate((first, second)):
+        made["metadata"]["labels"]["batch.kubernetes.io/job-completion-index"] = str(index)
+    cluster = Cluster(steps=[(job(("Complete", "", "")), [first, second], EPOCH_LOG)])
+    with FakeApiServer() as api:
+        cluster.serve(api)
+        created = serve_collector(api, {})
+        # What the collector lists depends on the node it runs on: only gpu-2's cache holds the model.
+        api.add("GET", "/api/v1/namespaces/{ns}/pods/{name}/proxy/index.json",
+                lambda _: json.dumps(["model.pt"] if created[-1]["spec"]["nodeName"] == "gpu-2" else []).encode())
+        api.add("GET", "/api/v1/namespaces/{ns}/pods/{name}/proxy/model.pt", b"\x80weights")
+        verdict = run_smoke_test(api.write_kubeconfig(tmp_path / "kubeconfig"), parse_settings({}), namespace=NS,
+                                 timings=FAST, sleep=lambda _: None, save_dir=tmp_path / "results")
+    assert [c["spec"]["nodeName"] for c in created] == ["gpu-1", "gpu-2"]
+    assert verdict.save_error is None and (tmp_path / "results" / "model.pt").read_bytes() == b"\x80weights"

@@ -1,9 +1,10 @@
 """`smoke-test --save DIR`: the trained model and the metrics, back on the operator's machine.
 
 The training pods are gone when the run ends, so rank 0 leaves its output in the cache (runs/<name>/ on the
-hostPath of its node, or in the PVC). Afterwards a small collector pod mounts the same place, on that node,
-and serves the files; the driver reads them through the API server's pod proxy (no port-forward, no exec)
-and deletes the collector, which removes the files from the cache on its way out.
+hostPath of its node, or in the PVC). Afterwards a small collector pod mounts the same place, on that node
+(the first pod's, then the others' until one holds the model), and serves the files; the driver reads them
+through the API server's pod proxy (no port-forward, no exec) and deletes the collector, which removes the
+files from the cache on its way out.
 
 DIR then holds model.pt (and whatever else rank 0 wrote), metrics.json (the trainer's own report),
 verdict.json, and trainer/ (the code that ran), so that `python -m trainer.infer --model model.pt --image
@@ -116,14 +117,17 @@ def save_results(api: client.ApiClient, spec: SmokeSpec, observation: Observatio
         return written, "the run reported no metrics, so there is no model to copy"
     (directory / "metrics.json").write_text(json.dumps(metrics, indent=2) + "\n")
     written.append("metrics.json")
-    rank0 = next((pod.node for pod in observation.pods if pod.node), None)
     collector = Collector(api, spec, timeout_s=timeout_s, request_timeout_s=request_timeout_s, poll_s=poll_s,
                           sleep=sleep)
-    try:
-        written += collector.fetch(rank0, directory)
-    except SaveError as exc:
-        return written, str(exc)
-    except (ApiException, urllib3.exceptions.HTTPError, ValueError) as exc:
-        reason = f"HTTP {exc.status} {exc.reason}" if isinstance(exc, ApiException) else f"{type(exc).__name__}: {exc}"
-        return written, f"the results could not be read through the API server ({reason})"
-    return written, None
+    # Rank 0 is usually the first pod's; a rendezvous may give it to another node, whose cache then holds the model.
+    nodes = list(dict.fromkeys(pod.node for pod in observation.pods if pod.node)) if spec.cache == "hostpath" else [None]
+    error = "no pod of the run was placed on a node"
+    for node in nodes or [None]:
+        try:
+            return written + collector.fetch(node, directory), None
+        except SaveError as exc:
+            error = str(exc)
+        except (ApiException, urllib3.exceptions.HTTPError, ValueError) as exc:
+            reason = f"HTTP {exc.status} {exc.reason}" if isinstance(exc, ApiException) else f"{type(exc).__name__}: {exc}"
+            return written, f"the results could not be read through the API server ({reason})"
+    return written, error
