@@ -84,9 +84,9 @@ def test_with_the_trainer_installed_the_run_is_a_trainjob_dry_run_first(tmp_path
     verdict, api = run(tmp_path, cluster, nodes=2)
     assert verdict.passed, verdict.summary
     assert verdict.workload == "TrainJob"
-    # The custom objects are checked by the API server (and the Trainer's webhook) before any is created.
-    assert posts(api) == [("Namespace", None), ("ConfigMap", None), ("TrainingRuntime", "All"), ("TrainJob", "All"),
-                          ("TrainingRuntime", None), ("TrainJob", None)]
+    # Each custom object is checked by the API server (and the Trainer's webhook) before it is created.
+    assert posts(api) == [("Namespace", None), ("ConfigMap", None), ("TrainingRuntime", "All"), ("TrainingRuntime", None),
+                          ("TrainJob", "All"), ("TrainJob", None)]
     trainjob = [r.json for r in api.requests_to("POST") if (r.json or {}).get("kind") == "TrainJob"][-1]
     assert trainjob["spec"]["runtimeRef"] == {"name": JOB, "apiGroup": "trainer.kubeflow.org",
                                               "kind": "TrainingRuntime"}

@@ -199,15 +199,11 @@ class _Run:
             "Service": lambda body: self._call(self.core.create_namespaced_service, ns, body),
             "Job": lambda body: self._call(self.batch.create_namespaced_job, ns, body),
         }
-        objects = render(self.spec)
-        custom = [body for body in objects if body["kind"] in CUSTOM_KINDS]
-        for body in objects:
+        for body in render(self.spec):
             if body["kind"] in CUSTOM_KINDS:
-                if body is custom[0]:
-                    # The add-ons' schemas are not known here: the API server checks every custom object (and
-                    # its admission webhooks do) before anything of them is created.
-                    for each in custom:
-                        self._create_custom(each, dry_run="All")
+                # The add-ons' schemas are not known here: the API server checks each custom object (and its
+                # admission webhooks do, the Trainer's against the runtime created just before) first.
+                self._create_custom(body, dry_run="All")
                 self._create_custom(body)
             else:
                 try:
