@@ -16,10 +16,10 @@ from rich.text import Text
 
 from provision.cli.options import ConfigOption
 from provision.inputs.settings import load_settings
-from provision.kube.smoke import Choices, SmokeProgress, build_spec, new_namespace, run_smoke_test
+from provision.kube.smoke import CACHE_NAMESPACE, Choices, SmokeProgress, build_spec, new_namespace, run_smoke_test
 from provision.kube.smoke_observation import Mode
 from provision.kube.smoke_verdict import Bandwidth, TrainerMetrics, Verdict
-from provision.render.smoke_manifests import Scheduler, Workload, render, to_yaml
+from provision.render.smoke_manifests import RUN_LABEL, Scheduler, Workload, render, to_yaml
 
 console = Console(stderr=True, highlight=False)
 
@@ -104,7 +104,11 @@ def print_verdict(verdict: Verdict) -> None:
         console.print("[dim]last lines of the trainer's log:[/]")
         for line in verdict.log_tail[-8:]:
             console.print(f"  {line}", markup=False)
-    if verdict.kept:
+    if verdict.kept and verdict.namespace == CACHE_NAMESPACE:
+        console.print(f"kept: the run's objects in namespace {verdict.namespace}, which also holds the cache (kubectl "
+                      f"-n {verdict.namespace} get all -l {RUN_LABEL}; delete them by that label when done)",
+                      soft_wrap=True, markup=False)
+    elif verdict.kept:
         console.print(f"kept: namespace {verdict.namespace} (kubectl -n {verdict.namespace} get pods; "
                       f"kubectl delete namespace {verdict.namespace} when done)")
     if verdict.cleanup_error:
