@@ -13,7 +13,7 @@ from provision.inputs.inventory import Cluster
 from provision.phases import RESET_PHASES
 
 WHAT_RESET_REMOVES = ("kubeadm reset, /etc/kubernetes, /var/lib/kubelet, /var/lib/etcd, CNI and Calico state, "
-                      "KUBE-*/cali-* iptables chains, Calico interfaces")
+                      "KUBE-*/cali-* iptables chains, Calico interfaces, the smoke test's data cache")
 
 
 def forget_local_cluster(cluster: Cluster) -> list[str]:
