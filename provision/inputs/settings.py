@@ -483,6 +483,11 @@ class SmokeTestSettings(_Section):
                              "use a directory of its own, e.g. /var/lib/cluster-bootstrap/cache")
         return path
 
+    @field_validator("image")
+    @classmethod
+    def _tagged_image(cls, value: str) -> str:
+        return _image(value, tagged=True)
+
     @field_validator("extra_resources")
     @classmethod
     def _not_managed(cls, value: dict[str, str]) -> dict[str, str]:
@@ -508,8 +513,11 @@ class AddonsSettings(_Section):
     def _listed_once(cls, value: object) -> object:
         if isinstance(value, str):
             raise ValueError(f"write it as a list, e.g. [{value}]")
-        if isinstance(value, (list, tuple)) and len(set(map(str, value))) != len(value):
-            raise ValueError(f"{list(value)} names an add-on twice")
+        if isinstance(value, (list, tuple)):
+            if len(set(map(str, value))) != len(value):
+                raise ValueError(f"{list(value)} names an add-on twice")
+            # YAML gives a list; the settings keep it as a tuple (strict types take no list for one).
+            return tuple(value)
         return value
 
     @field_validator("volcano_version", "training_operator_version", "trainer_version")
@@ -528,11 +536,6 @@ class AddonsSettings(_Section):
 
     def version(self, name: AddonName) -> str:
         return str(getattr(self, f"{name}_version"))
-
-    @field_validator("image")
-    @classmethod
-    def _tagged_image(cls, value: str) -> str:
-        return _image(value, tagged=True)
 
 
 class VerifySettings(_Section):
