@@ -135,6 +135,7 @@ def _preflight(ctx: PhaseContext) -> str:
 
     report = run_preflight(ctx.cluster, ctx.settings, nodes=list(ctx.target_nodes), on_progress=ctx.on_progress,
                            become_password=ctx.become_password)
+    ctx.facts["preflight"] = report
     gpus = dict(ctx.state.gpus or {})
     gpus.update({name: int(report.gpu_counts.get(name, 0)) for name in ctx.target_nodes})
     ctx.state.gpus = gpus
