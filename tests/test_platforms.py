@@ -1,13 +1,16 @@
 """The platform table (provision/inputs/platforms.py): one row per OS and release, and everything that names a
 supported system is held to it: preflight's lookups, what the roles receive, the interpreter each run's inventory
-names."""
+names, the Vagrant lab's OS choices and docs/os-support.md."""
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 import pytest
 import yaml
+from typer.testing import CliRunner
 
+from provision.cli.app import app
 from provision.inputs.inventory import Cluster, Node
 from provision.inputs.platforms import (
     PLATFORMS,
@@ -17,10 +20,14 @@ from provision.inputs.platforms import (
     bootstrap_script,
     platform_for,
     role_rows,
+    supported_text,
 )
 from provision.inputs.settings import parse_settings
+from provision.lab.vagrant import lab_os_choices
 from provision.nodes.runner import _groups_inventory
 from provision.render.playbook_vars import playbook_vars, python_host_vars
+from provision.resources import VAGRANT_DIR
+from tests.support.paths import REPO_ROOT
 
 CLUSTER = Cluster(inventory_path=Path("hosts.ini"), nodes=(
     Node(name="cp1", address="192.0.2.10", role="control_plane", user="root"),
@@ -112,3 +119,60 @@ def test_the_roles_receive_the_table() -> None:
     assert by_name["Debian testing/unstable"]["ansible_versions"] == ["sid"]
     assert by_name["Ubuntu 22.04 LTS"]["ansible_versions"] == ["22"]
     assert by_name["CentOS 7"]["support"] == "refused" and "cgroup v1" in by_name["CentOS 7"]["reason"]
+
+
+# --- the Vagrant lab and the docs, held to the table ------------------------------------------------------------
+
+def lab_boxes() -> dict[str, tuple[str, str]]:
+    """The Vagrantfile's OS choices: name -> (box, the os-release "ID VERSION_ID" it boots)."""
+    text = (VAGRANT_DIR / "Vagrantfile").read_text()
+    body = text.split("def lab_boxes", 1)[1].split("\nend", 1)[0]
+    return {name: (box, os) for name, box, os in re.findall(r'"([\w.-]+)" => \{ box: "([^"]+)", os: "([^"]+)" \}',
+                                                             body)}
+
+
+def test_the_vagrant_lab_offers_only_systems_the_table_supports() -> None:
+    boxes = lab_boxes()
+    assert boxes and "centos7" not in boxes
+    for choice, (_box, os) in boxes.items():
+        os_id, version = os.split()
+        row = platform_for({"ID": os_id, "VERSION_ID": version})
+        assert isinstance(row, Platform) and row.support == "supported", choice
+    listed = ", ".join(boxes)
+    lab_yml = (VAGRANT_DIR / "lab.yml").read_text()
+    assert f"# LAB_OS: {listed}." in lab_yml
+    docs = (REPO_ROOT / "docs" / "lab.md").read_text()
+    for choice, (box, _os) in boxes.items():
+        assert f"`{choice}` ({box})" in docs
+    assert lab_os_choices() == tuple(boxes)
+    shown = CliRunner().invoke(app, ["lab", "up", "--help"], env={"COLUMNS": "300"})
+    assert f"{listed} (LAB_OS)" in " ".join(shown.output.split())
+
+
+def doc_table() -> dict[str, dict[str, str]]:
+    text = (REPO_ROOT / "docs" / "os-support.md").read_text()
+    section = text.split("<!-- platform table -->", 1)[1].split("<!-- end of platform table -->", 1)[0]
+    lines = [line for line in section.strip().splitlines() if line.startswith("|")]
+    header = [cell.strip() for cell in lines[0].strip("|").split("|")]
+    rows = {}
+    for line in lines[2:]:
+        cells = dict(zip(header, (cell.strip() for cell in line.strip("|").split("|")), strict=True))
+        rows[cells["OS"]] = cells
+    return rows
+
+
+def test_docs_os_support_lists_every_row_of_the_table_as_it_is() -> None:
+    documented = doc_table()
+    assert list(documented) == [row.name for row in PLATFORMS]
+    for row in PLATFORMS:
+        cells = documented[row.name]
+        assert cells["support"] == row.support_level, row.name
+        if isinstance(row, Refusal):
+            assert cells["Python"] == cells["packages"] == "-"
+            continue
+        assert cells["packages"] == row.package_manager, row.name
+        assert cells["Python"] == f"`{row.python}`" + (f" (installed: `{row.python_package}`)"
+                                                        if row.python_package else ""), row.name
+        assert cells["Docker"] == f"`{row.docker_repo}`", row.name
+        assert cells["CUDA"] == (f"`{row.cuda.directory}`" if row.cuda else "-"), row.name
+    assert supported_text() in (REPO_ROOT / "docs" / "os-support.md").read_text()

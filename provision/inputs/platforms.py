@@ -111,8 +111,8 @@ CUDA_RHEL9 = CudaRepo("rhel9", "D42D0685.pub")
 NO_EL10_DRIVER = ("NVIDIA's rhel10 repository installs a driver branch without dnf module streams (EL10 has none), "
                   "and the nvidia role installs the branch through its module stream: run GPU nodes on EL9 for now, "
                   "or set gpu=false for this node")
-EL7_REASON = ("end of life since June 2024; no Python 3.9 or newer for ansible-core; kernel 3.10 runs cgroup v1 "
-              "only, which the kubelet refuses from Kubernetes 1.35; no containerd 2 packages")
+EL7_REASON = ("no Python 3.9 or newer for ansible-core; kernel 3.10 runs cgroup v1 only, which the kubelet refuses "
+              "from Kubernetes 1.35; no containerd 2 packages")
 EL7_FIX = ("reinstall the node with Rocky Linux or AlmaLinux 9 or 10 (same RPM family), or Alibaba Cloud Linux 3 / "
            "Anolis OS 8 with `mirrors.profile: cn`")
 EL8_PYTHON: dict[str, Any] = {"python": "/usr/bin/python3.12", "python_package": "python3.12",
@@ -184,10 +184,11 @@ PLATFORMS: tuple[Row, ...] = (
                "rhel/9", None, "NVIDIA publishes no CUDA repository for openEuler: set gpu=false for this node, or "
                "run GPU nodes on a RHEL-family 8 or 9 or Ubuntu release") for release in ("22.03", "24.03")),
     # --- the end of the line: the 7 generation ----------------------------------------------------------------
-    *(Refusal(os_id, ("7",), f"{name} 7", distribution, EL7_REASON, EL7_FIX)
-      for os_id, name, distribution in (("centos", "CentOS", "CentOS"), ("rhel", "Red Hat Enterprise Linux",
-                                                                          "RedHat"),
-                                        ("ol", "Oracle Linux", "OracleLinux"))),
+    *(Refusal(os_id, ("7",), f"{name} 7", distribution, f"{ended}; {EL7_REASON}", EL7_FIX)
+      for os_id, name, distribution, ended in (
+          ("centos", "CentOS", "CentOS", "end of life since June 2024"),
+          ("rhel", "Red Hat Enterprise Linux", "RedHat", "maintenance support ended in June 2024"),
+          ("ol", "Oracle Linux", "OracleLinux", "Premier Support ended in December 2024"))),
 )
 
 
