@@ -93,7 +93,9 @@ def check_os(facts: NodeFacts, ansible_core: str) -> Finding:
     refusal = controller_refusal(row, ansible_core)
     if refusal:
         return Finding("os", True, f"{row.name}: {refusal.split(': ', 1)[0]}", refusal.rsplit(": ", 1)[1])
-    return Finding("os", False, row.name)
+    # In the node's own words (its os-release), as the preflight table shows it.
+    release = facts.os_release
+    return Finding("os", False, f"{release.get('NAME', row.name)} {release.get('VERSION_ID', '')}".strip())
 
 
 def check_support(facts: NodeFacts) -> Finding:
