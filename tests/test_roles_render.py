@@ -213,6 +213,15 @@ def test_the_assert_reads_the_platform_table_for_every_os() -> None:
     assert arch("node_platform") == {}
 
 
+def test_debian_testing_runs_with_the_tables_warning() -> None:
+    """Ansible reports Debian testing/unstable's major version as "<codename>/sid" (the lab's sid flavour)."""
+    sid = Rendered("debian13", ansible_distribution_major_version="forky/sid", ansible_distribution_release="sid")
+    assert sid("node_platform.name") == "Debian testing/unstable" and sid("node_platform.support") == "warned"
+    assert sid("node_family") == "Debian"
+    message = sid.task("os_prep/tasks/0000-preflight.yml", 1, "ansible.builtin.debug", "msg")
+    assert "use Debian 13 for a cluster you keep" in message
+
+
 def test_el8_family_nodes_are_refused_under_ansible_core_2_19_with_the_way_out() -> None:
     for os in ("rocky8", "alma8", "anolis8", "alinux3"):
         message = refusal(os, core="2.19.14")
