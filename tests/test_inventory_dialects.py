@@ -171,7 +171,7 @@ def test_the_groups_file_names_hosts_as_ansible_does_with_the_first_control_plan
     from provision.inputs.settings import Settings
 
     cluster = load(tmp_path, KUBEASZ)
-    groups = yaml.safe_load(_groups_inventory(cluster, Settings(), tmp_path).read_text())["all"]["children"]
+    groups = yaml.safe_load(_groups_inventory(cluster, tmp_path, Settings()).read_text())["all"]["children"]
     assert list(groups["control_plane"]["hosts"]) == ["192.168.1.1", "192.168.1.2", "192.168.1.3"]
     assert list(groups["first_control_plane"]["hosts"]) == ["192.168.1.1"]
     assert list(groups["workers"]["hosts"]) == ["192.168.1.4"]

@@ -3,7 +3,7 @@ real kubernetes client: the cluster "says" what a real one would, and the driver
 from __future__ import annotations
 
 import json
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -27,6 +27,7 @@ from tests.support.smoke_run import (
     job,
     load_observation,
     succeeded,
+    timeless,
     trainer_pod,
 )
 
@@ -80,7 +81,7 @@ def test_a_run_that_trains_to_accuracy_passes_and_leaves_nothing_behind(tmp_path
     assert outcome.lines.count("epoch 3/10  loss 1.0  train_acc 0.9  time 0.50s  images/s 100000") == 1
     # What was applied: the trainer's code, and a Job asking for the GPU.
     configmap = outcome.posted("/configmaps")
-    assert set(configmap["data"]) == {"train.py", "cifar_data.py", "infer.py"}
+    assert set(configmap["data"]) == {"train.py", "cifar_data.py", "infer.py", "bandwidth.py"}
     container = outcome.posted("/jobs")["spec"]["template"]["spec"]["containers"][0]
     assert container["resources"]["limits"]["nvidia.com/gpu"] == "1"
     assert container["image"] == IMAGE
@@ -157,15 +158,6 @@ def test_a_job_past_its_deadline_says_how_far_training_got(tmp_path: Path) -> No
     assert "epoch 3/10" in verdict.detail
 
 
-def timeless(observation: Observation) -> dict[str, Any]:
-    """An observation without its clock readings, which differ from run to run."""
-    seen = asdict(observation) | {"elapsed_s": None}
-    for pod in seen["pods"]:
-        for key in ("unschedulable_since", "image_pull_since"):
-            pod[key] = pod[key] is not None
-    return seen
-
-
 def test_the_observations_the_verdict_tests_replay_are_what_the_driver_records(tmp_path: Path,
                                                                                monkeypatch: pytest.MonkeyPatch) -> None:
     """tests/data/smoke/ was recorded from runs like these: when what the driver observes changes, it shows here."""
@@ -210,11 +202,11 @@ def test_the_trainers_own_error_is_the_cause(tmp_path: Path) -> None:
 
 def test_a_crash_without_a_message_falls_back_to_the_last_log_line(tmp_path: Path) -> None:
     crashed = trainer_pod("Failed", terminated={"exitCode": 1, "reason": "Error",
-                                        "message": "Traceback (most recent call last):\nRuntimeError: NCCL error"})
+                                        "message": "Traceback (most recent call last):\nRuntimeError: CUDA error: unknown error"})
     cluster = Cluster(steps=[(job(), [crashed], "")])
     verdict = run(tmp_path, cluster).verdict
     assert verdict.cause is FailureKind.TRAINER_FAILED
-    assert verdict.detail.endswith("exited with code 1: RuntimeError: NCCL error")
+    assert verdict.detail.endswith("exited with code 1: RuntimeError: CUDA error: unknown error")
 
 
 def test_keep_leaves_the_namespace_for_inspection(tmp_path: Path) -> None:

@@ -17,6 +17,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from provision.errors import InputError
+from provision.inputs.addons import ADDONS, VERSION_PATTERN, AddonName
 from provision.inputs.files import parse_yaml, read_text, refuse_vault_file, shown
 
 KUBE_VERSION_RE = re.compile(r"^v?1\.(0|[1-9]\d{0,2})(?:\.(0|[1-9]\d{0,3}))?$")
@@ -38,6 +39,7 @@ UNUSABLE_RANGES = {
 # Kubernetes' DNS-1123 subdomain (the cluster DNS domain, registry host names).
 DNS_LABEL = r"[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?"
 DNS_SUBDOMAIN_RE = re.compile(rf"^{DNS_LABEL}(\.{DNS_LABEL})*$")
+DNS_LABEL_RE = re.compile(rf"^{DNS_LABEL}$")
 # A registry host (a DNS name with an optional port) and the image path below it, in the grammar of the
 # distribution reference (docker/distribution reference.go); the tag or digest is matched separately.
 REGISTRY_HOST = r"(?:[a-zA-Z0-9]([-a-zA-Z0-9]*[a-zA-Z0-9])?)(?:\.[a-zA-Z0-9]([-a-zA-Z0-9]*[a-zA-Z0-9])?)*(?::[0-9]{1,5})?"
@@ -48,6 +50,18 @@ IMAGE_RE = re.compile(rf"^(?P<repository>{REGISTRY_HOST}(?:/{PATH_COMPONENT})*)"
 # What a repository URL may contain: RFC 3986's characters minus quotes, parentheses, '*', ',', ';', '!' and '$'
 # (none needed by a package repository; each means something to a shell or a configuration file).
 URL_CHARACTERS_RE = re.compile(r"^[A-Za-z0-9\-._~:/?#\[\]@&+=%]+$")
+# Kubernetes' own shapes: a resource quantity (2Gi, 500m, 1), an environment variable name,
+# and a qualified resource name (rdma/hca, nvidia.com/gpu).
+QUANTITY_RE = re.compile(r"^[0-9]+(\.[0-9]+)?(m|k|Ki|Mi|Gi|Ti|Pi|Ei|M|G|T|P|E)?$")
+ENV_NAME_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+RESOURCE_NAME_RE = re.compile(r"^([a-z0-9]([-a-z0-9.]*[a-z0-9])?/)?[A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?$")
+CIFAR10_MD5 = "c58f30108f718f92721af3b95e74349a"
+# images/s per GPU (see SmokeTestSettings.throughput_floors): a quarter of airbench94's published A100 rate
+# (500,000 images in 3.83 s, about 130,000/s), scaled by dense bf16 throughput relative to the A100.
+DEFAULT_THROUGHPUT_FLOORS: dict[str, float] = {
+    "A100": 32_000.0, "H100": 75_000.0, "H200": 75_000.0, "H800": 75_000.0, "B200": 110_000.0,
+    "A800": 32_000.0, "L40S": 28_000.0, "A10": 10_000.0, "L4": 9_000.0, "T4": 3_000.0, "V100": 8_000.0,
+}
 
 
 def kube_minor_problem(minor: int) -> str | None:
@@ -261,6 +275,20 @@ class MirrorSettings(_Section):
     image_repository: str | None = None
     calico_manifest: str | None = None
     pip_index: str | None = None
+    # The CIFAR-10 python archive the smoke test's pods fetch (dataset: cifar10), as a full URL.
+    cifar10_archive: str | None = None
+    # Raw files of GitHub repositories (Volcano's installer): raw.githubusercontent.com or a mirror of it.
+    github_raw: str | None = None
+    # A base URL holding the add-ons' release manifests already rendered, as <addon>/<version>/<part>.yaml
+    # (docs/addons.md): replaces GitHub for every add-on, the Kubeflow ones included.
+    addon_manifests: str | None = None
+
+    @field_validator("cifar10_archive", "github_raw", "addon_manifests")
+    @classmethod
+    def _url(cls, value: str | None) -> str | None:
+        if value is not None and not re.match(r"^(https?|file)://[^\s]+$", value):
+            raise ValueError(f"'{value}' is not an http(s):// or file:// URL")
+        return value
 
     @field_validator("os_repo", "docker_repo", "kubernetes_repo", "nvidia_cuda_repo", "nvidia_toolkit_repo",
                      "calico_manifest", "pip_index")
@@ -357,6 +385,13 @@ class GpuSettings(_Section):
         return _image(value, tagged=False)
 
 
+def _quantity(value: object, example: str) -> str:
+    text = str(value).strip()
+    if isinstance(value, bool) or not QUANTITY_RE.match(text):
+        raise ValueError(f"'{value}' is not a Kubernetes quantity: write it as {example}")
+    return text
+
+
 class SmokeTestSettings(_Section):
     enabled: bool = True
     # auto: GPU when any node has one, CPU otherwise.
@@ -365,15 +400,166 @@ class SmokeTestSettings(_Section):
     gpus: int = Field(default=1, ge=1)
     nodes: int = Field(default=1, ge=1)
     epochs: int = Field(default=10, ge=1)
+    # The pass mark on the synthetic set (its best possible accuracy is 0.95: 5% of its labels are wrong on purpose).
     min_accuracy: float = Field(default=0.90, gt=0, le=1)
+    # The pass mark with `dataset: cifar10`: the airbench94 recipe reaches about 94% on the real set.
+    cifar10_min_accuracy: float = Field(default=0.935, gt=0, le=1)
+    # Steady-state training images/s one GPU must reach, by GPU model (matched in the device name the trainer
+    # reports, e.g. "NVIDIA H100 80GB HBM3"; the longest matching key wins). A model not listed is reported
+    # without a floor. The defaults are a quarter of what airbench94's published A100 time (10 epochs of 50,000
+    # images in 3.83 s) implies, scaled by each model's bf16 throughput: conservative, not measured here.
+    throughput_floors: dict[str, float] = Field(default_factory=lambda: dict(DEFAULT_THROUGHPUT_FLOORS))
     timeout_s: int = Field(default=900, ge=60)
     # synthetic: a generated, learnable set in CIFAR-10's format (no download); cifar10: the real archive.
     dataset: Literal["synthetic", "cifar10"] = "synthetic"
+    # What runs the training: a TrainJob (Kubeflow Trainer), a PyTorchJob (Training Operator) or a plain Job.
+    # auto: a TrainJob when the cluster serves the TrainJob API, else a Job.
+    workload: Literal["auto", "job", "pytorchjob", "trainjob"] = "auto"
+    # auto: Volcano (a gang: every pod or none) when the cluster serves its PodGroup API, else the default scheduler.
+    scheduler: Literal["auto", "default", "volcano"] = "auto"
+    # The seeds' knobs for multi-node training: extra environment (NCCL_DEBUG, NCCL_SOCKET_IFNAME, NCCL_IB_HCA, ...),
+    # the host's network namespace, the /dev/shm size, extra resources (rdma/hca), IPC_LOCK (for RDMA memory
+    # registration) and the GPU resource name (a vendor's device plugin may advertise its own).
+    env: dict[str, str] = Field(default_factory=dict)
+    host_network: bool = False
+    shm_size: str = "2Gi"
+    extra_resources: dict[str, str] = Field(default_factory=dict)
+    ipc_lock: bool = False
+    gpu_resource: str = GPU_RESOURCE
+    # The link speed under which preflight and the smoke test warn that multi-node training will be throttled.
+    min_link_gbps: float = Field(default=10.0, gt=0)
+    # The md5 the CIFAR-10 archive must have (its URL is mirrors.cifar10_archive, or the profile's).
+    cifar10_md5: str = CIFAR10_MD5
+    # Where the archive (and, with `smoke-test --save`, the trained model) is kept between runs: a hostPath under
+    # cache_path on each node, a PersistentVolumeClaim of the default StorageClass, or nothing (every pod fetches).
+    # auto: the PVC for single-pod runs when a default StorageClass exists, else the hostPath.
+    cache: Literal["auto", "hostpath", "pvc", "none"] = "auto"
+    cache_path: str = "/var/lib/cluster-bootstrap/cache"
+    cache_size: str = "2Gi"
+    # The fetch into the cache has its own deadline, apart from training's timeout_s.
+    data_timeout_s: int = Field(default=600, ge=30)
+
+    @field_validator("env", mode="before")
+    @classmethod
+    def _env(cls, value: object) -> dict[str, str]:
+        if not isinstance(value, dict):
+            raise ValueError("write it as a mapping of variable names to values, e.g. {NCCL_DEBUG: INFO}")
+        env = {}
+        for name, setting in value.items():
+            if not ENV_NAME_RE.match(str(name)):
+                raise ValueError(f"'{name}' is not an environment variable name (letters, digits and _)")
+            if isinstance(setting, (dict, list)) or setting is None:
+                raise ValueError(f"{name}: give a single value (a string or a number), not '{setting}'")
+            env[str(name)] = str(setting).lower() if isinstance(setting, bool) else str(setting)
+        return env
+
+    @field_validator("extra_resources", mode="before")
+    @classmethod
+    def _extra_resources(cls, value: object) -> dict[str, str]:
+        if not isinstance(value, dict):
+            raise ValueError("write it as a mapping of resource names to amounts, e.g. {rdma/hca: 1}")
+        resources = {}
+        for name, amount in value.items():
+            if not RESOURCE_NAME_RE.match(str(name)) or "/" not in str(name):
+                raise ValueError(f"'{name}' is not an extended resource name: write it as vendor.example/device")
+            resources[str(name)] = _quantity(amount, "1")
+        return resources
+
+    @field_validator("shm_size", "cache_size", mode="before")
+    @classmethod
+    def _size(cls, value: object) -> str:
+        return _quantity(value, "2Gi")
+
+    @field_validator("gpu_resource")
+    @classmethod
+    def _gpu_resource(cls, value: str) -> str:
+        if not RESOURCE_NAME_RE.match(value) or "/" not in value:
+            raise ValueError(f"'{value}' is not an extended resource name: write it as {GPU_RESOURCE}")
+        return value
+
+    @field_validator("cifar10_md5")
+    @classmethod
+    def _md5(cls, value: str) -> str:
+        if not re.match(r"^[0-9a-f]{32}$", value.lower()):
+            raise ValueError(f"'{value}' is not an md5 (32 hex digits); CIFAR-10's is {CIFAR10_MD5}")
+        return value.lower()
+
+    @field_validator("cache_path")
+    @classmethod
+    def _cache_path(cls, value: str) -> str:
+        path = value.rstrip("/")
+        if not path.startswith("/") or ".." in path.split("/"):
+            raise ValueError(f"'{value}' must be an absolute path on the nodes, e.g. /var/lib/cluster-bootstrap/cache")
+        # `reset` removes it: a system directory must never be one.
+        if path.count("/") < 2 or path.split("/")[1] in ("etc", "usr", "bin", "sbin", "lib", "boot", "dev", "proc",
+                                                        "sys", "root", "home"):
+            raise ValueError(f"'{value}' is too close to the root or a system directory (reset removes it): "
+                             "use a directory of its own, e.g. /var/lib/cluster-bootstrap/cache")
+        return path
 
     @field_validator("image")
     @classmethod
     def _tagged_image(cls, value: str) -> str:
         return _image(value, tagged=True)
+
+    @field_validator("throughput_floors")
+    @classmethod
+    def _floors(cls, value: dict[str, float]) -> dict[str, float]:
+        for model, floor in value.items():
+            if not model.strip() or "\n" in model:
+                raise ValueError(f"{model!r} is not a GPU model name: write e.g. H100: 75000")
+            if floor <= 0:
+                raise ValueError(f"{model}: {floor} is not a rate: give images/s per GPU above 0")
+        return value
+
+    @field_validator("extra_resources")
+    @classmethod
+    def _not_managed(cls, value: dict[str, str]) -> dict[str, str]:
+        for name in value:
+            if name in ("cpu", "memory") or name == GPU_RESOURCE:
+                raise ValueError(f"{name} is requested by the smoke test itself: leave it out of extra_resources")
+        return value
+
+
+class AddonsSettings(_Section):
+    # The add-ons `up` installs after the gpu phase, each from its pinned release: none by default.
+    enabled: tuple[AddonName, ...] = ()
+    volcano_version: str = ADDONS["volcano"].version
+    training_operator_version: str = ADDONS["training_operator"].version
+    trainer_version: str = ADDONS["trainer"].version
+    # The Volcano queue the smoke test's gangs wait in (the volcano add-on creates it).
+    volcano_queue: str = "cluster-bootstrap"
+    # How long an add-on phase waits for its CRDs to be Established and its controllers Available.
+    timeout_s: int = Field(default=600, ge=30)
+
+    @field_validator("enabled", mode="before")
+    @classmethod
+    def _listed_once(cls, value: object) -> object:
+        if isinstance(value, str):
+            raise ValueError(f"write it as a list, e.g. [{value}]")
+        if isinstance(value, (list, tuple)):
+            if len(set(map(str, value))) != len(value):
+                raise ValueError(f"{list(value)} names an add-on twice")
+            # YAML gives a list; the settings keep it as a tuple (strict types take no list for one).
+            return tuple(value)
+        return value
+
+    @field_validator("volcano_version", "training_operator_version", "trainer_version")
+    @classmethod
+    def _release_tag(cls, value: str) -> str:
+        if not re.match(VERSION_PATTERN, value):
+            raise ValueError(f"'{value}' is not a release tag: write it as v1.2.3")
+        return value
+
+    @field_validator("volcano_queue")
+    @classmethod
+    def _queue_name(cls, value: str) -> str:
+        if not DNS_LABEL_RE.match(value) or len(value) > 63:
+            raise ValueError(f"'{value}' is not a valid queue name (lowercase letters, digits and '-')")
+        return value
+
+    def version(self, name: AddonName) -> str:
+        return str(getattr(self, f"{name}_version"))
 
 
 class VerifySettings(_Section):
@@ -505,6 +691,7 @@ class Settings(_Section):
     calico: CalicoSettings = Field(default_factory=CalicoSettings)
     gpu: GpuSettings = Field(default_factory=GpuSettings)
     smoke_test: SmokeTestSettings = Field(default_factory=SmokeTestSettings)
+    addons: AddonsSettings = Field(default_factory=AddonsSettings)
     verify: VerifySettings = Field(default_factory=VerifySettings)
     ssh: SshSettings = Field(default_factory=SshSettings)
     firewall: FirewallSettings = Field(default_factory=FirewallSettings)

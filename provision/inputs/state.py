@@ -16,6 +16,7 @@ from pathlib import Path
 
 from provision.errors import BootstrapError, InputError
 from provision.inputs.inventory import Cluster
+from provision.inputs.platforms import NodePython
 
 STATE_DIR_ENV = "BOOTSTRAP_STATE_DIR"
 APP_NAME = "cluster-bootstrap"
@@ -90,11 +91,15 @@ class PhaseRecord:
 class ClusterState:
     # Node name -> GPUs preflight found (0 for none); None until preflight has run.
     gpus: dict[str, int] | None = None
+    # Node name -> the interpreter preflight chose for it (every playbook run's inventory names it).
+    pythons: dict[str, NodePython] = field(default_factory=dict)
     # Name -> outcome of the last time each phase ran.
     phases: dict[str, PhaseRecord] = field(default_factory=dict)
     # Control plane -> the interface its route to the control-plane VIP takes (kube-vip announces it there), as
     # preflight found it.
     vip_interfaces: dict[str, str] = field(default_factory=dict)
+    # Node name -> the link speed (Gb/s) multi-node training crosses there, where preflight could read it.
+    link_gbps: dict[str, float] = field(default_factory=dict)
 
     @classmethod
     def load(cls, cluster: Cluster) -> ClusterState:
@@ -104,8 +109,10 @@ class ClusterState:
         try:
             data = json.loads(path.read_text())
             return cls(gpus=data.get("gpus"),
+                       pythons={k: NodePython(**v) for k, v in (data.get("pythons") or {}).items()},
                        phases={k: PhaseRecord(**v) for k, v in (data.get("phases") or {}).items()},
-                       vip_interfaces=dict(data.get("vip_interfaces") or {}))
+                       vip_interfaces=dict(data.get("vip_interfaces") or {}),
+                       link_gbps=dict(data.get("link_gbps") or {}))
         except (ValueError, TypeError) as exc:
             raise BootstrapError(f"{path}: unreadable state ({exc}); delete it and re-run `bootstrap up`") from None
 
@@ -113,8 +120,10 @@ class ClusterState:
         path = cluster_dir(cluster) / "state.json"
         tmp = path.with_suffix(".tmp")
         tmp.write_text(json.dumps({"gpus": self.gpus,
+                                   "pythons": {k: asdict(v) for k, v in self.pythons.items()},
                                    "phases": {k: asdict(v) for k, v in self.phases.items()},
-                                   "vip_interfaces": self.vip_interfaces}, indent=2))
+                                   "vip_interfaces": self.vip_interfaces,
+                                   "link_gbps": self.link_gbps}, indent=2))
         tmp.replace(path)
 
 

@@ -8,6 +8,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from provision.inputs.inventory import Cluster
+from provision.inputs.platforms import NodePython, Platform, bootstrap_script, role_rows
 from provision.inputs.settings import Settings
 from provision.inputs.sources import resolve_sources
 from provision.render.endpoint import API_SERVER_CERT_NAME, api_endpoint, node_ip
@@ -34,6 +35,8 @@ def playbook_vars(cluster: Cluster, settings: Settings) -> dict[str, Any]:
         "cb_firewall_mode": settings.firewall.mode,
         "cb_calico_version": settings.calico.version,
         "cb_gpu": settings.gpu.model_dump(),
+        # The smoke test's data cache on the nodes (a hostPath): reset removes it.
+        "cb_smoke_cache_path": settings.smoke_test.cache_path,
         # The first control plane (kubeadm init runs there); `host` is Ansible's name for it, `name` the node's.
         "cb_control_plane": {"name": cluster.control_plane.name, "host": cluster.control_plane.host,
                              "address": cluster.control_plane.address},
@@ -47,7 +50,27 @@ def playbook_vars(cluster: Cluster, settings: Settings) -> dict[str, Any]:
         "cb_api_endpoint": {"mode": endpoint.mode, "control_plane_endpoint": endpoint.control_plane_endpoint,
                             "node_url": endpoint.node_url, "tls_server_name": API_SERVER_CERT_NAME,
                             "vip": endpoint.host if endpoint.mode == "vip" else None},
+        # The platform table (provision/inputs/platforms.py): each node's row is found by its facts
+        # (playbooks/group_vars/all.yml: node_platform); os_prep refuses a node whose row is not supported.
+        "cb_platforms": role_rows(),
     }
+
+
+def python_host_vars(cluster: Cluster, settings: Settings, pythons: Mapping[str, NodePython]) -> dict[str, dict[str, str]]:
+    """What each run's inventory adds per node: `ansible_python_interpreter`, the interpreter preflight chose
+    (unless the user's inventory names one for the node: theirs wins), and `cb_python_bootstrap`, the shell that
+    prepare's first play runs to install it where preflight found it missing."""
+    os_repo = resolve_sources(settings).os_repo
+    found: dict[str, dict[str, str]] = {}
+    for node in cluster.nodes:
+        python = pythons.get(node.name)
+        if python is None or "ansible_python_interpreter" in node.variables:
+            continue
+        found[node.name] = {"ansible_python_interpreter": python.interpreter}
+        platform = python.platform
+        if python.install and isinstance(platform, Platform):
+            found[node.name]["cb_python_bootstrap"] = bootstrap_script(platform, python.install, os_repo)
+    return found
 
 
 def nvidia_nodes(cluster: Cluster, gpus: Mapping[str, int]) -> list[str]:

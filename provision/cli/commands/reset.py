@@ -15,7 +15,7 @@ from provision.phases import RESET_PHASES
 
 WHAT_RESET_REMOVES = ("kubeadm reset (a control plane's etcd member removed first), /etc/kubernetes with kube-vip and "
                       "the local API proxy, /var/lib/kubelet, /var/lib/etcd, CNI and Calico state, KUBE-*/cali-* "
-                      "iptables chains, Calico interfaces, the VIP")
+                      "iptables chains, Calico interfaces, the VIP, the smoke test's data cache")
 
 
 def forget_local_cluster(cluster: Cluster) -> list[str]:

@@ -8,7 +8,10 @@ from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field, replace
 
+from ansible.release import __version__ as ANSIBLE_CORE
+
 from provision.inputs.inventory import Cluster, Node
+from provision.inputs.platforms import NodePython
 from provision.inputs.settings import Settings
 from provision.nodes.preflight.checks import (
     CheckResult,
@@ -46,6 +49,10 @@ class NodeReport:
     address: str
     checks: tuple[CheckResult, ...]
     gpu_count: int = 0
+    # The interpreter Ansible runs on the node (None when it was not reached or its system is refused).
+    python: NodePython | None = None
+    # The speed multi-node training crosses at (nodes/nic.py); None when unknown.
+    link_gbps: float | None = None
 
     def check(self, name: str) -> CheckResult | None:
         return next((c for c in self.checks if c.name == name), None)
@@ -81,6 +88,15 @@ class PreflightReport:
     @property
     def gpu_counts(self) -> dict[str, int]:
         return {n.name: n.gpu_count for n in self.nodes}
+
+    @property
+    def link_speeds(self) -> dict[str, float]:
+        return {n.name: n.link_gbps for n in self.nodes if n.link_gbps is not None}
+
+    @property
+    def pythons(self) -> dict[str, NodePython]:
+        """Node -> the interpreter the playbooks run there (written into each run's inventory)."""
+        return {n.name: n.python for n in self.nodes if n.python is not None}
 
     def node(self, name: str) -> NodeReport:
         return next(n for n in self.nodes if n.name == name)
@@ -133,8 +149,10 @@ def _probe(node: Node, settings: Settings, become_password: str | None, script: 
 
 def run_preflight(cluster: Cluster, settings: Settings, *, nodes: list[str] | None = None,
                   on_progress: Callable[[RunProgress], None] | None = None,
-                  become_password: str | None = None, max_parallel: int = 32) -> PreflightReport:
-    """Check the named nodes (all by default). Uniqueness is judged against every reachable node."""
+                  become_password: str | None = None, max_parallel: int = 32,
+                  ansible_core: str = ANSIBLE_CORE) -> PreflightReport:
+    """Check the named nodes (all by default), for a controller running `ansible_core` (this one's by default).
+    Uniqueness is judged against every reachable node."""
     started = time.monotonic()
     targets = [cluster.node(name) for name in nodes] if nodes is not None else list(cluster.nodes)
     target_names = {n.name for n in targets}
@@ -163,18 +181,24 @@ def run_preflight(cluster: Cluster, settings: Settings, *, nodes: list[str] | No
     with ThreadPoolExecutor(max_workers=max(1, min(max_parallel, len(probed_nodes)))) as pool:
         probes = {p.node.name: p for p in pool.map(probe, probed_nodes)}
     facts_by_node = {name: p.facts for name, p in probes.items() if p.facts is not None}
-    judged = evaluate([n for n in targets if n.name in facts_by_node], facts_by_node)
+    smoke = settings.smoke_test
+    judged = evaluate([n for n in targets if n.name in facts_by_node], facts_by_node, ansible_core,
+                      multi_node=smoke.enabled and smoke.nodes > 1, min_link_gbps=smoke.min_link_gbps)
     vip_facts = {name: facts.vip for name, facts in facts_by_node.items() if facts.vip is not None}
     holders = {name: found.held_on for name, found in vip_facts.items() if found.held_on}
     reports = []
     for node in targets:
-        checks, gpu_count = judged.get(node.name, ([], 0))
+        verdict = judged.get(node.name)
+        checks = verdict.checks if verdict else []
         if vip and node.is_control_plane and node.name in facts_by_node:
             checks = [*checks, judge(node, check_vip(vip, vip_facts.get(node.name), holders))]
         if proxy and node.name in facts_by_node:
             checks = [*checks, judge(node, check_proxy_port(facts_by_node[node.name], PROXY_PORT))]
         all_checks = tuple(probes[node.name].checks + checks)
-        reports.append(NodeReport(node.name, node.role, node.address, all_checks, gpu_count))
+        facts = facts_by_node.get(node.name)
+        reports.append(NodeReport(node.name, node.role, node.address, all_checks,
+                                  verdict.gpu_count if verdict else 0, verdict.python if verdict else None,
+                                  facts.links.link_gbps if facts else None))
         if on_progress:
             with lock:
                 tally = progress.tally[node.name]
