@@ -58,5 +58,5 @@ def test_every_mirror_profile_the_settings_accept_names_every_source() -> None:
     from provision.inputs.settings import MirrorProfile
 
     assert set(PROFILES) == set(MirrorProfile)
-    fields = {f for f in Sources.__dataclass_fields__}
+    fields = set(Sources.__dataclass_fields__)
     assert all(set(sources) == fields for sources in PROFILES.values())

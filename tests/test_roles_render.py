@@ -82,15 +82,15 @@ def test_rhel_family_repositories_point_at_upstream_by_default(os: str) -> None:
     el = r("ansible_distribution_major_version")
     assert r("container_runtime_docker_repo.uri") == "https://download.docker.com/linux/centos/$releasever/$basearch/stable"
     assert r("container_runtime_docker_repo.key_url") == "https://download.docker.com/linux/centos/gpg"
-    assert r("kubernetes_packages_repo.uri") == "https://pkgs.k8s.io/core:/stable:/v1.31/rpm/"
-    assert r("kubernetes_packages_repo.key_url") == "https://pkgs.k8s.io/core:/stable:/v1.31/rpm/repodata/repomd.xml.key"
+    assert r("kubernetes_packages_repo.uri") == "https://pkgs.k8s.io/core:/stable:/v1.36/rpm/"
+    assert r("kubernetes_packages_repo.key_url") == "https://pkgs.k8s.io/core:/stable:/v1.36/rpm/repodata/repomd.xml.key"
     assert r("nvidia_cuda_repo.uri") == f"https://developer.download.nvidia.com/compute/cuda/repos/rhel{el}/x86_64"
     assert r("nvidia_cuda_repo.key_url") == \
         f"https://developer.download.nvidia.com/compute/cuda/repos/rhel{el}/x86_64/D42D0685.pub"
     assert r("nvidia_toolkit_repo.uri") == "https://nvidia.github.io/libnvidia-container/stable/rpm/$basearch"
     assert r("nvidia_toolkit_repo.key_url") == "https://nvidia.github.io/libnvidia-container/gpgkey"
     assert r("container_runtime_source") == "docker-ce"
-    assert r("container_runtime_sandbox_image") == "registry.k8s.io/pause:3.10"
+    assert r("container_runtime_sandbox_image") == "registry.k8s.io/pause:3.10.2"
 
 
 @pytest.mark.parametrize("os", ["rocky8", "rocky9"])
@@ -100,27 +100,27 @@ def test_rhel_family_repositories_switch_to_aliyun_tsinghua_and_ustc_with_the_cn
     assert r("container_runtime_docker_repo.uri") == \
         "https://mirrors.aliyun.com/docker-ce/linux/centos/$releasever/$basearch/stable"
     assert r("container_runtime_docker_repo.key_url") == "https://mirrors.aliyun.com/docker-ce/linux/centos/gpg"
-    assert r("kubernetes_packages_repo.uri") == "https://mirrors.aliyun.com/kubernetes-new/core/stable/v1.31/rpm/"
+    assert r("kubernetes_packages_repo.uri") == "https://mirrors.aliyun.com/kubernetes-new/core/stable/v1.36/rpm/"
     assert r("kubernetes_packages_repo.key_url") == \
-        "https://mirrors.aliyun.com/kubernetes-new/core/stable/v1.31/rpm/repodata/repomd.xml.key"
+        "https://mirrors.aliyun.com/kubernetes-new/core/stable/v1.36/rpm/repodata/repomd.xml.key"
     assert r("nvidia_cuda_repo.uri") == f"https://mirrors.aliyun.com/nvidia-cuda/rhel{el}/x86_64"
     assert r("nvidia_toolkit_repo.uri") == "https://mirrors.ustc.edu.cn/libnvidia-container/stable/rpm/$basearch"
     assert r("nvidia_toolkit_repo.key_url") == "https://mirrors.ustc.edu.cn/libnvidia-container/gpgkey"
     assert r("os_prep_rpm_mirror_base") == "https://mirrors.aliyun.com/rockylinux"
     assert r("os_prep_rpm_mirror_layouts[ansible_distribution].files") == "[Rr]ocky*.repo"
-    assert r("container_runtime_sandbox_image") == "registry.aliyuncs.com/google_containers/pause:3.10"
+    assert r("container_runtime_sandbox_image") == "registry.aliyuncs.com/google_containers/pause:3.10.2"
     assert r("cb_sources.registry_mirrors['docker.io']") == ["https://docker.m.daocloud.io"]
 
 
 def test_an_offline_source_replaces_every_repository_and_its_key() -> None:
     r = Rendered("rocky9", {"offline": {"source": "/srv/offline"}})
-    assert r("kubernetes_packages_repo.uri") == "file:///srv/offline/kubernetes/v1.31/rpm/"
+    assert r("kubernetes_packages_repo.uri") == "file:///srv/offline/kubernetes/v1.36/rpm/"
     assert r("container_runtime_docker_repo.uri") == "file:///srv/offline/docker/centos/$releasever/$basearch/stable"
     assert r("nvidia_cuda_repo.key_url") == "file:///srv/offline/nvidia-cuda/rhel9/x86_64/D42D0685.pub"
     assert r("nvidia_toolkit_repo.key_url") == "file:///srv/offline/nvidia-container-toolkit/gpgkey"
     assert r("os_prep_rpm_mirror_base") == "file:///srv/offline/os/rockylinux"
     debian = Rendered("debian12", {"offline": {"source": "http://repo.example.internal/cb"}})
-    assert debian("kubernetes_packages_repo.key_url") == "http://repo.example.internal/cb/kubernetes/v1.31/deb/Release.key"
+    assert debian("kubernetes_packages_repo.key_url") == "http://repo.example.internal/cb/kubernetes/v1.36/deb/Release.key"
     assert debian("os_prep_apt_archive") == "http://repo.example.internal/cb/os/debian"
     assert debian("nvidia_toolkit_repo.uri") == "http://repo.example.internal/cb/nvidia-container-toolkit/deb/amd64/"
 
@@ -137,13 +137,13 @@ def test_rhel_package_names_differ_between_releases_8_and_9() -> None:
 
 
 def test_rhel_driver_toolkit_and_kubernetes_package_specs() -> None:
-    rocky = Rendered("rocky9", {"kubernetes": {"version": "1.31.4"}})
+    rocky = Rendered("rocky9", {"kubernetes": {"version": "1.36.4"}})
     assert rocky("nvidia_driver_prerequisites") == ["epel-release", "kernel-devel-5.14.0-427.13.1.el9_4.x86_64",
                                                     "kernel-headers"]
-    assert rocky("nvidia_driver_packages") == ["@nvidia-driver:565-dkms"]
-    assert rocky("nvidia_toolkit_install") == ["nvidia-container-toolkit-1.17.3-1", "nvidia-container-toolkit-base-1.17.3-1",
-                                               "libnvidia-container-tools-1.17.3-1", "libnvidia-container1-1.17.3-1"]
-    assert rocky("kubernetes_packages_install") == ["kubeadm-1.31.4", "kubelet-1.31.4", "kubectl-1.31.4"]
+    assert rocky("nvidia_driver_packages") == ["@nvidia-driver:580-dkms"]
+    assert rocky("nvidia_toolkit_install") == ["nvidia-container-toolkit-1.19.1-1", "nvidia-container-toolkit-base-1.19.1-1",
+                                               "libnvidia-container-tools-1.19.1-1", "libnvidia-container1-1.19.1-1"]
+    assert rocky("kubernetes_packages_install") == ["kubeadm-1.36.4", "kubelet-1.36.4", "kubectl-1.36.4"]
     assert rocky("nvidia_initramfs_command") == "dracut --force"
     # RHEL itself has no epel-release in its own repositories: EPEL is a documented prerequisite there.
     assert "epel-release" not in Rendered("rhel9")("nvidia_driver_prerequisites")
@@ -172,19 +172,19 @@ def test_debian_family_sources_for_both_profiles() -> None:
     assert ubuntu("nvidia_cuda_repo.uri") == "https://developer.download.nvidia.com/compute/cuda/repos/ubuntu2204/x86_64/"
     assert ubuntu("nvidia_cuda_repo.key_url").endswith("/ubuntu2204/x86_64/3bf863cc.pub")
     assert ubuntu("nvidia_driver_prerequisites") == ["linux-headers-5.15.0-105-generic"]
-    assert ubuntu("nvidia_driver_packages") == ["cuda-drivers-565"]
-    debian = Rendered("debian12", {"kubernetes": {"version": "1.31.4"}})
+    assert ubuntu("nvidia_driver_packages") == ["cuda-drivers-580"]
+    debian = Rendered("debian12", {"kubernetes": {"version": "1.36.4"}})
     assert debian("container_runtime_source") == "docker.io"
     assert debian("container_runtime_packages[container_runtime_source]") == ["docker.io", "containerd", "runc"]
-    assert debian("kubernetes_packages_install") == ["kubeadm=1.31.4-*", "kubelet=1.31.4-*", "kubectl=1.31.4-*"]
-    assert debian("kubernetes_packages_repo.uri") == "https://pkgs.k8s.io/core:/stable:/v1.31/deb/"
-    assert debian("nvidia_toolkit_install")[0] == "nvidia-container-toolkit=1.17.3-1"
+    assert debian("kubernetes_packages_install") == ["kubeadm=1.36.4-*", "kubelet=1.36.4-*", "kubectl=1.36.4-*"]
+    assert debian("kubernetes_packages_repo.uri") == "https://pkgs.k8s.io/core:/stable:/v1.36/deb/"
+    assert debian("nvidia_toolkit_install")[0] == "nvidia-container-toolkit=1.19.1-1"
     no_docker = Rendered("ubuntu2204", {"container_runtime": {"install_docker": False}})
     assert no_docker("container_runtime_packages[container_runtime_source]") == ["containerd.io"]
     cn = Rendered("ubuntu2204", CN)
     assert cn("container_runtime_docker_repo.uri") == "https://mirrors.aliyun.com/docker-ce/linux/ubuntu"
     assert cn("kubernetes_packages_repo.key_url") == \
-        "https://mirrors.aliyun.com/kubernetes-new/core/stable/v1.31/deb/Release.key"
+        "https://mirrors.aliyun.com/kubernetes-new/core/stable/v1.36/deb/Release.key"
     assert cn("nvidia_cuda_repo.uri") == "https://mirrors.aliyun.com/nvidia-cuda/ubuntu2204/x86_64/"
 
 
@@ -209,7 +209,7 @@ def test_containerd_configuration_matches_the_installed_major_version(version_li
                                              container_runtime_containerd_version={"stdout": version_line})
     assert f"\n{expect}\n" in config
     assert "SystemdCgroup = true" in config
-    assert '"registry.aliyuncs.com/google_containers/pause:3.10"' in config
+    assert '"registry.aliyuncs.com/google_containers/pause:3.10.2"' in config
     assert 'config_path = "/etc/containerd/certs.d"' in config
     import tomllib
 
@@ -217,7 +217,7 @@ def test_containerd_configuration_matches_the_installed_major_version(version_li
     plugins = parsed["plugins"]
     if expect == "version = 3":
         runc = plugins["io.containerd.cri.v1.runtime"]["containerd"]["runtimes"]["runc"]
-        assert plugins["io.containerd.cri.v1.images"]["pinned_images"]["sandbox"].endswith("pause:3.10")
+        assert plugins["io.containerd.cri.v1.images"]["pinned_images"]["sandbox"].endswith("pause:3.10.2")
     else:
         runc = plugins["io.containerd.grpc.v1.cri"]["containerd"]["runtimes"]["runc"]
     assert runc["options"]["SystemdCgroup"] is True

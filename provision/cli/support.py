@@ -14,7 +14,7 @@ from provision.cli.views import PhaseView, console, print_summary
 from provision.inputs.inventory import Cluster
 from provision.inputs.settings import Settings
 from provision.inputs.state import ClusterState, check_state_root
-from provision.inputs.validation import load_cluster
+from provision.inputs.validation import load_cluster, settings_warnings
 from provision.phases import UP_PHASES, PhaseContext, PipelineResult, run_phases, select_phases
 
 
@@ -29,7 +29,14 @@ def load_inputs(nodes: NodeOptions) -> tuple[Cluster, Settings]:
     choice the options made."""
     check_state_root()
     cluster, settings = load_cluster(nodes.inventory, nodes.config)
+    warn(settings_warnings(settings))
     return cluster, with_host_key_choice(settings, nodes.accept_new_host_keys)
+
+
+def warn(warnings: list[str]) -> None:
+    """Each on its own line on stderr, so --output json keeps stdout to its one document."""
+    for line in warnings:
+        console.print(f"warning: {line}", style="bold yellow", soft_wrap=True, markup=False)
 
 
 def ask_become_password(ask: bool) -> str | None:

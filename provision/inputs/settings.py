@@ -15,9 +15,10 @@ from pathlib import Path
 from typing import Any, Literal
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, ValidationInfo, field_validator, model_validator
 
 from provision.errors import InputError
+from provision.inputs import versions
 
 KUBE_VERSION_RE = re.compile(r"^v?1\.(\d+)(?:\.(\d+))?$")
 
@@ -28,8 +29,10 @@ class _Section(BaseModel):
 
 
 class KubernetesSettings(_Section):
-    # A minor ("1.31") installs that minor's newest patch; a full version ("1.31.4") pins it.
-    version: str = "1.31"
+    # A minor ("1.36") installs that minor's newest patch; a full version ("1.36.4") pins it.
+    version: str = versions.KUBERNETES_DEFAULT
+    # A minor newer than the versions table knows is refused unless this says to try it anyway.
+    allow_untested_versions: bool = False
     # Not the seed tutorials' 192.168.0.0/16: that collides with the usual 192.168.x node networks.
     pod_cidr: str = "10.244.0.0/16"
     service_cidr: str = "10.96.0.0/12"
@@ -46,9 +49,11 @@ class KubernetesSettings(_Section):
             raise ValueError(f"{value} is a number, not a version: quote it, e.g. version: '1.31'")
         match = KUBE_VERSION_RE.match(str(value).strip())
         if not match:
-            raise ValueError(f"'{value}' is not a Kubernetes version: write it as 1.31 or 1.31.4")
-        if int(match.group(1)) < 27:
-            raise ValueError(f"Kubernetes {value} is too old: pkgs.k8s.io starts at 1.27; choose 1.27 or newer")
+            raise ValueError(f"'{value}' is not a Kubernetes version: write it as 1.36 or 1.36.4")
+        # Past its end of life is refused here; newer than the table, in _tested (it depends on another field).
+        problem = versions.kubernetes_minor_problem(int(match.group(1)), allow_untested=True)
+        if problem:
+            raise ValueError(f"Kubernetes {str(value).strip()} is {problem}")
         return str(value).strip().lstrip("v")
 
     @field_validator("pod_cidr", "service_cidr")
@@ -61,6 +66,13 @@ class KubernetesSettings(_Section):
         if network.version != 4:
             raise ValueError(f"'{value}' is IPv6; only IPv4 clusters are supported for now")
         return str(network)
+
+    @model_validator(mode="after")
+    def _tested(self) -> KubernetesSettings:
+        problem = versions.kubernetes_minor_problem(self.minor_number, allow_untested=self.allow_untested_versions)
+        if problem:
+            raise ValueError(f"version: Kubernetes {self.version} is {problem}")
+        return self
 
     @model_validator(mode="after")
     def _cidrs_disjoint(self) -> KubernetesSettings:
@@ -128,13 +140,14 @@ class OfflineSettings(_Section):
 
 
 class CalicoSettings(_Section):
-    version: str = "v3.28.2"
+    # Left out: the release the versions table pairs with kubernetes.version (filled in by Settings).
+    version: str = versions.kubernetes_release(int(versions.KUBERNETES_DEFAULT.split(".")[1])).calico
 
     @field_validator("version", mode="before")
     @classmethod
     def _version_format(cls, value: object) -> str:
         if not isinstance(value, str) or not re.match(r"^v\d+\.\d+\.\d+$", value):
-            raise ValueError(f"'{value}' is not a Calico release tag: write it as v3.28.2")
+            raise ValueError(f"'{value}' is not a Calico release tag: write it as v3.33.1")
         return value
 
 
@@ -145,21 +158,44 @@ GPU_RESOURCE = "nvidia.com/gpu"
 
 class GpuSettings(_Section):
     # Driver branch from NVIDIA's CUDA repository (the nvidia-driver-<branch> / module stream).
-    driver_branch: str = "565"
-    container_toolkit_version: str = "1.17.3"
-    device_plugin_version: str = "v0.17.0"
+    driver_branch: str = versions.DRIVER_BRANCH_DEFAULT
+    container_toolkit_version: str = versions.CONTAINER_TOOLKIT_DEFAULT
+    device_plugin_version: str = versions.DEVICE_PLUGIN_DEFAULT
     # The device plugin image without its tag (the tag is device_plugin_version); offline.image_repository
     # replaces its registry host when set.
     device_plugin_image: str = "nvcr.io/nvidia/k8s-device-plugin"
     # default: nvidia becomes containerd's default runtime; runtimeclass: pods opt in via RuntimeClass "nvidia".
     runtime: Literal["default", "runtimeclass"] = "default"
 
+    @field_validator("driver_branch")
+    @classmethod
+    def _known_branch(cls, value: str) -> str:
+        branch = versions.DRIVER_BRANCHES.get(value)
+        if branch is None or not branch.supported:
+            known = ", ".join(versions.branch_text(b) for b in versions.DRIVER_BRANCHES.values() if b.supported)
+            why = f"past its end of life ({branch.end_of_life})" if branch else "not in the versions table"
+            raise ValueError(f"driver branch {value!r} is {why}: use one of {known}")
+        return value
+
+    @field_validator("container_toolkit_version", "device_plugin_version")
+    @classmethod
+    def _not_older_than_tested(cls, value: str, info: ValidationInfo) -> str:
+        minimum = {"container_toolkit_version": versions.CONTAINER_TOOLKIT_MINIMUM,
+                   "device_plugin_version": versions.DEVICE_PLUGIN_MINIMUM}[str(info.field_name)]
+        if versions.parse_version(value) < minimum:
+            default = GpuSettings.model_fields[str(info.field_name)].default
+            raise ValueError(f"{value} is older than {versions.shown_version(minimum)}, the oldest this release "
+                             f"works with: use {default}")
+        return value
+
 
 class SmokeTestSettings(_Section):
     enabled: bool = True
     # auto: GPU when any node has one, CPU otherwise.
     mode: Literal["auto", "gpu", "cpu"] = "auto"
-    image: str = "docker.io/pytorch/pytorch:2.5.1-cuda12.4-cudnn9-runtime"
+    # Left out: this CUDA 13 image, or on clusters with GPUs older than Turing the CUDA 12.6 one
+    # (versions.SMOKE_IMAGES); a value set here is used on every cluster.
+    image: str = versions.SMOKE_IMAGE_DEFAULT
     gpus: int = Field(default=1, ge=1)
     nodes: int = Field(default=1, ge=1)
     epochs: int = Field(default=10, ge=1)
@@ -193,6 +229,12 @@ class SshSettings(_Section):
         return Path(self.known_hosts_file).expanduser()
 
 
+class KubeletSettings(_Section):
+    # From Kubernetes 1.35 the kubelet refuses cgroup v1 hosts (KEP-5573). true sets failCgroupV1: false and
+    # skips kubeadm's SystemVerification check, so such hosts still run: unsupported, warned about on every run.
+    allow_cgroup_v1: bool = False
+
+
 class FirewallSettings(_Section):
     # open-ports: open the kubeadm and Calico ports in firewalld/ufw; disable: stop the firewall; leave: touch nothing.
     mode: Literal["open-ports", "disable", "leave"] = "open-ports"
@@ -200,6 +242,7 @@ class FirewallSettings(_Section):
 
 class Settings(_Section):
     kubernetes: KubernetesSettings = Field(default_factory=KubernetesSettings)
+    kubelet: KubeletSettings = Field(default_factory=KubeletSettings)
     container_runtime: ContainerRuntimeSettings = Field(default_factory=ContainerRuntimeSettings)
     mirrors: MirrorSettings = Field(default_factory=MirrorSettings)
     offline: OfflineSettings = Field(default_factory=OfflineSettings)
@@ -210,6 +253,34 @@ class Settings(_Section):
     ssh: SshSettings = Field(default_factory=SshSettings)
     firewall: FirewallSettings = Field(default_factory=FirewallSettings)
     ansible: AnsibleSettings = Field(default_factory=AnsibleSettings)
+
+    @model_validator(mode="before")
+    @classmethod
+    def _calico_follows_kubernetes(cls, data: Any) -> Any:
+        """calico.version left out: the Calico release the versions table pairs with kubernetes.version."""
+        if not isinstance(data, dict):
+            return data
+        calico, kube = data.get("calico", {}), data.get("kubernetes", {})
+        if not isinstance(calico, dict) or "version" in calico or not isinstance(kube, dict):
+            return data
+        match = KUBE_VERSION_RE.match(str(kube.get("version", versions.KUBERNETES_DEFAULT)).strip())
+        # A version that does not parse, or is refused, is reported by its own validator.
+        if not match or versions.kubernetes_minor_problem(int(match.group(1)), allow_untested=True):
+            return data
+        return {**data, "calico": {**calico, "version": versions.kubernetes_release(int(match.group(1))).calico}}
+
+    @model_validator(mode="after")
+    def _versions_agree(self) -> Settings:
+        problem = versions.calico_problem(self.calico.version, self.kubernetes.minor_number)
+        if problem:
+            raise ValueError(f"calico.version: {problem}")
+        cuda = versions.image_cuda_major(self.smoke_test.image)
+        problem = versions.cuda_problem(cuda, self.gpu.driver_branch) if cuda else None
+        if problem:
+            raise ValueError(f"smoke_test.image {self.smoke_test.image}: {problem}; set gpu.driver_branch: "
+                             f"'{versions.DRIVER_BRANCH_DEFAULT}', or smoke_test.image to a CUDA "
+                             f"{versions.DRIVER_BRANCHES[self.gpu.driver_branch].cuda_major} image")
+        return self
 
 
 def _model_at(loc: tuple[Any, ...]) -> type[BaseModel] | None:
@@ -235,7 +306,8 @@ def _describe(error: Mapping[str, Any], source: str) -> str:
             f"known keys here: {', '.join(known)}"
         return f"{source}: unknown key '{dotted}': {hint}"
     message = error["msg"].removeprefix("Value error, ")
-    return f"{source}: {dotted or 'settings'}: {message}"
+    # A check across sections names its fields itself.
+    return f"{source}: {dotted}: {message}" if dotted else f"{source}: {message}"
 
 
 def parse_settings(data: Any, source: str = "cluster.yaml") -> Settings:

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from provision.inputs import versions
 from provision.inputs.inventory import Cluster
 from provision.inputs.settings import Settings
 from provision.inputs.sources import resolve_sources
@@ -17,6 +18,8 @@ def playbook_vars(cluster: Cluster, settings: Settings) -> dict[str, Any]:
     return {
         "cb_kube_version": kube.version,
         "cb_kube_minor": kube.minor,
+        # The pause image kubeadm of this minor uses: containerd pins the same one, so it is pulled once.
+        "cb_sandbox_image": f"{sources.image_repository}/pause:{versions.kubernetes_release(kube.minor_number).pause}",
         "cb_pod_cidr": kube.pod_cidr,
         "cb_service_cidr": kube.service_cidr,
         "cb_dns_domain": kube.dns_domain,
