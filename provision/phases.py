@@ -212,10 +212,11 @@ def _join_limit(ctx: PhaseContext) -> list[str] | None:
 
 
 def _join_vars(ctx: PhaseContext) -> dict[str, Any]:
-    from provision.render.kubeadm_config import CRI_SOCKET, node_ip
+    from provision.render.kubeadm_config import CRI_SOCKET, ignored_preflight_errors, node_ip
 
     return {"cb_cri_socket": CRI_SOCKET,
-            "cb_node_ips": {n.name: node_ip(n) for n in ctx.cluster.nodes if node_ip(n)}}
+            "cb_node_ips": {n.name: node_ip(n) for n in ctx.cluster.nodes if node_ip(n)},
+            "cb_ignore_preflight_errors": ignored_preflight_errors(ctx.settings)}
 
 
 def _join_check(ctx: PhaseContext) -> str:
