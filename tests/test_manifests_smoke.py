@@ -1,5 +1,5 @@
-"""The smoke test's manifests render to objects that Kubernetes 1.30-1.34 accepts (strict schema: a misspelled
-field fails), and say what the driver and the trainer rely on."""
+"""The smoke test's manifests render to objects that every supported Kubernetes minor accepts (strict schema: a
+misspelled field fails), and say what the driver and the trainer rely on."""
 from __future__ import annotations
 
 import copy
@@ -12,11 +12,12 @@ from typing import Any
 import kubernetes_validate
 import pytest
 
+from provision.inputs import versions
 from provision.render.smoke_manifests import RUN_LABEL, TRAINER_FILES, SmokeSpec, render, to_yaml, trainer_args
 from provision.resources import TRAINER_DIR
 
-KUBE_VERSIONS = ("1.30.0", "1.31.0", "1.32.0", "1.33.0", "1.34.0")
-IMAGE = "docker.io/pytorch/pytorch:2.5.1-cuda12.4-cudnn9-runtime"
+KUBE_VERSIONS = tuple(f"{release.name}.0" for release in versions.KUBERNETES_RELEASES)
+IMAGE = versions.SMOKE_IMAGE_DEFAULT
 
 SPECS = {
     "one-gpu": SmokeSpec(namespace="cb-smoke-a1", image=IMAGE, gpus=1, epochs=10),
@@ -37,7 +38,7 @@ def validate_strict(obj: dict[str, Any]) -> None:
 
 
 @pytest.mark.parametrize("case", sorted(SPECS))
-def test_every_object_passes_strict_validation_for_kubernetes_1_30_to_1_34(case: str) -> None:
+def test_every_object_passes_strict_validation_for_every_supported_kubernetes(case: str) -> None:
     objects = render(SPECS[case])
     assert [o["kind"] for o in objects][:2] == ["Namespace", "ConfigMap"]
     for obj in objects:
@@ -48,7 +49,7 @@ def test_strict_validation_is_not_vacuous() -> None:
     job = copy.deepcopy(by_kind(render(SPECS["one-gpu"]))["Job"])
     job["spec"]["backofLimit"] = job["spec"].pop("backoffLimit")
     with pytest.raises(kubernetes_validate.ValidationError):
-        kubernetes_validate.validate(job, "1.31.0", strict=True)
+        kubernetes_validate.validate(job, KUBE_VERSIONS[0], strict=True)
 
 
 def test_the_single_gpu_job_asks_for_a_gpu_tolerates_the_taint_and_cannot_linger() -> None:

@@ -9,11 +9,11 @@ from dataclasses import dataclass
 
 import jinja2
 
+from provision.inputs import versions
 from provision.inputs.settings import GPU_RESOURCE, Settings
 from provision.inputs.sources import resolve_sources
 from provision.resources import MANIFESTS_DIR
 
-CALICO_IMAGES = ("cni", "node", "kube-controllers")
 _env = jinja2.Environment(loader=jinja2.FileSystemLoader(str(MANIFESTS_DIR)), undefined=jinja2.StrictUndefined,
                           trim_blocks=True, lstrip_blocks=True, keep_trailing_newline=True, autoescape=False)
 
@@ -21,7 +21,7 @@ _env = jinja2.Environment(loader=jinja2.FileSystemLoader(str(MANIFESTS_DIR)), un
 def image_ref(settings: Settings, image: str) -> str:
     """An upstream image reference, moved to offline.image_repository when one is set.
 
-    `docker.io/calico/node:v3.28.2` becomes `<registry>/calico/node:v3.28.2`: the registry host is replaced
+    `quay.io/calico/node:v3.33.1` becomes `<registry>/calico/node:v3.33.1`: the registry host is replaced
     and the path kept, so one local registry serves images from every upstream registry.
     """
     registry = settings.offline.image_repository
@@ -56,14 +56,21 @@ class CalicoSource:
     kustomization: dict[str, str]
 
 
+def calico_images(settings: Settings) -> dict[str, str]:
+    """Calico's images as its release manifest names them -> where they are pulled from (moved to
+    offline.image_repository when one is set, else unchanged: quay.io, mirrored by containerd's registry mirrors)."""
+    return {f"{versions.CALICO_REGISTRY}/{name}": image_ref(settings, f"{versions.CALICO_REGISTRY}/{name}")
+            for name in versions.CALICO_IMAGES}
+
+
 def calico_source(settings: Settings) -> CalicoSource:
     version = settings.calico.version
     base = resolve_sources(settings).calico_manifest.rstrip("/")
     upstream_file = f"calico-{version}.yaml"
-    registry = settings.offline.image_repository
+    moved = {name: new for name, new in calico_images(settings).items() if name != new}
     kustomization = {
         "kustomization.yaml": _render("calico/kustomization.yaml.j2", version=version, upstream_file=upstream_file,
-                                      registry=registry.rstrip("/") if registry else None, images=CALICO_IMAGES),
+                                      images=moved),
         "calico-node-patch.yaml": _render("calico/calico-node-patch.yaml.j2", pod_cidr=settings.kubernetes.pod_cidr),
     }
     return CalicoSource(url=f"{base}/{version}/manifests/calico.yaml", upstream_file=upstream_file,
