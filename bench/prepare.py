@@ -76,7 +76,7 @@ def measure(nodes: int, executor: str, compare_stock: bool = False) -> Measureme
             push_kubernetes_repo(lab, tmp / "offline")
             config = write_config(lab, tmp / "cluster.yaml",
                                   mirrors={"kubernetes_repo": f"file://{OFFLINE_DIR}/kubernetes"},
-                                  container_runtime={"docker_source": "docker.io"},
+                                  container_runtime={"containerd_source": "distribution"},
                                   ansible={"executor": executor})
             cluster, settings = load_inventory(lab.inventory_path), load_settings(config)
             started = time.monotonic()
@@ -89,7 +89,7 @@ def measure(nodes: int, executor: str, compare_stock: bool = False) -> Measureme
             if compare_stock:
                 stock = load_settings(write_config(lab, tmp / "stock.yaml", ansible={"executor": "stock"},
                                                    mirrors={"kubernetes_repo": f"file://{OFFLINE_DIR}/kubernetes"},
-                                                   container_runtime={"docker_source": "docker.io"}))
+                                                   container_runtime={"containerd_source": "distribution"}))
                 started = time.monotonic()
                 prepare(cluster, stock)
                 stock_rerun_s = time.monotonic() - started

@@ -60,7 +60,7 @@ def lab_config(lab: Lab, tmp_path_factory: pytest.TempPathFactory) -> Path:
     push_kubernetes_repo(lab, tmp / "offline")
     return write_config(lab, tmp / "cluster.yaml",
                         mirrors={"kubernetes_repo": f"file://{OFFLINE_DIR}/kubernetes"},
-                        container_runtime={"docker_source": "docker.io"})
+                        container_runtime={"containerd_source": "distribution"})
 
 
 @pytest.fixture(scope="module")
@@ -153,7 +153,7 @@ def test_a_registry_mirror_dropped_from_the_settings_is_no_longer_configured(lab
 
     def config_with(name: str, registry_mirrors: dict[str, list[str]]) -> Path:
         return write_config(lab, tmp_path / name, mirrors={"kubernetes_repo": f"file://{OFFLINE_DIR}/kubernetes"},
-                            container_runtime={"docker_source": "docker.io", "registry_mirrors": registry_mirrors})
+                            container_runtime={"containerd_source": "distribution", "registry_mirrors": registry_mirrors})
 
     mirrors = {"docker.io": ["https://hub.mirror.example"], "quay.io": ["https://quay.mirror.example"]}
     with_mirrors = config_with("mirrors.yaml", mirrors)
@@ -174,7 +174,7 @@ def test_a_registry_mirror_dropped_from_the_settings_is_no_longer_configured(lab
 
 def test_unreachable_kubernetes_repository_fails_fast_by_name_and_leaves_no_broken_source(
         lab: Lab, tmp_path: Path, first_run: PrepareResult) -> None:
-    default_repo = write_config(lab, tmp_path / "cluster.yaml", container_runtime={"docker_source": "docker.io"})
+    default_repo = write_config(lab, tmp_path / "cluster.yaml", container_runtime={"containerd_source": "distribution"})
     started = time.monotonic()
     result = CliRunner().invoke(app, ["prepare", "-i", str(lab.inventory_path), "-c", str(default_repo),
                                       "--limit", "n1"])

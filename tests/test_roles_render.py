@@ -89,7 +89,6 @@ def test_rhel_family_repositories_point_at_upstream_by_default(os: str) -> None:
         f"https://developer.download.nvidia.com/compute/cuda/repos/rhel{el}/x86_64/D42D0685.pub"
     assert r("nvidia_toolkit_repo.uri") == "https://nvidia.github.io/libnvidia-container/stable/rpm/$basearch"
     assert r("nvidia_toolkit_repo.key_url") == "https://nvidia.github.io/libnvidia-container/gpgkey"
-    assert r("container_runtime_source") == "docker-ce"
     assert r("container_runtime_sandbox_image") == "registry.k8s.io/pause:3.10.2"
 
 
@@ -164,7 +163,6 @@ def test_centos_7_is_refused_before_anything_is_changed() -> None:
 
 def test_debian_family_sources_for_both_profiles() -> None:
     ubuntu = Rendered("ubuntu2204")
-    assert ubuntu("container_runtime_source") == "docker-ce"
     assert ubuntu("container_runtime_docker_repo") == {
         "id": "docker", "name": "Docker CE", "uri": "https://download.docker.com/linux/ubuntu", "suites": "jammy",
         "components": "stable", "key_url": "https://download.docker.com/linux/ubuntu/gpg",
@@ -174,13 +172,15 @@ def test_debian_family_sources_for_both_profiles() -> None:
     assert ubuntu("nvidia_driver_prerequisites") == ["linux-headers-5.15.0-105-generic"]
     assert ubuntu("nvidia_driver_packages") == ["cuda-drivers-580"]
     debian = Rendered("debian12", {"kubernetes": {"version": "1.36.4"}})
-    assert debian("container_runtime_source") == "docker.io"
-    assert debian("container_runtime_packages[container_runtime_source]") == ["docker.io", "containerd", "runc"]
+    assert debian("container_runtime_packages.distribution") == ["containerd", "runc", "docker.io"]
+    assert debian("container_runtime_packages.docker") == ["containerd.io", "docker-ce", "docker-ce-cli",
+                                                           "docker-buildx-plugin", "docker-compose-plugin"]
     assert debian("kubernetes_packages_install") == ["kubeadm=1.36.4-*", "kubelet=1.36.4-*", "kubectl=1.36.4-*"]
     assert debian("kubernetes_packages_repo.uri") == "https://pkgs.k8s.io/core:/stable:/v1.36/deb/"
     assert debian("nvidia_toolkit_install")[0] == "nvidia-container-toolkit=1.19.1-1"
     no_docker = Rendered("ubuntu2204", {"container_runtime": {"install_docker": False}})
-    assert no_docker("container_runtime_packages[container_runtime_source]") == ["containerd.io"]
+    assert no_docker("container_runtime_packages.docker") == ["containerd.io"]
+    assert no_docker("container_runtime_packages.distribution") == ["containerd", "runc"]
     cn = Rendered("ubuntu2204", CN)
     assert cn("container_runtime_docker_repo.uri") == "https://mirrors.aliyun.com/docker-ce/linux/ubuntu"
     assert cn("kubernetes_packages_repo.key_url") == \
@@ -203,11 +203,15 @@ def test_os_mirror_source_list_names_the_mirror_for_every_suite() -> None:
     ("containerd github.com/containerd/containerd 1.6.20~ds1 1.6.20~ds1-1+deb12u1", 'version = 2'),
     ("containerd containerd.io 1.7.25 bcc810d6b9066471b0b6fa75f557a15a1cbf31bb", 'version = 2'),
     ("containerd containerd.io v2.0.4 1a43cb6a1035441f9aca8f5666a9b3ef9e70ab20", 'version = 3'),
+    ("containerd github.com/containerd/containerd/v2 2.1.9~ds1 2.1.9~ds1-1", 'version = 3'),
+    ("containerd containerd.io v2.3.5 0123456789abcdef0123456789abcdef01234567", 'version = 3'),
 ])
 def test_containerd_configuration_matches_the_installed_major_version(version_line: str, expect: str) -> None:
     config = Rendered("rocky9", CN).template("container_runtime", "containerd-config.toml.j2",
                                              container_runtime_containerd_version={"stdout": version_line})
     assert f"\n{expect}\n" in config
+    # containerd 2 imports the drop-ins (nvidia-ctk's) explicitly; 1.x merges imported plugin tables whole.
+    assert ('imports = ["/etc/containerd/conf.d/*.toml"]' in config) == (expect == "version = 3")
     assert "SystemdCgroup = true" in config
     assert '"registry.aliyuncs.com/google_containers/pause:3.10.2"' in config
     assert 'config_path = "/etc/containerd/certs.d"' in config
@@ -265,3 +269,34 @@ def test_every_dnf_repository_checks_signatures_of_its_packages_or_its_metadata(
         assert any(str(c).lower() == "true" for c in checks), name
     # Docker signs its packages (as its own docker-ce.repo checks); that check is never dropped.
     assert repos["container_runtime_docker_repo"].get("gpgcheck", True) is True
+
+
+def _chosen_source(os: str, setting: str, candidate: str | None) -> str:
+    """The container_runtime role's choice of containerd source, rendered from its own set_fact task."""
+    tasks = DataLoader().load_from_file(str(PLAYBOOKS_DIR / "roles/container_runtime/tasks/0010-repository.yml"),
+                                        trusted_as_template=True)
+    choose = next(t for t in tasks if t["name"] == "Choose where containerd comes from")
+    registered = {"stdout": candidate} if candidate is not None else {"skipped": True}
+    r = Rendered(os, {"container_runtime": {"containerd_source": setting}}, container_runtime_candidate=registered)
+    return str(r.templar.template(choose["ansible.builtin.set_fact"]["container_runtime_source"])).strip()
+
+
+@pytest.mark.parametrize(("os", "setting", "candidate", "os_release"), [
+    ("debian12", "auto", "1.6.20~ds1-1+deb12u1", {"ID": "debian", "VERSION_ID": "12"}),
+    ("debian12", "auto", "1.7.24~ds1-6", {"ID": "debian", "VERSION_ID": "13"}),
+    ("debian12", "auto", "2.1.9~ds1-1", {"ID": "debian", "PRETTY_NAME": "Debian GNU/Linux forky/sid"}),
+    ("debian12", "auto", "(none)", {"ID": "debian", "VERSION_ID": "12"}),
+    ("ubuntu2204", "auto", "1.7.27-0ubuntu1~22.04.1", {"ID": "ubuntu", "VERSION_ID": "22.04"}),
+    ("rocky9", "auto", None, {"ID": "rocky", "VERSION_ID": "9.4"}),
+    ("debian12", "distribution", None, {"ID": "debian", "VERSION_ID": "12"}),
+    ("debian12", "docker", None, {"ID": "debian", "PRETTY_NAME": "Debian GNU/Linux forky/sid"}),
+])
+def test_the_role_chooses_containerd_where_preflight_judged_it(os: str, setting: str, candidate: str | None,
+                                                               os_release: dict[str, str]) -> None:
+    # Preflight judges the rules on the containerd this choice installs: both sides must choose alike.
+    from provision.nodes.preflight import NodeFacts, containerd_source
+
+    facts = NodeFacts(os_release=os_release, hostname="n1", product_uuid=None, macs={}, cpus=2, memory_mb=4096,
+                      listeners=(), swaps_active=(), fstab_swaps=(), selinux=None, gpus=(), nvidia_driver=None,
+                      kube_configs=(), containerd_candidate=None if candidate in (None, "(none)") else candidate)
+    assert _chosen_source(os, setting, candidate) == containerd_source(facts, setting)

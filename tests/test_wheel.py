@@ -71,7 +71,7 @@ def test_the_installed_tool_prepares_lab_nodes_from_another_directory(
     lab = lab_factory(1)
     push_kubernetes_repo(lab, tmp_path / "offline")
     config = write_config(lab, tmp_path / "cluster.yaml", mirrors={"kubernetes_repo": f"file://{OFFLINE_DIR}/kubernetes"},
-                          container_runtime={"docker_source": "docker.io"})
+                          container_runtime={"containerd_source": "distribution"})
     work = tmp_path / "work"
     work.mkdir()
     state = tmp_path / "state"

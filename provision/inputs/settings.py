@@ -92,10 +92,12 @@ class KubernetesSettings(_Section):
 
 
 class ContainerRuntimeSettings(_Section):
-    # containerd runs the pods; Docker engine is installed beside it for operators who expect `docker`.
+    # containerd runs the pods; the Docker engine is installed beside it for building images (the kubelet does
+    # not use it), from the same place as containerd: docker-ce with Docker's containerd.io, docker.io with the
+    # distribution's containerd (Debian's docker.io cannot sit beside containerd.io).
     install_docker: bool = True
-    # auto: docker-ce from Docker's repository, except Debian where Debian's docker.io is used.
-    docker_source: Literal["auto", "docker-ce", "docker.io"] = "auto"
+    # auto: Docker's containerd.io where the distribution's containerd is older than 2.0, else the distribution's.
+    containerd_source: Literal["auto", "docker", "distribution"] = "auto"
     # Registry host -> mirror endpoints, written into containerd's hosts.toml files.
     registry_mirrors: dict[str, list[str]] = Field(default_factory=dict)
 
@@ -233,6 +235,8 @@ class KubeletSettings(_Section):
     # From Kubernetes 1.35 the kubelet refuses cgroup v1 hosts (KEP-5573). true sets failCgroupV1: false and
     # skips kubeadm's SystemVerification check, so such hosts still run: unsupported, warned about on every run.
     allow_cgroup_v1: bool = False
+    # The other way out: prepare boots cgroup v1 nodes with systemd.unified_cgroup_hierarchy=1 (a reboot).
+    switch_to_cgroup_v2: bool = False
 
 
 class FirewallSettings(_Section):

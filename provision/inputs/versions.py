@@ -153,10 +153,13 @@ DOCKER_CONTAINERD_MINIMUM = (2, 1, 5)
 CONTAINERD_PACKAGES = {"docker": ("containerd.io", "docker-ce"), "distribution": ("containerd", "docker.io")}
 
 
+AUTO_DISTRIBUTION_CONTAINERD = (2, 0)
+
+
 def auto_containerd_source(distribution: tuple[int, ...] | None) -> str:
     """containerd_source auto: the distribution's own containerd when it is 2.0 or newer, else Docker's
     containerd.io (also where the distribution ships none, as on the RHEL family)."""
-    return "distribution" if distribution and distribution >= (2, 0) else "docker"
+    return "distribution" if distribution and distribution >= AUTO_DISTRIBUTION_CONTAINERD else "docker"
 
 
 @dataclass(frozen=True)

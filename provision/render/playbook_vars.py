@@ -27,8 +27,11 @@ def playbook_vars(cluster: Cluster, settings: Settings) -> dict[str, Any]:
         "cb_sources": sources.as_dict(),
         "cb_offline": settings.offline.source is not None,
         "cb_install_docker": settings.container_runtime.install_docker,
-        "cb_docker_source": settings.container_runtime.docker_source,
+        "cb_containerd_source": settings.container_runtime.containerd_source,
+        # containerd_source auto takes the distribution's containerd from this version on (else containerd.io).
+        "cb_containerd_distribution_minimum": versions.shown_version(versions.AUTO_DISTRIBUTION_CONTAINERD),
         "cb_firewall_mode": settings.firewall.mode,
+        "cb_switch_to_cgroup_v2": settings.kubelet.switch_to_cgroup_v2,
         "cb_calico_version": settings.calico.version,
         "cb_gpu": settings.gpu.model_dump(),
         "cb_control_plane": {"name": cluster.control_plane.name, "address": cluster.control_plane.address},
