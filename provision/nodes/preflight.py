@@ -16,6 +16,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field, replace
 from typing import Literal
 
+from provision.inputs import versions
 from provision.inputs.inventory import Cluster, Node
 from provision.inputs.settings import Settings
 from provision.nodes.runner import HostTally, RunProgress
@@ -40,9 +41,10 @@ SUPPORTED_OS: dict[str, tuple[str, ...]] = {
     "rocky": ("9",),
     "almalinux": ("9",),
     "ubuntu": ("22.04", "24.04"),
-    "debian": ("12",),
+    # sid (unstable) names no VERSION_ID: it is read as "sid" (see os_version).
+    "debian": ("12", "13", "sid"),
 }
-SUPPORTED_OS_TEXT = "CentOS Stream 9, Rocky Linux 9, AlmaLinux 9, Ubuntu 22.04/24.04, Debian 12"
+SUPPORTED_OS_TEXT = "CentOS Stream 9, Rocky Linux 9, AlmaLinux 9, Ubuntu 22.04/24.04, Debian 12/13/sid"
 # ansible-core 2.19 runs its modules with Python >= 3.8 and manages packages through the dnf Python bindings.
 # CentOS 7 has Python 3.6 and yum 3; EL8's dnf bindings exist only for its platform Python 3.6 (ansible/ansible
 # #82068). No playbook can prepare either, so they are refused here, before anything runs.
@@ -65,13 +67,18 @@ FAMILIES: dict[str, tuple[str, ...]] = {
     "clock": ("clock",),
     "swap": ("swap",),
     "selinux": ("selinux",),
-    "gpu": ("gpu",),
+    # The compatibility rules between the node and the versions chosen (provision/inputs/versions.py).
+    "runtime": ("containerd", "containerd_1x", "cgroup", "cgroup_v1_allowed", "cgroup_v2_switch", "kernel"),
+    "gpu": ("gpu", "gpu_driver", "gpu_generation", "smoke_image"),
 }
 
 # --- which problems block: the one place that decides ------------------------------------------------------
 
-# A problem found by one of these stops `up` on any node.
-BLOCKING = frozenset({"ssh", "sudo", "facts", "os", "hostname", "product_uuid", "mac", "ports", "clock", "gpu"})
+# A problem found by one of these stops `up` on any node. The compatibility rules come in pairs where the
+# settings can accept the risk: containerd_1x (Kubernetes 1.35) and cgroup_v1_allowed (kubelet.allow_cgroup_v1)
+# are the warned halves of containerd and cgroup.
+BLOCKING = frozenset({"ssh", "sudo", "facts", "os", "hostname", "product_uuid", "mac", "ports", "clock", "gpu",
+                      "containerd", "cgroup", "kernel", "gpu_driver", "smoke_image"})
 # These stop `up` only on the control plane (kubeadm init refuses); on a worker they are a warning.
 BLOCKING_ON_CONTROL_PLANE = frozenset({"cpu", "memory"})
 
@@ -193,6 +200,15 @@ class NodeFacts:
     # Node clock minus the operator's, and how precisely that is known (half the probe's round trip).
     clock_offset_s: float = 0.0
     clock_uncertainty_s: float = 0.0
+    # What the compatibility rules read: the kernel release, the cgroup version (2: the unified hierarchy;
+    # 1: v1 or hybrid), the PCI device ids of the NVIDIA GPUs, the containerd installed (`containerd
+    # --version`), the runtime packages installed (name -> version), and the containerd the distribution offers.
+    kernel: str | None = None
+    cgroup_version: int | None = None
+    gpu_device_ids: tuple[int, ...] = ()
+    containerd_version: tuple[int, ...] | None = None
+    runtime_packages: dict[str, str] = field(default_factory=dict)
+    containerd_candidate: str | None = None
 
 
 # Runs as root through sudo; POSIX sh; every section is optional so a missing tool only empties its section.
@@ -226,6 +242,22 @@ done
 section lspci; command -v lspci >/dev/null 2>&1 && lspci -mm -d 10de: 2>/dev/null
 section nvidia_driver; head -n 1 /proc/driver/nvidia/version 2>/dev/null
 section kube; for f in /etc/kubernetes/admin.conf /etc/kubernetes/kubelet.conf; do [ -f "$f" ] && echo "$f"; done
+section kernel; uname -r
+section cgroup_fs; stat -fc %T /sys/fs/cgroup 2>/dev/null
+section nvidia_pci_ids
+for d in /sys/bus/pci/devices/*; do
+  [ "$(cat "$d/vendor" 2>/dev/null)" = 0x10de ] || continue
+  case "$(cat "$d/class")" in 0x03*) cat "$d/device";; esac
+done
+section containerd_version; containerd --version 2>/dev/null
+section runtime_packages
+if command -v dpkg-query >/dev/null 2>&1; then
+  dpkg-query -W -f '${Package} ${Version} ${db:Status-Abbrev}\n' containerd containerd.io docker.io docker-ce \
+    2>/dev/null | awk '$3 ~ /^.i/ {print $1, $2}'
+elif command -v rpm >/dev/null 2>&1; then
+  rpm -q --qf '%{NAME} %{VERSION}\n' containerd.io docker-ce 2>/dev/null | grep -v 'not installed'
+fi
+section containerd_candidate; apt-cache policy containerd 2>/dev/null | awk '$1 == "Candidate:" {print $2}'
 section end
 """
 
@@ -324,15 +356,47 @@ def parse_facts(text: str) -> NodeFacts:
         gpus=tuple(gpus),
         nvidia_driver=next((line.strip() for line in sections.get("nvidia_driver", []) if line.strip()), None),
         kube_configs=tuple(line.strip() for line in sections.get("kube", []) if line.strip()),
+        kernel=_first(sections.get("kernel")),
+        cgroup_version={"cgroup2fs": 2, "tmpfs": 1}.get(_first(sections.get("cgroup_fs")) or ""),
+        gpu_device_ids=tuple(int(line.strip(), 16) for line in sections.get("nvidia_pci_ids", [])
+                             if re.fullmatch(r"0x[0-9a-fA-F]{4}", line.strip())),
+        containerd_version=parse_containerd_version(sections.get("containerd_version", [])),
+        runtime_packages={parts[0]: parts[1] for parts in (line.split() for line in sections.get("runtime_packages", []))
+                          if len(parts) == 2},
+        containerd_candidate=next((c for c in [_first(sections.get("containerd_candidate"))] if c and c != "(none)"),
+                                  None),
     )
+
+
+def _first(lines: list[str] | None) -> str | None:
+    return next((line.strip() for line in lines or [] if line.strip()), None)
+
+
+def parse_containerd_version(lines: Iterable[str]) -> tuple[int, ...] | None:
+    """`containerd --version` (`containerd containerd.io v2.1.5 <commit>`, or Debian's `containerd
+    github.com/containerd/containerd 1.6.20~ds1 1.6.20~ds1-1`) -> (2, 1, 5); None when not installed."""
+    for line in lines:
+        for word in line.split()[1:]:
+            version = versions.parse_version(word)
+            if len(version) >= 2 and "/" not in word:
+                return version
+    return None
 
 
 # --- judging facts (pure functions) --------------------------------------------------------------------------
 
+def os_version(release: dict[str, str]) -> str:
+    """VERSION_ID; Debian's unstable and testing name none and read as "sid"."""
+    version = release.get("VERSION_ID", "")
+    if not version and release.get("ID", "").lower() == "debian" and "sid" in release.get("PRETTY_NAME", ""):
+        return "sid"
+    return version
+
+
 def check_os(facts: NodeFacts) -> Finding:
     release = facts.os_release
     os_id = release.get("ID", "").lower()
-    version = release.get("VERSION_ID", "")
+    version = os_version(release)
     name = f"{release.get('NAME', os_id)} {version}".strip() or "unknown (no /etc/os-release)"
     wanted = SUPPORTED_OS.get(os_id, ())
     if version in wanted or version.split(".")[0] in wanted:
@@ -417,6 +481,134 @@ def check_gpu(facts: NodeFacts, node: Node) -> tuple[Finding, int]:
     return Finding("gpu", False, f"{count} NVIDIA GPU{'s' if count > 1 else ''} ({driver})"), count
 
 
+# --- the compatibility rules between a node and the versions chosen (provision/inputs/versions.py) ---------------
+
+# Which source each runtime package comes from: Debian's docker.io depends on Debian's containerd, which
+# conflicts with containerd.io, and docker-ce needs containerd.io, so one node holds one family only.
+PACKAGE_SOURCE = {"containerd": "distribution", "docker.io": "distribution",
+                  "containerd.io": "docker", "docker-ce": "docker"}
+
+
+def distribution_containerd(facts: NodeFacts) -> tuple[int, ...] | None:
+    """The containerd the node's distribution would install: its package manager's candidate when it names one,
+    else the versions table's entry for the release; None when it offers none (the RHEL family)."""
+    if facts.containerd_candidate:
+        return versions.parse_version(facts.containerd_candidate) or None
+    release = facts.os_release
+    known = versions.DISTRIBUTION_CONTAINERD.get((release.get("ID", "").lower(), os_version(release)))
+    return versions.parse_version(known) if known else None
+
+
+def containerd_source(facts: NodeFacts, setting: str) -> str:
+    """Where this node's containerd comes from: the setting, or for auto what versions.auto_containerd_source
+    picks for the distribution's own containerd (the container_runtime role makes the same choice on the node)."""
+    return setting if setting != "auto" else versions.auto_containerd_source(distribution_containerd(facts))
+
+
+def check_containerd(facts: NodeFacts, settings: Settings) -> Finding:
+    """Rule: Kubernetes 1.36 and later need containerd 2 (1.35 is the last minor for containerd 1.x, warned);
+    judged on the containerd the node has, else the one prepare would install."""
+    kube = settings.kubernetes
+    source = containerd_source(facts, settings.container_runtime.containerd_source)
+    wanted = " and ".join(versions.CONTAINERD_PACKAGES[source])
+    foreign = sorted(name for name in facts.runtime_packages if PACKAGE_SOURCE.get(name, source) != source)
+    if foreign:
+        other = "distribution" if source == "docker" else "docker"
+        return Finding("containerd", True, f"{', '.join(foreign)} installed, but container_runtime.containerd_source "
+                                           f"resolves to {source} ({wanted}), which cannot be installed beside it",
+                       f"set container_runtime.containerd_source: {other} to keep them, or remove them first "
+                       f"(`apt-get purge {' '.join(foreign)}` on the node)")
+    if facts.containerd_version:
+        version, origin = facts.containerd_version, "installed"
+    elif source == "docker":
+        version, origin = versions.DOCKER_CONTAINERD_MINIMUM, "Docker's containerd.io, to be installed"
+    else:
+        found = distribution_containerd(facts)
+        if found is None:
+            return Finding("containerd", True, "container_runtime.containerd_source is distribution, but the "
+                                               "distribution offers no containerd package",
+                           "set container_runtime.containerd_source: auto (Docker's containerd.io)")
+        version, origin = found, "the distribution's, to be installed"
+    verdict = versions.containerd_verdict(kube.minor_number, version)
+    detail = f"{verdict.detail} ({origin})"
+    if verdict.status == "ok":
+        return Finding("containerd", False, detail)
+    two = "set container_runtime.containerd_source: docker (Docker's containerd.io, 2.x)"
+    if origin == "installed":
+        two = "upgrade the node's containerd to 2.x (Docker's containerd.io), or remove it so prepare installs it"
+    if verdict.status == "warn":
+        return Finding("containerd_1x", True, detail, f"before moving to Kubernetes 1.36: {two}")
+    return Finding("containerd", True, detail, f"{two}, or set kubernetes.version: '1.35' (the last minor for "
+                                              "containerd 1.x)")
+
+
+def check_cgroup(facts: NodeFacts, settings: Settings) -> Finding:
+    """Rule: from 1.35 the kubelet refuses cgroup v1 (KEP-5573), unless the settings accept it or switch the node."""
+    minor = settings.kubernetes.minor_number
+    if facts.cgroup_version != 1 or minor < versions.CGROUP_V1_REFUSED_FROM:
+        shown = {1: "v1", 2: "v2"}.get(facts.cgroup_version or 0, "not read")
+        return Finding("cgroup", False, f"cgroup {shown}")
+    kubelet = settings.kubelet
+    if kubelet.switch_to_cgroup_v2:
+        return Finding("cgroup_v2_switch", True, "cgroup v1: prepare switches the node to cgroup v2 "
+                                                 "(kubelet.switch_to_cgroup_v2) and reboots it")
+    if kubelet.allow_cgroup_v1:
+        return Finding("cgroup_v1_allowed", True, f"cgroup v1, run with failCgroupV1: false because "
+                                                  f"kubelet.allow_cgroup_v1 is true: unsupported by Kubernetes 1.{minor}",
+                       "move the node to cgroup v2 (kubelet.switch_to_cgroup_v2: true), then set allow_cgroup_v1 false")
+    return Finding("cgroup", True, f"cgroup v1 (legacy or hybrid hierarchy), which the kubelet of Kubernetes 1.{minor} "
+                                   "refuses (failCgroupV1, KEP-5573)",
+                   "switch the node to cgroup v2 with kubelet.switch_to_cgroup_v2: true (prepare sets "
+                   "systemd.unified_cgroup_hierarchy=1 and reboots it), or accept cgroup v1 with "
+                   "kubelet.allow_cgroup_v1: true (unsupported, warned on every run)")
+
+
+def check_kernel(facts: NodeFacts, settings: Settings) -> Finding:
+    """Rule: kube-proxy's nftables mode needs Linux 5.13 or newer."""
+    kernel = facts.kernel or "not read"
+    release = versions.parse_version(facts.kernel or "")
+    if settings.kubernetes.kube_proxy_mode != "nftables" or not release or release >= versions.NFTABLES_MINIMUM_KERNEL:
+        return Finding("kernel", False, f"Linux {kernel}")
+    return Finding("kernel", True, f"Linux {kernel}: kube-proxy's nftables mode needs Linux "
+                                   f"{versions.shown_version(versions.NFTABLES_MINIMUM_KERNEL)} or newer",
+                   "set kubernetes.kube_proxy_mode: iptables, or upgrade the node's kernel")
+
+
+def check_gpu_versions(facts: NodeFacts, settings: Settings, node: Node) -> list[Finding]:
+    """Rules: each GPU generation (told by its PCI device id) against gpu.driver_branch, and an explicit
+    smoke_test.image's CUDA against what the generation runs. Nothing to judge on a node without GPUs."""
+    if node.gpu == "false" or not facts.gpu_device_ids:
+        return []
+    branch = settings.gpu.driver_branch
+    findings = []
+    generations: dict[str, versions.GpuGeneration] = {}
+    for device in sorted(set(facts.gpu_device_ids)):
+        generation = versions.gpu_generation(device)
+        if generation is None:
+            findings.append(Finding("gpu_generation", True, f"NVIDIA device 0x{device:04x} is in no generation the "
+                                                            "versions table knows: its driver branch is not checked",
+                                    "update cluster-bootstrap, or check the GPU's support in NVIDIA's driver notes"))
+        else:
+            generations[generation.name] = generation
+    for generation in generations.values():
+        problem = versions.driver_problem(generation, branch)
+        if problem:
+            findings.append(Finding("gpu_driver", True, problem.split(": ")[0], problem.split(": ", 1)[1]))
+    image = settings.smoke_test.image
+    cuda = versions.image_cuda_major(image)
+    oldest = min(generations.values(), key=lambda g: g.cuda_major, default=None)
+    if "image" in settings.smoke_test.model_fields_set and cuda and oldest and cuda > oldest.cuda_major:
+        fitting = versions.smoke_image_for([oldest.name])
+        findings.append(Finding("smoke_image", True, f"smoke_test.image {image} is built for CUDA {cuda}, which "
+                                                     f"{oldest.name} GPUs cannot run (CUDA {oldest.cuda_major} at most)",
+                                f"leave smoke_test.image out (these GPUs get {fitting})" if fitting
+                                else f"set smoke_test.image to a CUDA {oldest.cuda_major} image"))
+    if generations and not any(f.problem for f in findings if f.name in ("gpu_driver", "smoke_image")):
+        flavour = versions.module_flavour(list(generations.values()))
+        findings.append(Finding("gpu_driver", False, f"{', '.join(generations)} on driver {branch} ({flavour} module)"))
+    return findings
+
+
 def check_unique(facts_by_node: dict[str, NodeFacts]) -> dict[str, list[Finding]]:
     """hostname, product_uuid and MACs must differ between nodes (kubeadm's requirement)."""
     findings: dict[str, list[Finding]] = {name: [] for name in facts_by_node}
@@ -458,15 +650,19 @@ def judge(node: Node, finding: Finding) -> CheckResult:
     return CheckResult(finding.name, severity(finding.name, node), finding.detail, finding.fix)
 
 
-def evaluate(nodes: list[Node], facts_by_node: dict[str, NodeFacts]) -> dict[str, tuple[list[CheckResult], int]]:
+def evaluate(nodes: list[Node], facts_by_node: dict[str, NodeFacts],
+             settings: Settings | None = None) -> dict[str, tuple[list[CheckResult], int]]:
     """Judge the facts of the nodes that could be probed: per node, its checks and GPU count."""
+    settings = settings or Settings()
     unique = check_unique(facts_by_node)
     results = {}
     for node in nodes:
         facts = facts_by_node[node.name]
         gpu_finding, gpu_count = check_gpu(facts, node)
         findings = [check_os(facts), check_cpu(facts), check_memory(facts), *unique[node.name],
-                    check_ports(facts, node), check_clock(facts), check_swap(facts), check_selinux(facts), gpu_finding]
+                    check_ports(facts, node), check_clock(facts), check_swap(facts), check_selinux(facts), gpu_finding,
+                    check_containerd(facts, settings), check_cgroup(facts, settings), check_kernel(facts, settings),
+                    *check_gpu_versions(facts, settings, node)]
         results[node.name] = ([judge(node, f) for f in findings], gpu_count)
     return results
 
@@ -556,7 +752,7 @@ def run_preflight(cluster: Cluster, settings: Settings, *, nodes: list[str] | No
     with ThreadPoolExecutor(max_workers=max(1, min(max_parallel, len(probed_nodes)))) as pool:
         probes = {p.node.name: p for p in pool.map(probe, probed_nodes)}
     facts_by_node = {name: p.facts for name, p in probes.items() if p.facts is not None}
-    judged = evaluate([n for n in targets if n.name in facts_by_node], facts_by_node)
+    judged = evaluate([n for n in targets if n.name in facts_by_node], facts_by_node, settings)
     reports = []
     for node in targets:
         checks, gpu_count = judged.get(node.name, ([], 0))
