@@ -3,7 +3,7 @@
     .venv/bin/python -m bench.prepare                 # sizes 1 4 8, executor from settings (auto: Mitogen)
     .venv/bin/python -m bench.prepare --sizes 1 8 --executors mitogen stock --write-doc
 
-Each size gets fresh nodes (tests/lab), the placeholder Kubernetes repository (tests/test_prepare_repo.py) and
+Each size gets fresh nodes (tests/lab), the placeholder Kubernetes repository (tests/lab/repos.py) and
 Debian's docker.io, exactly as the lab test. The time a run spends per task (summed over hosts) comes from the
 run's own log, so the table says what dominates. Needs root (the lab). Not a test: goals are read, not asserted.
 """
@@ -23,7 +23,7 @@ from provision.inputs.inventory import load_inventory
 from provision.inputs.settings import load_settings
 from provision.nodes.prepare import prepare
 from tests.lab.lab import Lab
-from tests.test_prepare_lab import OFFLINE_DIR, push_kubernetes_repo, write_config
+from tests.lab.repos import OFFLINE_DIR, push_kubernetes_repo, write_config
 
 DOC = Path(__file__).resolve().parent.parent / "docs" / "benchmarks.md"
 SECTION = "## prepare"
@@ -79,11 +79,13 @@ def measure(nodes: int, executor: str, compare_stock: bool = False) -> Measureme
                                   container_runtime={"containerd_source": "distribution"},
                                   ansible={"executor": executor})
             cluster, settings = load_inventory(lab.inventory_path), load_settings(config)
+            # Lab nodes have no GPU; preflight, which counts them, is not what is timed here.
+            gpus = {node.name: 0 for node in cluster.nodes}
             started = time.monotonic()
-            first = prepare(cluster, settings)
+            first = prepare(cluster, settings, gpus=gpus)
             first_s = time.monotonic() - started
             started = time.monotonic()
-            again = prepare(cluster, settings)
+            again = prepare(cluster, settings, gpus=gpus)
             rerun_s = time.monotonic() - started
             stock_rerun_s = None
             if compare_stock:
@@ -91,7 +93,7 @@ def measure(nodes: int, executor: str, compare_stock: bool = False) -> Measureme
                                                    mirrors={"kubernetes_repo": f"file://{OFFLINE_DIR}/kubernetes"},
                                                    container_runtime={"containerd_source": "distribution"}))
                 started = time.monotonic()
-                prepare(cluster, stock)
+                prepare(cluster, stock, gpus=gpus)
                 stock_rerun_s = time.monotonic() - started
             seconds = _task_seconds(first.playbook.run_dir / "run.log")
             tasks = sorted(seconds.items(), key=lambda kv: -kv[1])

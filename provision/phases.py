@@ -131,13 +131,14 @@ def _gpu_nodes(ctx: PhaseContext) -> dict[str, int]:
 # --- preflight ---------------------------------------------------------------------------------------------
 
 def _preflight(ctx: PhaseContext) -> str:
-    from provision.nodes.preflight import run_preflight
+    from provision.nodes.preflight.run import run_preflight
 
     report = run_preflight(ctx.cluster, ctx.settings, nodes=list(ctx.target_nodes), on_progress=ctx.on_progress,
                            become_password=ctx.become_password)
     gpus = dict(ctx.state.gpus or {})
     gpus.update({name: int(report.gpu_counts.get(name, 0)) for name in ctx.target_nodes})
     ctx.state.gpus = gpus
+    ctx.state.gpu_generations |= {name: report.gpu_generations.get(name, []) for name in ctx.target_nodes}
     if report.blocking:
         more = (f" (and {len(report.blocking) - 1} more; `bootstrap preflight` lists them)"
                 if len(report.blocking) > 1 else "")
@@ -148,11 +149,17 @@ def _preflight(ctx: PhaseContext) -> str:
 
 # --- prepare -----------------------------------------------------------------------------------------------
 
+def _prepare_vars(ctx: PhaseContext) -> dict[str, Any]:
+    from provision.render.playbook_vars import prepare_vars
+
+    return prepare_vars(ctx.cluster, ctx.state.gpus or {}, ctx.state.gpu_generations)
+
+
 def _prepared(ctx: PhaseContext) -> str:
-    from provision.nodes.prepare import check_prepared
+    from provision.nodes.prepare import PrepareResult, check_prepared
 
     result = ctx.playbook_results[-1]
-    check_prepared(result, ctx.cluster, ctx.settings, ctx.nodes)
+    ctx.facts["prepare"] = PrepareResult(result, check_prepared(result, ctx.cluster, ctx.settings, ctx.nodes))
     return f"{len(result.tally)} nodes ready for kubeadm, {sum(result.changed.values())} changes"
 
 
@@ -212,10 +219,9 @@ def _join_limit(ctx: PhaseContext) -> list[str] | None:
 
 
 def _join_vars(ctx: PhaseContext) -> dict[str, Any]:
-    from provision.render.kubeadm_config import CRI_SOCKET, ignored_preflight_errors, node_ip
+    from provision.render.kubeadm_config import ignored_preflight_errors, node_ip
 
-    return {"cb_cri_socket": CRI_SOCKET,
-            "cb_node_ips": {n.name: node_ip(n) for n in ctx.cluster.nodes if node_ip(n)},
+    return {"cb_node_ips": {n.name: node_ip(n) for n in ctx.cluster.nodes if node_ip(n)},
             "cb_ignore_preflight_errors": ignored_preflight_errors(ctx.settings)}
 
 
@@ -235,9 +241,13 @@ def _gpu_skip(ctx: PhaseContext) -> str | None:
 
 
 def _gpu_vars(ctx: PhaseContext) -> dict[str, Any]:
+    from provision.inputs.versions import GPU_GENERATION_LABEL, oldest_generation
     from provision.render.manifests import device_plugin_manifest, runtimeclass_manifest
 
     return {"cb_gpu_nodes": sorted(_gpu_nodes(ctx)),
+            # The smoke test picks its image for the oldest generation among the nodes it runs on.
+            "cb_gpu_node_labels": {name: [f"{GPU_GENERATION_LABEL}={oldest_generation(ctx.state.gpu_generations[name])}"]
+                                   for name in sorted(_gpu_nodes(ctx)) if ctx.state.gpu_generations.get(name)},
             "cb_device_plugin_manifest": device_plugin_manifest(ctx.settings),
             "cb_runtimeclass_manifest": runtimeclass_manifest()}
 
@@ -315,8 +325,10 @@ def _reset_limit(ctx: PhaseContext) -> list[str] | None:
 
 PHASES: dict[str, Phase] = {p.name: p for p in (
     Phase("preflight", "check every node can take part", _preflight, provides=("gpus",), read_only=True),
+    # The NVIDIA stack goes where preflight found GPUs: `prepare` alone runs preflight first when it has not.
     Phase("prepare", "packages, containerd, kubelet, NVIDIA stack", _prepared, playbook="prepare.yml",
-          limit=lambda ctx: list(ctx.nodes) if ctx.nodes is not None else None, checks_playbook=True),
+          extra_vars=_prepare_vars, limit=lambda ctx: list(ctx.nodes) if ctx.nodes is not None else None,
+          needs=("gpus",), checks_playbook=True),
     Phase("control_plane", "kubeadm init and the admin kubeconfig", _control_plane_check,
           playbook="control_plane.yml", extra_vars=_control_plane_vars, provides=("kubeconfig",)),
     Phase("network", "Calico pod network", _network_check, playbook="network.yml", extra_vars=_network_vars,

@@ -6,9 +6,9 @@ from pathlib import Path
 
 import pytest
 
-from tests.lab.fixtures import lab3, lab_factory, mark_lab_tests
+from tests.lab.fixtures import lab3, lab_factory, mark_lab_tests, rpm_tree
 
-__all__ = ["lab3", "lab_factory"]
+__all__ = ["lab3", "lab_factory", "rpm_tree"]
 
 
 @pytest.fixture(autouse=True)

@@ -11,7 +11,7 @@ from types import ModuleType
 
 import pytest
 
-from provision.nodes.preflight import parse_containerd_version
+from provision.nodes.preflight.probe import parse_containerd_version
 from provision.resources import PLAYBOOKS_DIR
 from tests.support.paths import REPO_ROOT
 

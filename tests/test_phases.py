@@ -138,6 +138,44 @@ def test_a_need_from_a_phase_that_changes_nodes_is_not_run_behind_the_users_back
     assert [(o.name, o.status) for o in result.outcomes] == [("network", "not run")]
 
 
+def test_prepare_alone_runs_preflight_first_and_tells_the_playbook_the_gpu_nodes_it_found(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from provision.nodes import prepare as prepare_module
+    from provision.nodes.preflight import run as preflight_run
+    from provision.nodes.preflight.run import NodeReport, PreflightReport
+    from provision.nodes.runner import PlaybookResult
+
+    monkeypatch.setenv("BOOTSTRAP_STATE_DIR", str(tmp_path / "state"))
+    hosts = tmp_path / "hosts.ini"
+    hosts.write_text("[control_plane]\ncp1 ansible_host=10.20.0.10\n[workers]\nw1 ansible_host=10.20.0.11\n"
+                     "w2 ansible_host=10.20.0.12 gpu=true\nw3 ansible_host=10.20.0.13 gpu=false\n")
+    cluster = load_inventory(hosts)
+    # What preflight counted on PCI; the inventory's gpu=true (w2) and gpu=false (w3) win over it.
+    found = {"cp1": 0, "w1": 2, "w2": 0, "w3": 1}
+    probed: list[list[str] | None] = []
+    playbooks: list[dict[str, Any]] = []
+
+    def fake_preflight(cluster: Any, settings: Any, *, nodes: list[str] | None = None, **_: Any) -> PreflightReport:
+        probed.append(nodes)
+        return PreflightReport(tuple(NodeReport(n, "worker", "", (), found[n]) for n in nodes or found), 0.1)
+
+    def fake_playbook(playbook: str, *args: Any, extra_vars: dict[str, Any] | None = None, **_: Any) -> PlaybookResult:
+        playbooks.append({"playbook": playbook, **(extra_vars or {})})
+        return PlaybookResult("prepare", playbook, 0, "successful", tmp_path, {}, [], 1.0)
+
+    monkeypatch.setattr(preflight_run, "run_preflight", fake_preflight)
+    monkeypatch.setattr(phases_module, "run_playbook", fake_playbook)
+    monkeypatch.setattr(prepare_module, "check_prepared", lambda *args: {})
+
+    result = run_phases(select_phases(("prepare",)), context(cluster))
+    assert [(o.name, o.status) for o in result.outcomes] == [("preflight", "ok"), ("prepare", "ok")], result.error
+    assert playbooks == [{"playbook": "prepare.yml", "cb_nvidia_nodes": ["w1", "w2"]}]
+
+    # The counts are kept: the next `prepare` does not probe again.
+    run_phases(select_phases(("prepare",)), context(cluster))
+    assert probed == [["cp1", "w1", "w2", "w3"]] and len(playbooks) == 2
+
+
 # --- the real verify phase, through the pipeline, against a stand-in API server ----------------------------
 
 def _install_kubeconfig(cluster, server: FakeApiServer) -> None:

@@ -10,10 +10,7 @@ import pytest
 from provision.errors import BootstrapError
 from provision.inputs.inventory import Node
 from provision.inputs.settings import SshSettings
-from provision.nodes.preflight import (
-    PROBE_SCRIPT,
-    Listener,
-    NodeFacts,
+from provision.nodes.preflight.checks import (
     check_clock,
     check_gpu,
     check_os,
@@ -22,10 +19,15 @@ from provision.nodes.preflight import (
     check_swap,
     check_unique,
     evaluate,
+    severity,
+)
+from provision.nodes.preflight.probe import (
+    PROBE_SCRIPT,
+    Listener,
+    NodeFacts,
     parse_facts,
     parse_listeners,
     parse_proc_net_tcp,
-    severity,
 )
 from provision.nodes.ssh import LocalShell, SshShell
 
@@ -100,6 +102,7 @@ def test_probe_output_is_parsed_into_facts() -> None:
     assert found.selinux == "enforcing"
     assert found.gpus == ("0000:3b:00.0 GA100 [A100 PCIe 40GB]", "0000:af:00.0 GA100 [A100 PCIe 40GB]")
     assert found.kube_configs == ("/etc/kubernetes/kubelet.conf",)
+    assert found.node_time_s == 1700000000.25
 
 
 def test_cut_short_probe_output_is_refused() -> None:

@@ -13,7 +13,7 @@ from typer.testing import CliRunner
 from provision.cli.app import app
 from provision.inputs.inventory import load_inventory
 from provision.inputs.settings import Settings, load_settings
-from provision.nodes.preflight import PreflightReport, run_preflight
+from provision.nodes.preflight.run import PreflightReport, run_preflight
 from provision.nodes.runner import run_playbook
 from tests.lab.lab import Lab
 

@@ -11,18 +11,16 @@ import pytest
 
 from provision.inputs.inventory import Node
 from provision.inputs.settings import parse_settings
-from provision.nodes.preflight import (
-    PROBE_SCRIPT,
-    NodeFacts,
-    Problem,
+from provision.nodes.preflight.checks import (
     check_cgroup,
     check_containerd,
     check_gpu_versions,
     check_kernel,
     evaluate,
     judge,
-    parse_facts,
 )
+from provision.nodes.preflight.probe import PROBE_SCRIPT, NodeFacts, parse_facts
+from provision.nodes.preflight.run import Problem
 from provision.nodes.ssh import LocalShell
 
 NODE = Node(name="n1", address="10.0.0.1", role="control_plane", user="ops")

@@ -4,83 +4,89 @@ from __future__ import annotations
 import builtins
 import json
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 from provision.errors import BootstrapError
 from provision.inputs.settings import Settings, parse_settings
-from provision.nodes.prepare import NodeReport, check_node, read_reports
+from provision.nodes.prepare import check_node, read_reports
+from provision.nodes.reports import NodeReport
 from provision.nodes.runner import executor_envvars
-
-READY = """hostname=n1
-swap_active=0
-fstab_swap=0
-modules_load=overlay br_netfilter
-sysctl.net.bridge.bridge-nf-call-iptables=1
-sysctl.net.bridge.bridge-nf-call-ip6tables=1
-sysctl.net.ipv4.ip_forward=1
-active.containerd=active
-enabled.containerd=enabled
-active.docker=active
-active.kubelet=activating
-enabled.kubelet=enabled
-systemd_cgroup=1
-cri=ok
-crictl_endpoint=unix:///run/containerd/containerd.sock
-installed.kubeadm=yes
-installed.kubelet=yes
-installed.kubectl=yes
-held=kubeadm kubectl kubelet
-gpu_node=False
-nvidia_runtime=0""".splitlines()
+from tests.support.node_reports import recorded_document
 
 
-def report(**changes: str) -> NodeReport:
-    facts = NodeReport.parse("n1", READY).facts | changes
-    return NodeReport(host="n1", facts=facts)
+def merged(document: dict[str, Any], changes: dict[str, Any]) -> dict[str, Any]:
+    out = dict(document)
+    for key, value in changes.items():
+        out[key] = merged(out[key], value) if isinstance(value, dict) and isinstance(out.get(key), dict) else value
+    return out
+
+
+def report(**changes: Any) -> NodeReport:
+    """The document a prepared lab node sent (tests/data/node_report/), with some facts changed."""
+    return NodeReport.model_validate(merged(recorded_document(), changes))
 
 
 def test_a_ready_node_has_no_problems() -> None:
-    assert check_node(report(), Settings()) == []
+    assert check_node("n1", report(), Settings()) == []
 
 
 @pytest.mark.parametrize(("changes", "problem"), [
     ({"hostname": "debian"}, "hostname is 'debian', not its inventory name 'n1'"),
-    ({"swap_active": "1"}, "swap is still on"),
-    ({"fstab_swap": "1"}, "/etc/fstab still has an active swap line"),
-    ({"modules_load": "overlay"}, "br_netfilter is not in /etc/modules-load.d/cluster-bootstrap.conf"),
-    ({"sysctl.net.ipv4.ip_forward": "0"}, "sysctl net.ipv4.ip_forward is '0', not 1"),
-    ({"active.containerd": "failed"}, "containerd is not running"),
-    ({"systemd_cgroup": "0"}, "SystemdCgroup = true is missing"),
-    ({"cri": ""}, "CRI plugin is not running"),
-    ({"crictl_endpoint": "unix:///run/crio/crio.sock"}, "/etc/crictl.yaml does not point at containerd's socket"),
-    ({"crictl": "failing"}, "`crictl version` fails"),
-    ({"active.docker": "inactive"}, "Docker is not running"),
-    ({"installed.kubeadm": "no"}, "kubeadm is not installed"),
-    ({"held": "kubeadm"}, "kubelet, kubectl not held"),
-    ({"enabled.kubelet": "disabled"}, "the kubelet is not enabled at boot"),
-    ({"gpu_node": "True", "nvidia_gpus": "0", "nvidia_runtime": "2"}, "nvidia-smi lists no GPU"),
-    ({"gpu_node": "True", "nvidia_gpus": "2", "nvidia_runtime": "0"}, "containerd has no nvidia runtime"),
+    ({"swap": {"active": ["/dev/dm-1"]}}, "swap is still on"),
+    ({"swap": {"fstab": ["/swapfile none swap sw 0 0"]}}, "/etc/fstab still has an active swap line"),
+    ({"modules_load": ["overlay"]}, "br_netfilter is not in /etc/modules-load.d/cluster-bootstrap.conf"),
+    ({"sysctls": {"net.ipv4.ip_forward": "0"}}, "sysctl net.ipv4.ip_forward is '0', not 1"),
+    ({"sysctls": {"net.ipv4.ip_forward": None}}, "sysctl net.ipv4.ip_forward is '', not 1"),
+    ({"units": {"containerd": {"active": "failed"}}}, "containerd is not running"),
+    ({"containerd": {"systemd_cgroup": False}}, "SystemdCgroup = true is missing"),
+    ({"containerd": {"cri": None}}, "CRI plugin is not running"),
+    ({"crictl": {"endpoint": "unix:///run/crio/crio.sock"}}, "/etc/crictl.yaml does not point at containerd's socket"),
+    ({"crictl": {"works": False}}, "`crictl version` fails"),
+    ({"units": {"docker": {"active": "inactive"}}}, "Docker is not running"),
+    ({"packages": {"kubeadm": {"installed": False}}}, "kubeadm is not installed"),
+    ({"packages": {"kubelet": {"held": False}, "kubectl": {"held": False}}}, "kubelet, kubectl not held"),
+    ({"units": {"kubelet": {"enabled": "disabled"}}}, "the kubelet is not enabled at boot"),
+    ({"gpu_node": True, "nvidia_gpus": 0, "containerd": {"runtimes": ["nvidia", "runc"]}}, "nvidia-smi lists no GPU"),
+    ({"gpu_node": True, "nvidia_gpus": 2}, "containerd has no nvidia runtime"),
 ])
-def test_each_unready_fact_is_named(changes: dict[str, str], problem: str) -> None:
-    problems = check_node(report(**changes), Settings())
+def test_each_unready_fact_is_named(changes: dict[str, Any], problem: str) -> None:
+    problems = check_node("n1", report(**changes), Settings())
     assert len(problems) == 1 and problem in problems[0], problems
 
 
 def test_docker_is_only_required_when_installed() -> None:
     no_docker = parse_settings({"container_runtime": {"install_docker": False}})
-    assert check_node(report(**{"active.docker": "inactive"}), no_docker) == []
+    assert check_node("n1", report(units={"docker": {"active": "inactive"}}), no_docker) == []
 
 
-def test_reports_are_read_from_the_runs_saved_events(tmp_path: Path) -> None:
-    events = tmp_path / "artifacts" / "ident" / "job_events"
-    events.mkdir(parents=True)
-    for counter, (host, task, lines) in enumerate([("n1", "Report the prepared state", READY),
-                                                   ("n2", "Some other task", ["hostname=n2"])]):
-        (events / f"{counter}-x.json").write_text(json.dumps({"event": "runner_on_ok", "event_data": {
-            "host": host, "task": task, "res": {"stdout_lines": lines}}}))
+def test_a_gpu_node_with_its_gpus_and_nvidias_runtime_is_ready() -> None:
+    gpu = report(gpu_node=True, nvidia_gpus=2, containerd={"runtimes": ["nvidia", "runc"], "default_runtime": "nvidia"})
+    assert check_node("n1", gpu, Settings()) == []
+
+
+def write_events(run_dir: Path, events: list[tuple[str, str, dict[str, Any]]]) -> None:
+    folder = run_dir / "artifacts" / "ident" / "job_events"
+    folder.mkdir(parents=True)
+    for counter, (host, task, res) in enumerate(events):
+        (folder / f"{counter}-x.json").write_text(json.dumps({"event": "runner_on_ok", "event_data": {
+            "host": host, "task": task, "res": res}}))
+
+
+def test_reports_are_found_in_the_runs_saved_events_by_the_modules_key_whatever_the_task_is_called(
+        tmp_path: Path) -> None:
+    write_events(tmp_path, [("n1", "Tell Python how the node looks", {"changed": False, "cb_report": recorded_document()}),
+                            ("n2", "Report the prepared state", {"stdout_lines": ["hostname=n2"]})])
     reports = read_reports(tmp_path)
-    assert list(reports) == ["n1"] and reports["n1"].get("held") == "kubeadm kubectl kubelet"
+    assert list(reports) == ["n1"] and reports["n1"].packages["kubeadm"].held
+
+
+def test_a_report_this_version_cannot_read_names_the_host(tmp_path: Path) -> None:
+    write_events(tmp_path, [("n1", "Report", {"cb_report": recorded_document() | {"schema": 2}})])
+    with pytest.raises(BootstrapError, match=r"^prepare: n1 sent a report of its state that this version .* \(schema: "
+                                             r".*schema 2.*\); the playbooks and the Python package"):
+        read_reports(tmp_path)
 
 
 def test_executor_auto_uses_mitogen_when_it_is_installed() -> None:

@@ -2,7 +2,7 @@
 
 os_prep and container_runtime run for real (Debian's docker.io and containerd, from the Debian mirror).
 kubernetes_packages runs for real against a local, signed apt repository of PLACEHOLDER packages (see
-tests/test_prepare_repo.py): pkgs.k8s.io cannot be reached here. The default source and NVIDIA's repositories
+tests/lab/repos.py): pkgs.k8s.io cannot be reached here. The default source and NVIDIA's repositories
 are tested up to that boundary: the run fails within a bounded time, naming the repository and the setting.
 """
 from __future__ import annotations
@@ -20,33 +20,14 @@ from provision.cli.app import app
 from provision.errors import BootstrapError
 from provision.inputs.inventory import load_inventory
 from provision.inputs.settings import load_settings
+from provision.nodes.preflight.run import run_preflight
 from provision.nodes.prepare import PrepareResult, prepare
 from tests.lab.lab import Lab
-from tests.test_prepare_repo import build_kubernetes_repo
+from tests.lab.repos import OFFLINE_DIR, push_kubernetes_repo, write_config
 
-OFFLINE_DIR = "/srv/cb-offline"
 SYSCTLS = ("net.bridge.bridge-nf-call-iptables", "net.bridge.bridge-nf-call-ip6tables", "net.ipv4.ip_forward")
 # An unreachable source must fail fast: DNS fails at once here, and every download has a 20 s timeout.
 FAILURE_BOUND_S = 120
-
-
-def push_kubernetes_repo(lab: Lab, tmp: Path) -> None:
-    """Build the placeholder repository once and copy it to every node (a local directory, file://)."""
-    import subprocess
-
-    build_kubernetes_repo(tmp)
-    for node in lab.nodes:
-        archive = subprocess.run(["tar", "-C", str(tmp), "-cf", "-", "."], check=True, capture_output=True).stdout
-        ssh = [*node.ssh_command("root"), f"mkdir -p {OFFLINE_DIR} && tar -C {OFFLINE_DIR} -xf -"]
-        subprocess.run(ssh, input=archive, check=True, capture_output=True, timeout=60)
-
-
-def write_config(lab: Lab, path: Path, **sections: dict[str, object]) -> Path:
-    data = yaml.safe_load(lab.config_path.read_text()) or {}
-    for name, values in sections.items():
-        data.setdefault(name, {}).update(values)
-    path.write_text(yaml.safe_dump(data))
-    return path
 
 
 @pytest.fixture(scope="module")
@@ -64,8 +45,14 @@ def lab_config(lab: Lab, tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 @pytest.fixture(scope="module")
-def first_run(lab: Lab, lab_config: Path) -> PrepareResult:
-    return prepare(load_inventory(lab.inventory_path), load_settings(lab_config))
+def gpus(lab: Lab) -> dict[str, int]:
+    """The GPUs preflight counts on the lab's nodes (none), which `bootstrap prepare` hands to the playbook."""
+    return run_preflight(load_inventory(lab.inventory_path), load_settings(lab.config_path)).gpu_counts
+
+
+@pytest.fixture(scope="module")
+def first_run(lab: Lab, lab_config: Path, gpus: dict[str, int]) -> PrepareResult:
+    return prepare(load_inventory(lab.inventory_path), load_settings(lab_config), gpus=gpus)
 
 
 def test_first_prepare_changes_every_node_and_reports_it_ready(lab: Lab, first_run: PrepareResult) -> None:
@@ -73,7 +60,7 @@ def test_first_prepare_changes_every_node_and_reports_it_ready(lab: Lab, first_r
     assert set(first_run.reports) == {node.name for node in lab.nodes}
     for node in lab.nodes:
         assert first_run.changed[node.name] > 0
-        assert first_run.reports[node.name].get("hostname") == node.name
+        assert first_run.reports[node.name].hostname == node.name
 
 
 def test_prepared_nodes_have_the_os_settings_kubeadm_needs(lab: Lab, first_run: PrepareResult) -> None:
@@ -128,27 +115,28 @@ def test_prepared_nodes_have_kubernetes_packages_held_from_the_signed_repository
         assert run("systemctl is-enabled kubelet").stdout.strip() == "enabled"
 
 
-def test_a_second_prepare_changes_nothing_on_any_node(lab: Lab, lab_config: Path, first_run: PrepareResult) -> None:
-    again = prepare(load_inventory(lab.inventory_path), load_settings(lab_config))
+def test_a_second_prepare_changes_nothing_on_any_node(lab: Lab, lab_config: Path, first_run: PrepareResult,
+                                                     gpus: dict[str, int]) -> None:
+    again = prepare(load_inventory(lab.inventory_path), load_settings(lab_config), gpus=gpus)
     assert again.changed == {node.name: 0 for node in lab.nodes}
     assert again.playbook.elapsed_s < first_run.playbook.elapsed_s
 
 
-def test_a_node_without_etc_docker_gets_its_docker_configuration(lab: Lab, lab_config: Path,
-                                                                  first_run: PrepareResult) -> None:
+def test_a_node_without_etc_docker_gets_its_docker_configuration(lab: Lab, lab_config: Path, first_run: PrepareResult,
+                                                                  gpus: dict[str, int]) -> None:
     # Docker CE's RPM ships no /etc/docker and does not start the daemon (RHEL family), so the directory may
     # not exist when daemon.json is written; Debian's docker.io ships it, so take it away here.
     node = lab.node("n2")
     node.ssh("rm -rf /etc/docker")
-    again = prepare(load_inventory(lab.inventory_path), load_settings(lab_config), limit=["n2"])
+    again = prepare(load_inventory(lab.inventory_path), load_settings(lab_config), gpus=gpus, limit=["n2"])
     assert again.playbook.ok
     assert '"native.cgroupdriver=systemd"' in node.ssh("cat /etc/docker/daemon.json").stdout
     assert node.ssh("stat -c %a /etc/docker").stdout.strip() == "755"
     assert node.ssh("docker info --format '{{.CgroupDriver}}'").stdout.strip() == "systemd"
 
 
-def test_a_registry_mirror_dropped_from_the_settings_is_no_longer_configured(lab: Lab, lab_config: Path, tmp_path: Path,
-                                                                             first_run: PrepareResult) -> None:
+def test_a_registry_mirror_dropped_from_the_settings_is_no_longer_configured(
+        lab: Lab, lab_config: Path, tmp_path: Path, first_run: PrepareResult, gpus: dict[str, int]) -> None:
     node = lab.node("n3")
 
     def config_with(name: str, registry_mirrors: dict[str, list[str]]) -> Path:
@@ -157,17 +145,17 @@ def test_a_registry_mirror_dropped_from_the_settings_is_no_longer_configured(lab
 
     mirrors = {"docker.io": ["https://hub.mirror.example"], "quay.io": ["https://quay.mirror.example"]}
     with_mirrors = config_with("mirrors.yaml", mirrors)
-    assert prepare(load_inventory(lab.inventory_path), load_settings(with_mirrors), limit=["n3"]).playbook.ok
+    assert prepare(load_inventory(lab.inventory_path), load_settings(with_mirrors), gpus=gpus, limit=["n3"]).playbook.ok
     node.ssh("install -d /etc/containerd/certs.d/quay.io && echo operator-ca > /etc/containerd/certs.d/quay.io/ca.crt")
     assert "hub.mirror.example" in node.ssh("cat /etc/containerd/certs.d/docker.io/hosts.toml").stdout
 
     only_docker = config_with("docker-only.yaml", {"docker.io": mirrors["docker.io"]})
-    assert prepare(load_inventory(lab.inventory_path), load_settings(only_docker), limit=["n3"]).playbook.ok
+    assert prepare(load_inventory(lab.inventory_path), load_settings(only_docker), gpus=gpus, limit=["n3"]).playbook.ok
     assert node.ssh("test -e /etc/containerd/certs.d/quay.io/hosts.toml", check=False).returncode == 1
     assert node.ssh("cat /etc/containerd/certs.d/quay.io/ca.crt").stdout.strip() == "operator-ca"
     assert "hub.mirror.example" in node.ssh("cat /etc/containerd/certs.d/docker.io/hosts.toml").stdout
 
-    back = prepare(load_inventory(lab.inventory_path), load_settings(lab_config), limit=["n3"])
+    back = prepare(load_inventory(lab.inventory_path), load_settings(lab_config), gpus=gpus, limit=["n3"])
     assert back.playbook.ok
     assert node.ssh("test -e /etc/containerd/certs.d/docker.io/hosts.toml", check=False).returncode == 1
 
@@ -191,15 +179,20 @@ def test_unreachable_kubernetes_repository_fails_fast_by_name_and_leaves_no_brok
 
 
 def test_a_gpu_node_fails_fast_at_nvidias_unreachable_repository(lab: Lab, lab_config: Path, tmp_path: Path,
-                                                                first_run: PrepareResult) -> None:
+                                                                first_run: PrepareResult, gpus: dict[str, int]) -> None:
     inventory = tmp_path / "hosts.ini"
     lab.write_inventory(path=inventory)
     inventory.write_text(inventory.read_text().replace(f"n3 ansible_host={lab.node('n3').ip}",
                                                        f"n3 ansible_host={lab.node('n3').ip} gpu=true"))
+    # `bootstrap prepare` runs preflight first, which finds no GPU on n3 and stops before anything changes.
+    refused = CliRunner().invoke(app, ["prepare", "-i", str(inventory), "-c", str(lab_config), "--limit", "n3"])
+    assert refused.exit_code == 1, refused.output
+    assert "n3: gpu: gpu=true in the inventory, but no NVIDIA GPU was found" in str(refused.exception)
+    # Prepared regardless (the inventory's gpu=true wins over preflight's count), n3 gets as far as NVIDIA's repository.
     started = time.monotonic()
-    result = CliRunner().invoke(app, ["prepare", "-i", str(inventory), "-c", str(lab_config), "--limit", "n3"])
-    assert result.exit_code == 1, result.output
-    message = " ".join(str(result.exception or "").split())
+    with pytest.raises(BootstrapError) as failed:
+        prepare(load_inventory(inventory), load_settings(lab_config), gpus=gpus, limit=["n3"])
+    message = " ".join(str(failed.value).split())
     assert "NVIDIA CUDA repository https://developer.download.nvidia.com/compute/cuda/repos/debian12/x86_64/ " \
            "is unusable from n3" in message
     assert "mirrors.nvidia_cuda_repo" in message
@@ -211,7 +204,7 @@ def test_a_gpu_node_fails_fast_at_nvidias_unreachable_repository(lab: Lab, lab_c
 
 
 def test_the_mitogen_executor_still_refuses_an_unknown_host_key(lab: Lab, lab_config: Path, tmp_path: Path,
-                                                                first_run: PrepareResult) -> None:
+                                                                first_run: PrepareResult, gpus: dict[str, int]) -> None:
     empty = tmp_path / "known_hosts"
     empty.write_text("")
     config = yaml.safe_load(lab_config.read_text())
@@ -220,7 +213,7 @@ def test_the_mitogen_executor_still_refuses_an_unknown_host_key(lab: Lab, lab_co
     strict = tmp_path / "cluster.yaml"
     strict.write_text(yaml.safe_dump(config))
     with pytest.raises(BootstrapError) as refused:
-        prepare(load_inventory(lab.inventory_path), load_settings(strict), limit=["n1"])
+        prepare(load_inventory(lab.inventory_path), load_settings(strict), gpus=gpus, limit=["n1"])
     assert "n1: unreachable" in str(refused.value)
     assert "Host key verification failed" in str(refused.value) or "host key" in str(refused.value).lower()
     assert empty.read_text() == ""

@@ -7,6 +7,7 @@ would (same Jinja filters, same lazy variable resolution), from the same cb_* va
 """
 from __future__ import annotations
 
+import re
 from pathlib import Path
 from typing import Any
 
@@ -16,7 +17,9 @@ from ansible.template import Templar, trust_as_template
 
 from provision.inputs.inventory import Cluster, Node
 from provision.inputs.settings import parse_settings
-from provision.render.playbook_vars import playbook_vars
+from provision.nodes.preflight.probe import NVIDIA_VENDOR
+from provision.render.kubeadm_config import CRI_SOCKET
+from provision.render.playbook_vars import playbook_vars, prepare_vars
 from provision.resources import PLAYBOOKS_DIR
 
 ROLES = ("os_prep", "container_runtime", "kubernetes_packages", "nvidia")
@@ -57,7 +60,8 @@ class Rendered:
                 path = PLAYBOOKS_DIR / "roles" / role / part
                 if path.exists():
                     variables |= loader.load_from_file(str(path), trusted_as_template=True) or {}
-        variables |= playbook_vars(CLUSTER, parse_settings(settings or {}))
+        # As the prepare playbook gets them: preflight found a GPU on gpu-1.
+        variables |= playbook_vars(CLUSTER, parse_settings(settings or {})) | prepare_vars(CLUSTER, {"gpu-1": 1})
         variables |= FACTS[os] | {"ansible_architecture": "x86_64", "inventory_hostname": "gpu-1",
                                   "groups": {"control_plane": ["cp1"], "workers": ["gpu-1"]},
                                   "ansible_managed": "Ansible managed"}
@@ -139,7 +143,8 @@ def test_rhel_driver_toolkit_and_kubernetes_package_specs() -> None:
     rocky = Rendered("rocky9", {"kubernetes": {"version": "1.36.4"}})
     assert rocky("nvidia_driver_prerequisites") == ["epel-release", "kernel-devel-5.14.0-427.13.1.el9_4.x86_64",
                                                     "kernel-headers"]
-    assert rocky("nvidia_driver_packages") == ["@nvidia-driver:580-dkms"]
+    # NVIDIA's own default where preflight named no generation: the open kernel modules.
+    assert rocky("nvidia_driver_packages") == ["@nvidia-driver:580-open"]
     assert rocky("nvidia_toolkit_install") == ["nvidia-container-toolkit-1.19.1-1", "nvidia-container-toolkit-base-1.19.1-1",
                                                "libnvidia-container-tools-1.19.1-1", "libnvidia-container1-1.19.1-1"]
     assert rocky("kubernetes_packages_install") == ["kubeadm-1.36.4", "kubelet-1.36.4", "kubectl-1.36.4"]
@@ -170,7 +175,7 @@ def test_debian_family_sources_for_both_profiles() -> None:
     assert ubuntu("nvidia_cuda_repo.uri") == "https://developer.download.nvidia.com/compute/cuda/repos/ubuntu2204/x86_64/"
     assert ubuntu("nvidia_cuda_repo.key_url").endswith("/ubuntu2204/x86_64/3bf863cc.pub")
     assert ubuntu("nvidia_driver_prerequisites") == ["linux-headers-5.15.0-105-generic"]
-    assert ubuntu("nvidia_driver_packages") == ["cuda-drivers-580"]
+    assert ubuntu("nvidia_driver_packages") == ["nvidia-open-580"]
     debian = Rendered("debian12", {"kubernetes": {"version": "1.36.4"}})
     assert debian("container_runtime_packages.distribution") == ["containerd", "runc", "docker.io"]
     assert debian("container_runtime_packages.docker") == ["containerd.io", "docker-ce", "docker-ce-cli",
@@ -271,6 +276,21 @@ def test_every_dnf_repository_checks_signatures_of_its_packages_or_its_metadata(
     assert repos["container_runtime_docker_repo"].get("gpgcheck", True) is True
 
 
+def test_the_roles_take_what_python_owns_and_spell_none_of_it_again() -> None:
+    """containerd's socket (cb_cri_socket), the NVIDIA PCI vendor id (preflight's probe) and the inventory's gpu
+    flag (parsed by the inventory loader, decided into cb_nvidia_nodes) each live in one place in Python."""
+    r = Rendered("debian12")
+    assert r("cb_cri_socket") == CRI_SOCKET
+    assert r("nvidia_gpu_node") is True
+    texts = {path: path.read_text() for path in PLAYBOOKS_DIR.rglob("*") if path.suffix in (".yml", ".j2", ".py")}
+    assert [path for path, text in texts.items() if CRI_SOCKET.removeprefix("unix://") in text] == []
+    vendor = re.compile(rf"\b(0x)?{NVIDIA_VENDOR}\b")
+    assert [path for path, text in texts.items() if vendor.search(text)] == []
+    reads_gpu = re.compile(r"""(?<![\w.'"=/-])gpu(?![\w=/.-])""")
+    assert [path for path, text in texts.items() if path.suffix == ".yml" and any(
+        reads_gpu.search(line) for line in text.splitlines() if not line.lstrip().startswith("#"))] == []
+
+
 def _chosen_source(os: str, setting: str, candidate: str | None) -> str:
     """The container_runtime role's choice of containerd source, rendered from its own set_fact task."""
     tasks = DataLoader().load_from_file(str(PLAYBOOKS_DIR / "roles/container_runtime/tasks/0010-repository.yml"),
@@ -294,9 +314,25 @@ def _chosen_source(os: str, setting: str, candidate: str | None) -> str:
 def test_the_role_chooses_containerd_where_preflight_judged_it(os: str, setting: str, candidate: str | None,
                                                                os_release: dict[str, str]) -> None:
     # Preflight judges the rules on the containerd this choice installs: both sides must choose alike.
-    from provision.nodes.preflight import NodeFacts, containerd_source
+    from provision.nodes.preflight.checks import containerd_source
+    from provision.nodes.preflight.probe import NodeFacts
 
     facts = NodeFacts(os_release=os_release, hostname="n1", product_uuid=None, macs={}, cpus=2, memory_mb=4096,
                       listeners=(), swaps_active=(), fstab_swaps=(), selinux=None, gpus=(), nvidia_driver=None,
                       kube_configs=(), containerd_candidate=None if candidate in (None, "(none)") else candidate)
     assert _chosen_source(os, setting, candidate) == containerd_source(facts, setting)
+
+
+@pytest.mark.parametrize(("generations", "debian", "rhel"), [
+    (["Hopper"], "nvidia-open-580", "@nvidia-driver:580-open"),
+    (["Turing", "Ampere"], "nvidia-open-580", "@nvidia-driver:580-open"),
+    (["Volta"], "cuda-drivers-580", "@nvidia-driver:580-dkms"),
+    (["Pascal", "Ada"], "cuda-drivers-580", "@nvidia-driver:580-dkms"),
+])
+def test_the_driver_takes_the_kernel_module_the_gpus_need(generations: list[str], debian: str, rhel: str) -> None:
+    # Turing and newer run NVIDIA's open modules; Maxwell, Pascal and Volta need the proprietary ones, which also
+    # drive a newer GPU beside them.
+    modules = prepare_vars(CLUSTER, {"gpu-1": 2}, {"gpu-1": generations})
+    assert modules["cb_nvidia_nodes"] == ["gpu-1"]
+    assert Rendered("ubuntu2204", **modules)("nvidia_driver_packages") == [debian]
+    assert Rendered("rocky9", **modules)("nvidia_driver_packages") == [rhel]

@@ -78,7 +78,8 @@ def test_a_failure_message_with_square_brackets_is_printed_as_written(tmp_path: 
     from rich.console import Console
 
     from provision.cli import views as live
-    from provision.nodes.runner import HostTally, PlaybookResult, TaskFailure
+    from provision.nodes.runner import PlaybookResult
+    from provision.nodes.tally import HostTally, TaskFailure
 
     out = io.StringIO()
     monkeypatch.setattr(live, "console", Console(file=out, width=200))

@@ -14,8 +14,8 @@ import pytest
 
 from provision import __version__
 from tests.lab.lab import Lab
+from tests.lab.repos import OFFLINE_DIR, push_kubernetes_repo, write_config
 from tests.support.paths import REPO_ROOT
-from tests.test_prepare_lab import OFFLINE_DIR, push_kubernetes_repo, write_config
 
 
 @pytest.fixture(scope="module")
@@ -45,7 +45,8 @@ def _run(bootstrap: Path, *args: str, cwd: Path, state: Path, timeout: int = 60)
 def test_the_wheel_carries_the_package_data_and_nothing_of_the_checkout(wheel: Path) -> None:
     names = zipfile.ZipFile(wheel).namelist()
     for wanted in ("provision/cli/commands/up.py", "provision/playbooks/prepare.yml", "provision/playbooks/ansible.cfg",
-                   "provision/playbooks/roles/os_prep/tasks/main.yml", "provision/manifests/smoke/job.yaml.j2",
+                   "provision/playbooks/roles/os_prep/tasks/main.yml", "provision/playbooks/library/cb_node_report.py",
+                   "provision/manifests/smoke/job.yaml.j2",
                    "provision/trainer/train.py", "provision/lab/Vagrantfile", "provision/lab/lab.yml"):
         assert wanted in names, wanted
     assert not [n for n in names if n.startswith(("tests/", "bench/", "docs/")) or "__pycache__" in n]

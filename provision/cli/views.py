@@ -1,8 +1,6 @@
 """Rendering shared by commands: the live view while phases run, and the summary table after them."""
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
 from typing import Any
 
 from rich.console import Console, Group
@@ -32,16 +30,6 @@ def progress_table(progress: RunProgress) -> Group:
         style = "red" if tally.failed or tally.unreachable else ""
         table.add_row(host, str(tally.ok), str(tally.changed), failed, str(tally.skipped), style=style)
     return Group(header, table)
-
-
-@contextmanager
-def live_progress(verbose: bool) -> Iterator[Callable[[RunProgress], None] | None]:
-    """A progress callback drawing a live table; with --verbose Ansible prints its own output instead."""
-    if verbose or not console.is_terminal:
-        yield None
-        return
-    with Live(console=console, refresh_per_second=8, transient=True) as live:
-        yield lambda progress: live.update(progress_table(progress))
 
 
 def print_result(result: PlaybookResult) -> None:

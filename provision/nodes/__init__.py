@@ -1,1 +1,2 @@
-"""Work on the nodes over SSH: the one shell interface, the Ansible driver, preflight and prepare."""
+"""Work on the nodes over SSH: the one shell interface (ssh), the Ansible driver (runner) and the pure count
+of its events (tally), preflight (probe, checks, run), prepare, and the reports roles send back (reports)."""

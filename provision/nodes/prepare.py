@@ -1,47 +1,32 @@
 """Phase prepare: run playbooks/prepare.yml, then check in Python what each node reports about itself.
 
-The playbook's last task prints one `key=value` line per fact on every node (hostname, swap, sysctls,
-containerd, Docker, kubelet, holds, GPUs); `check_node` turns those into problems a user can act on, so a
-node that Ansible called "ok" but that is not ready for kubeadm is still caught here.
+The playbook's last task (the cb_node_report module) returns one JSON document per node: hostname, swap,
+sysctls, containerd, Docker, kubelet, holds, GPUs (provision/nodes/reports.py validates it). `check_node`
+turns it into problems a user can act on, so a node that Ansible called "ok" but that is not ready for kubeadm
+is still caught here.
 """
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
+
+from pydantic import ValidationError
 
 from provision.errors import BootstrapError
 from provision.inputs.inventory import Cluster
 from provision.inputs.settings import Settings
+from provision.nodes.reports import NODE_REPORT_KEY, NodeReport
 from provision.nodes.runner import PlaybookResult, RunProgress, run_playbook
+from provision.render.kubeadm_config import CRI_SOCKET
+from provision.render.playbook_vars import prepare_vars
 
 PLAYBOOK = "prepare.yml"
-REPORT_TASK = "Report the prepared state"
 # The task that turns an unreachable repository into one named message (os_prep/tasks/repository-*.yml).
 NAMED_SOURCE_FAILURE = "Name the unreachable source"
 SYSCTLS = ("net.bridge.bridge-nf-call-iptables", "net.bridge.bridge-nf-call-ip6tables", "net.ipv4.ip_forward")
 KUBE_PACKAGES = ("kubeadm", "kubelet", "kubectl")
-
-
-@dataclass(frozen=True)
-class NodeReport:
-    """What one node says about itself after preparation (the report task's key=value lines)."""
-
-    host: str
-    facts: dict[str, str]
-
-    @classmethod
-    def parse(cls, host: str, lines: list[str]) -> NodeReport:
-        facts = {}
-        for line in lines:
-            key, sep, value = line.partition("=")
-            if sep:
-                facts[key.strip()] = value.strip()
-        return cls(host=host, facts=facts)
-
-    def get(self, key: str) -> str:
-        return self.facts.get(key, "")
 
 
 @dataclass
@@ -54,60 +39,70 @@ class PrepareResult:
         return self.playbook.changed
 
 
-def check_node(report: NodeReport, settings: Settings) -> list[str]:
+def check_node(host: str, report: NodeReport, settings: Settings) -> list[str]:
     """Problems with a prepared node, each naming the fact and what to look at; empty when it is ready."""
     problems = []
-    if report.get("hostname") != report.host:
-        problems.append(f"hostname is '{report.get('hostname')}', not its inventory name '{report.host}'")
-    if report.get("swap_active") != "0":
+    if report.hostname != host:
+        problems.append(f"hostname is '{report.hostname}', not its inventory name '{host}'")
+    if report.swap.active:
         problems.append("swap is still on (swapon --show lists it)")
-    if report.get("fstab_swap") != "0":
+    if report.swap.fstab:
         problems.append("/etc/fstab still has an active swap line")
-    modules = report.get("modules_load").split()
     for module in ("overlay", "br_netfilter"):
-        if module not in modules:
+        if module not in report.modules_load:
             problems.append(f"{module} is not in /etc/modules-load.d/cluster-bootstrap.conf")
     for key in SYSCTLS:
-        if report.get(f"sysctl.{key}") != "1":
-            problems.append(f"sysctl {key} is '{report.get(f'sysctl.{key}')}', not 1")
-    if report.get("active.containerd") != "active":
+        value = report.sysctls.get(key)
+        if value != "1":
+            problems.append(f"sysctl {key} is '{value or ''}', not 1")
+    if report.unit("containerd").active != "active":
         problems.append("containerd is not running: see `journalctl -u containerd` on the node")
-    if report.get("systemd_cgroup") in ("", "0"):
+    containerd = report.containerd
+    if not containerd.systemd_cgroup:
         problems.append("containerd does not use the systemd cgroup driver (SystemdCgroup = true is missing)")
-    if report.get("cri") != "ok":
+    if containerd.cri != "ok":
         problems.append("containerd's CRI plugin is not running (`ctr plugins ls` on the node)")
-    if not report.get("crictl_endpoint").endswith("/containerd.sock"):
+    if report.crictl.endpoint != CRI_SOCKET:
         problems.append("/etc/crictl.yaml does not point at containerd's socket")
-    if report.get("crictl") == "failing":
+    if report.crictl.works is False:
         problems.append("`crictl version` fails against containerd")
-    if settings.container_runtime.install_docker and report.get("active.docker") != "active":
+    if settings.container_runtime.install_docker and report.unit("docker").active != "active":
         problems.append("Docker is not running: see `journalctl -u docker` on the node")
-    for tool in KUBE_PACKAGES:
-        if report.get(f"installed.{tool}") != "yes":
+    packages = {tool: report.packages.get(tool) for tool in KUBE_PACKAGES}
+    for tool, package in packages.items():
+        if package is None or not package.installed:
             problems.append(f"{tool} is not installed")
-    held = report.get("held").split()
-    missing_holds = [tool for tool in KUBE_PACKAGES if tool not in held]
+    missing_holds = [tool for tool, package in packages.items() if package is None or not package.held]
     if missing_holds:
         problems.append(f"{', '.join(missing_holds)} not held at their version (apt-mark hold / dnf versionlock)")
-    if report.get("enabled.kubelet") != "enabled":
+    if report.unit("kubelet").enabled != "enabled":
         problems.append("the kubelet is not enabled at boot")
-    if report.get("gpu_node") == "True":
-        if report.get("nvidia_gpus") in ("", "0"):
+    if report.gpu_node:
+        if not report.nvidia_gpus:
             problems.append("it is a GPU node but nvidia-smi lists no GPU")
-        if report.get("nvidia_runtime") in ("", "0"):
+        if "nvidia" not in containerd.runtimes:
             problems.append("containerd has no nvidia runtime (nvidia-ctk runtime configure)")
     return problems
 
 
 def read_reports(run_dir: Path) -> dict[str, NodeReport]:
-    """The report task's output per host, from ansible-runner's saved events."""
+    """Each host's report of its state, from ansible-runner's saved events: the result that carries the
+    cb_node_report module's key. Raises BootstrapError naming the host when a report does not validate."""
     reports = {}
     for path in run_dir.glob("artifacts/*/job_events/*.json"):
         event = json.loads(path.read_text())
         data = event.get("event_data", {})
-        if event.get("event") == "runner_on_ok" and data.get("task") == REPORT_TASK:
-            lines = (data.get("res") or {}).get("stdout_lines") or []
-            reports[data["host"]] = NodeReport.parse(data["host"], lines)
+        document = (data.get("res") or {}).get(NODE_REPORT_KEY)
+        if event.get("event") != "runner_on_ok" or document is None:
+            continue
+        try:
+            reports[data["host"]] = NodeReport.model_validate(document)
+        except ValidationError as exc:
+            first = exc.errors()[0]
+            where = ".".join(str(part) for part in first["loc"])
+            raise BootstrapError(f"prepare: {data['host']} sent a report of its state that this version of "
+                                 f"cluster-bootstrap cannot read ({where}: {first['msg']}); the playbooks and the "
+                                 "Python package must come from the same release") from None
     return reports
 
 
@@ -134,7 +129,7 @@ def check_prepared(playbook: PlaybookResult, cluster: Cluster, settings: Setting
         if report is None:
             raise BootstrapError(f"prepare: {host} sent no report of its state (full log: "
                                  f"{playbook.run_dir / 'run.log'})")
-        problems = check_node(report, settings)
+        problems = check_node(host, report, settings)
         if problems:
             raise BootstrapError(f"prepare: {host} is not ready: {'; '.join(problems)}")
     return reports
@@ -144,12 +139,17 @@ def prepare(
     cluster: Cluster,
     settings: Settings,
     *,
+    gpus: Mapping[str, int],
     limit: list[str] | None = None,
     on_progress: Callable[[RunProgress], None] | None = None,
     verbose: bool = False,
     become_password: str | None = None,
 ) -> PrepareResult:
-    """Prepare the nodes; raises BootstrapError naming the host and the problem when a node is not ready."""
-    playbook = run_playbook(PLAYBOOK, cluster, settings, phase="prepare", limit=limit, on_progress=on_progress,
-                            verbose=verbose, become_password=become_password)
+    """Prepare the nodes, given the NVIDIA GPUs preflight counted on each (`gpus`, node name -> count; the
+    inventory's gpu=true / gpu=false win over it). Raises BootstrapError naming the host and the problem when a
+    node is not ready. The prepare phase (provision/phases.py) runs the same playbook and check, with the counts
+    from the cluster's state."""
+    playbook = run_playbook(PLAYBOOK, cluster, settings, phase="prepare", limit=limit,
+                            extra_vars=prepare_vars(cluster, gpus), on_progress=on_progress, verbose=verbose,
+                            become_password=become_password)
     return PrepareResult(playbook=playbook, reports=check_prepared(playbook, cluster, settings, limit))

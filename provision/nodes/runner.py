@@ -1,7 +1,8 @@
 """Run a playbook through ansible-runner and turn its event stream into progress and a result.
 
 The library never prints: progress goes to an `on_progress` callback (the CLI draws the live view from
-it) and every run leaves its artifacts and a plain-text log in a run directory under `.bootstrap/runs/`.
+it) and every run leaves its artifacts and a plain-text log in a run directory under the state directory's
+`runs/`. Counting the events is `tally.EventTally`'s; this module runs Ansible and writes the log.
 """
 from __future__ import annotations
 
@@ -21,42 +22,18 @@ from provision.errors import BootstrapError
 from provision.inputs.inventory import Cluster, Node
 from provision.inputs.settings import Settings
 from provision.inputs.state import private_dir, runs_root
+from provision.nodes.tally import EventTally, HostTally, TaskFailure
 from provision.render.playbook_vars import playbook_vars
 from provision.resources import ANSIBLE_CFG, PLAYBOOKS_DIR, ROLES_DIR
 
 
-@dataclass
-class HostTally:
-    ok: int = 0
-    changed: int = 0
-    failed: int = 0
-    skipped: int = 0
-    unreachable: bool = False
-
-
-@dataclass(frozen=True)
-class TaskFailure:
-    host: str
-    task: str
-    message: str
-    unreachable: bool = False
-
-    def describe(self) -> str:
-        kind = "unreachable" if self.unreachable else "failed"
-        return f"{self.host}: {kind} at '{self.task}': {self.message}"
-
-
-@dataclass
-class RunProgress:
-    """What the live view shows; updated in place as events arrive."""
+@dataclass(kw_only=True)
+class RunProgress(EventTally):
+    """What the live view shows: the run's tally, updated in place as events arrive, and its clock."""
 
     phase: str
     hosts: list[str]
     started: float = field(default_factory=time.monotonic)
-    play: str = ""
-    task: str = ""
-    tally: dict[str, HostTally] = field(default_factory=dict)
-    failures: list[TaskFailure] = field(default_factory=list)
 
     @property
     def elapsed(self) -> float:
@@ -87,17 +64,6 @@ class PlaybookResult:
             return
         first = self.failures[0].describe() if self.failures else f"ansible-playbook ended with status {self.status}"
         raise BootstrapError(f"{self.phase} failed: {first} (full log: {self.run_dir / 'run.log'})")
-
-
-def _message(result: dict[str, Any]) -> str:
-    if result.get("censored"):
-        return result["censored"]
-    for key in ("msg", "stderr", "reason", "module_stderr", "stdout"):
-        text = result.get(key)
-        if text:
-            lines = str(text).strip().splitlines()
-            return lines[-1] if key in ("module_stderr", "stderr") else " ".join(lines)[:500]
-    return "no message"
 
 
 def new_run_dir(phase: str) -> Path:
@@ -192,52 +158,17 @@ def run_playbook(
     log = (run_dir / "run.log").open("w")
     log.write(f"phase {phase}: playbook {playbook_path}, inventory {cluster.inventory_path}\n")
 
+    logged = 0
+
     def handle(event: dict[str, Any]) -> bool:
-        kind = event.get("event", "")
-        data = event.get("event_data", {})
-        if kind == "playbook_on_play_start":
-            progress.play = data.get("play", "")
-        elif kind == "playbook_on_task_start":
-            progress.task = data.get("task", "")
-        elif kind == "playbook_on_stats":
-            # A failure a rescue block handled is not a failure of the run: trust Ansible's final count. The
-            # failures that count are a host's last ones, since a failure that counts ends the host's play.
-            final_failures = data.get("failures") or {}
-            kept: list[TaskFailure] = []
-            for host, tally in progress.tally.items():
-                tally.failed = int(final_failures.get(host, 0))
-                own = [f for f in progress.failures if f.host == host and not f.unreachable]
-                kept += own[len(own) - tally.failed:] if tally.failed else []
-            progress.failures[:] = [f for f in progress.failures if f.unreachable or f in kept]
-        elif kind.startswith("runner_on_") and data.get("host"):
-            host, task, res = data["host"], data.get("task", ""), data.get("res", {}) or {}
-            tally = progress.tally.setdefault(host, HostTally())
-            if kind == "runner_on_ok":
-                tally.ok += 1
-                tally.changed += bool(res.get("changed"))
-                state = "changed" if res.get("changed") else "ok"
-            elif kind == "runner_on_skipped":
-                tally.skipped += 1
-                state = "skipped"
-            elif kind == "runner_on_failed" and data.get("ignore_errors"):
-                tally.ok += 1
-                state = "failed (ignored)"
-            elif kind == "runner_on_failed":
-                tally.failed += 1
-                progress.failures.append(TaskFailure(host, task, _message(res)))
-                state = "FAILED"
-            elif kind == "runner_on_unreachable":
-                tally.unreachable = True
-                progress.failures.append(TaskFailure(host, task, _message(res), unreachable=True))
-                state = "UNREACHABLE"
-            else:
-                return True
-            duration = data.get("duration")
-            timing = f" ({duration:.1f}s)" if isinstance(duration, (int, float)) else ""
-            log.write(f"{host}\t{state}\t{task}{timing}" + (f"\t{_message(res)}" if "FAIL" in state or
-                      "UNREACH" in state else "") + "\n")
-        else:
+        nonlocal logged
+        if not progress.feed(event):
             return True
+        for result in progress.results[logged:]:
+            timing = f" ({result.duration_s:.1f}s)" if result.duration_s is not None else ""
+            log.write(f"{result.host}\t{result.state}\t{result.task}{timing}"
+                      + (f"\t{result.message}" if result.message else "") + "\n")
+        logged = len(progress.results)
         if on_progress:
             on_progress(progress)
         return True

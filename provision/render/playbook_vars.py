@@ -4,12 +4,14 @@ All names start with `cb_` so they never collide with a user's own inventory var
 """
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any
 
 from provision.inputs import versions
 from provision.inputs.inventory import Cluster
 from provision.inputs.settings import Settings
 from provision.inputs.sources import resolve_sources
+from provision.render.kubeadm_config import CRI_SOCKET
 
 
 def playbook_vars(cluster: Cluster, settings: Settings) -> dict[str, Any]:
@@ -24,6 +26,8 @@ def playbook_vars(cluster: Cluster, settings: Settings) -> dict[str, Any]:
         "cb_service_cidr": kube.service_cidr,
         "cb_dns_domain": kube.dns_domain,
         "cb_kube_proxy_mode": kube.kube_proxy_mode,
+        # The one containerd socket: kubeadm's criSocket, crictl's endpoint, `kubeadm join` and `kubeadm reset`.
+        "cb_cri_socket": CRI_SOCKET,
         "cb_sources": sources.as_dict(),
         "cb_offline": settings.offline.source is not None,
         "cb_install_docker": settings.container_runtime.install_docker,
@@ -37,3 +41,14 @@ def playbook_vars(cluster: Cluster, settings: Settings) -> dict[str, Any]:
         "cb_control_plane": {"name": cluster.control_plane.name, "address": cluster.control_plane.address},
         "cb_cluster_nodes": [{"name": n.name, "address": n.address, "role": n.role} for n in cluster.nodes],
     }
+
+
+def nvidia_nodes(cluster: Cluster, gpus: Mapping[str, int]) -> list[str]:
+    """The nodes that get the NVIDIA driver and container toolkit: gpu=true in the inventory, or gpu=auto (the
+    default) and preflight counted NVIDIA GPUs on the node (`gpus`, node name -> count). gpu=false never."""
+    return [n.name for n in cluster.nodes if n.gpu == "true" or (n.gpu == "auto" and gpus.get(n.name, 0) > 0)]
+
+
+def prepare_vars(cluster: Cluster, gpus: Mapping[str, int]) -> dict[str, Any]:
+    """The prepare playbook's own variables: which nodes are GPU nodes, so the nvidia role never looks again."""
+    return {"cb_nvidia_nodes": nvidia_nodes(cluster, gpus)}

@@ -1,16 +1,28 @@
 #!/bin/bash
-# Build the read-only lower rootfs that every lab node overlays: Debian bookworm with systemd, sshd,
+# Build the read-only lower rootfs that every lab node of one flavour overlays: Debian with systemd, sshd,
 # python3 and sudo. Run by tests/lab/lab.py under a file lock; the result is cached under a name that
-# hashes this script and the kernel release, so editing this file builds a fresh base.
-# usage: build-base.sh DEST KERNEL_RELEASE          (about 1-2 min, about 300 MB)
+# hashes this script, the flavour and the kernel release, so editing this file builds fresh bases.
+# usage: build-base.sh DEST KERNEL_RELEASE [FLAVOUR]     (about 1-2 min, about 300 MB)
+#   FLAVOUR: bookworm (default), trixie, sid: that Debian suite;
+#            rocky9, el8: a bookworm rootfs shaped like Rocky Linux 9 / 8 (see shape_rhel below).
 set -euo pipefail
 DEST=$1
 KERNEL_RELEASE=$2
+FLAVOUR=${3:-bookworm}
 MIRROR=http://deb.debian.org/debian
+PACKAGES=systemd-sysv,dbus,openssh-server,python3,sudo,iproute2,iputils-ping,procps,kmod,netbase,ca-certificates,gnupg,curl,pciutils
+# What the RHEL-shaped flavours take from Debian: dnf 4.14 and rpm 4.18 (EL9's dnf generation), the tools the
+# product's stand-in RPMs for kubeadm's prerequisites name (the stand-ins own no files; these are the binaries),
+# firewalld with its Python bindings (polkitd needs a logind, which debootstrap does not pick itself), and SELinux's userland (the kernel here has no SELinux: always Disabled).
+RHEL_PACKAGES=rpm,dnf,python3-dnf,dnf-plugins-core,python3-selinux,selinux-utils,firewalld,python3-firewall,libpam-systemd,chrony,conntrack,ethtool,ipset,iptables,socat
 
-debootstrap --variant=minbase \
-  --include=systemd-sysv,dbus,openssh-server,python3,sudo,iproute2,iputils-ping,procps,kmod,netbase,ca-certificates,gnupg,curl,pciutils \
-  bookworm "$DEST" "$MIRROR"
+case $FLAVOUR in
+  bookworm|trixie|sid) SUITE=$FLAVOUR ;;
+  rocky9|el8) SUITE=bookworm; PACKAGES=$PACKAGES,$RHEL_PACKAGES ;;
+  *) echo "build-base.sh: unknown flavour $FLAVOUR" >&2; exit 2 ;;
+esac
+
+debootstrap --variant=minbase --include="$PACKAGES" "$SUITE" "$DEST" "$MIRROR"
 
 # The lab writes a distinct machine-id, hostname, host keys and authorized_keys into each node's overlay.
 : > "$DEST/etc/machine-id"
@@ -18,11 +30,17 @@ rm -f "$DEST/var/lib/dbus/machine-id"
 ln -s /etc/machine-id "$DEST/var/lib/dbus/machine-id"
 rm -f "$DEST"/etc/ssh/ssh_host_*
 echo node > "$DEST/etc/hostname"
-cat > "$DEST/etc/apt/sources.list" <<'SOURCES'
-deb http://deb.debian.org/debian bookworm main
-deb http://deb.debian.org/debian bookworm-updates main
-deb http://deb.debian.org/debian-security bookworm-security main
-SOURCES
+case $SUITE in
+  sid) printf 'deb %s sid main\n' "$MIRROR" ;;
+  *) printf 'deb %s %s main\ndeb %s %s-updates main\ndeb http://deb.debian.org/debian-security %s-security main\n' \
+       "$MIRROR" "$SUITE" "$MIRROR" "$SUITE" "$SUITE" ;;
+esac > "$DEST/etc/apt/sources.list"
+# The archive served here keeps trixie's and sid's Release files past their Valid-Until date: without this apt
+# refuses them as expired. bookworm's are current, and its nodes stay as a real bookworm machine is.
+if [ "$SUITE" != bookworm ]; then
+  printf 'Acquire::Check-Valid-Until "false";\nAcquire::Check-Date "false";\n' \
+    > "$DEST/etc/apt/apt.conf.d/99cblab-archive-dates"
+fi
 
 # root (key only) and "tester", who may sudo without a password, as on a typical cloud image.
 chroot "$DEST" useradd -m -s /bin/bash -G sudo tester
@@ -91,5 +109,97 @@ for m in net/bridge/br_netfilter net/bridge/bridge fs/overlayfs/overlay drivers/
 done > "$DEST/lib/modules/$KERNEL_RELEASE/modules.builtin"
 touch "$DEST/lib/modules/$KERNEL_RELEASE/modules.order"
 chroot "$DEST" depmod "$KERNEL_RELEASE" 2>/dev/null || true
+
+# RHEL-shaped flavours: the same Debian userland, but everything Ansible and the product look at says Rocky
+# Linux, and dnf is the package manager. The lab adds the per-session parts when it prepares a node: the
+# repository files under /etc/yum.repos.d (rocky.repo, naming the lab's RPM repository) and their key.
+# standin_rpm NAME VERSION SUMMARY PROVIDES...: build a noarch RPM without files inside the rootfs.
+standin_rpm() {
+  local name=$1 version=$2 summary=$3
+  shift 3
+  mkdir -p "$DEST/tmp/rpmbuild/SPECS"
+  {
+    printf 'Name: %s\nVersion: %s\nRelease: 1.cblab\nSummary: %s (cluster-bootstrap lab stand-in)\n' \
+      "$name" "$version" "$summary"
+    printf 'License: Placeholder\nBuildArch: noarch\n'
+    for provides in "$@"; do printf 'Provides: %s\n' "$provides"; done
+    printf '%%description\nStand-in that owns no files.\n%%files\n'
+  } > "$DEST/tmp/rpmbuild/SPECS/$name.spec"
+  chroot "$DEST" rpmbuild --quiet -bb --define '_topdir /tmp/rpmbuild' "/tmp/rpmbuild/SPECS/$name.spec"
+}
+
+shape_rhel() {
+  local major=$1 version=$2 codename=$3
+  rm -f "$DEST/etc/os-release" "$DEST/etc/debian_version"
+  cat > "$DEST/usr/lib/os-release" <<OSRELEASE
+NAME="Rocky Linux"
+VERSION="$version ($codename)"
+ID="rocky"
+ID_LIKE="rhel centos fedora"
+VERSION_ID="$version"
+PLATFORM_ID="platform:el$major"
+PRETTY_NAME="Rocky Linux $version ($codename)"
+ANSI_COLOR="0;32"
+LOGO="fedora-logo-icon"
+CPE_NAME="cpe:/o:rocky:rocky:$major::baseos"
+HOME_URL="https://rockylinux.org/"
+BUG_REPORT_URL="https://bugs.rockylinux.org/"
+ROCKY_SUPPORT_PRODUCT="Rocky-Linux-$major"
+ROCKY_SUPPORT_PRODUCT_VERSION="$version"
+REDHAT_SUPPORT_PRODUCT="Rocky Linux"
+REDHAT_SUPPORT_PRODUCT_VERSION="$version"
+OSRELEASE
+  ln -s ../usr/lib/os-release "$DEST/etc/os-release"
+  echo "Rocky Linux release $version ($codename)" > "$DEST/etc/rocky-release"
+  ln -sf rocky-release "$DEST/etc/redhat-release"
+  ln -sf rocky-release "$DEST/etc/system-release"
+
+  # rpm's database where RHEL keeps it (Debian's rpm defaults to one per user), for rpm, dnf and Ansible alike.
+  mkdir -p "$DEST/etc/rpm"
+  echo '%_dbpath /var/lib/rpm' > "$DEST/etc/rpm/macros.cblab"
+  # File-less stand-ins in the rpm database for what a Rocky node has from its own packages. dnf derives
+  # $releasever from the one that provides system-release(releasever) (without it: "Unable to detect release
+  # version"); package scriptlets need /bin/sh, which Rocky's bash provides.
+  standin_rpm rocky-release "$version" "Rocky Linux release files" "system-release = $version" \
+    "system-release(releasever) = $major" "redhat-release = $version" "rocky-release(upstream) = $version"
+  standin_rpm bash 5.1.8 "the Debian base's shell" /bin/sh /bin/bash
+  chroot "$DEST" sh -c 'rpm -i --nodeps /tmp/rpmbuild/RPMS/noarch/*.rpm'
+  rm -rf "$DEST/tmp/rpmbuild"
+
+  # dnf-plugins-core enables its `local` plugin, whose _dnf_local repository has gpgcheck=1 and no key: every
+  # install would fail on it. Rocky does not ship the plugin.
+  sed -i 's/^enabled *=.*/enabled=0/' "$DEST/etc/dnf/plugins/local.conf"
+  # Rocky's dnf.conf. Debian's skips unreachable repositories, which would hide what the product must report.
+  printf '[main]\ngpgcheck=1\ninstallonly_limit=3\nclean_requirements_on_remove=True\nbest=True\nskip_if_unavailable=False\n' \
+    > "$DEST/etc/dnf/dnf.conf"
+  mkdir -p "$DEST/etc/yum.repos.d" "$DEST/etc/pki/rpm-gpg"
+  # Rocky's `yum` package: yum is dnf (Ansible's yum_versionlock, among others, looks for it by that name).
+  ln -s dnf-3 "$DEST/usr/bin/yum"
+
+  # apt and dpkg are kept (the node's binaries come from them) but out of PATH, and no apt source is left: the
+  # product must find a dnf machine, as `command -v apt-get` or `apt-mark` would tell it otherwise.
+  mkdir -p "$DEST/usr/lib/cblab/debian-bin"
+  for tool in "$DEST"/usr/bin/apt* "$DEST"/usr/bin/dpkg* "$DEST"/usr/sbin/dpkg*; do
+    [ -e "$tool" ] && mv "$tool" "$DEST/usr/lib/cblab/debian-bin/"
+  done
+  rm -f "$DEST/etc/apt/sources.list" "$DEST"/etc/apt/sources.list.d/*
+
+  # Debian enables these on install; on Rocky they come from packages the product installs (chronyd.service is
+  # the stand-in chrony RPM's) or are off in cloud images (firewalld): a test starts what it needs.
+  chroot "$DEST" systemctl disable chrony.service firewalld.service >/dev/null 2>&1
+}
+
+case $FLAVOUR in
+  rocky9) shape_rhel 9 9.6 "Blue Onyx" ;;
+  el8)
+    shape_rhel 8 8.10 "Green Obsidian"
+    # EL8's system tools run on platform-python, the one interpreter with the dnf bindings; the Python a current
+    # ansible-core needs there (3.11 from AppStream) has none. Here: Debian's python3 (which has them) as
+    # platform-python, and a venv without system site packages as the interpreter the lab's inventory names.
+    mkdir -p "$DEST/usr/libexec"
+    ln -s /usr/bin/python3 "$DEST/usr/libexec/platform-python"
+    chroot "$DEST" python3 -m venv --without-pip /opt/python3.11
+    ;;
+esac
 
 rm -f "$DEST"/var/cache/apt/archives/*.deb

@@ -1,17 +1,20 @@
-"""pytest fixtures for real lab nodes: `lab_factory` (labs of N nodes) and `lab3` (one shared 3-node lab).
+"""pytest fixtures for real lab nodes: `lab_factory` (labs of N nodes, of any flavour), `lab3` (one shared
+3-node bookworm lab) and `rpm_tree` (the signed RPM repositories RHEL-shaped labs use, built once a session).
 
 Every lab made here is torn down at the end of the session. Tests that change a node in a way later tests
 would notice (hostname, listeners, fstab) should take their own lab from `lab_factory` or undo the change.
 """
 from __future__ import annotations
 
+import shutil
 from collections.abc import Callable, Iterator
 
 import pytest
 
 from tests.lab.lab import Lab, unavailable_reason
+from tests.lab.repos import RPM_TOOLS, RpmTree, build_rpm_tree
 
-LAB_FIXTURES = ("lab_factory", "lab3")
+LAB_FIXTURES = ("lab_factory", "lab3", "rpm_tree")
 
 
 @pytest.fixture(scope="session")
@@ -36,6 +39,20 @@ def lab_factory() -> Iterator[Callable[..., Lab]]:
 @pytest.fixture(scope="session")
 def lab3(lab_factory: Callable[..., Lab]) -> Lab:
     return lab_factory(3)
+
+
+@pytest.fixture(scope="session")
+def rpm_tree(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RpmTree]:
+    """Pass it to every RHEL-shaped lab (`lab_factory(1, flavour="rocky9", rpm_tree=rpm_tree)`): one build,
+    one key, for the whole session; removed at its end (about 150 MB)."""
+    missing = [tool for tool in RPM_TOOLS if shutil.which(tool) is None]
+    if missing:
+        pytest.skip(f"the lab's RPM repositories need {', '.join(missing)} (apt-get install rpm createrepo-c)")
+    tree = build_rpm_tree(tmp_path_factory.mktemp("rpm-tree") / "offline")
+    try:
+        yield tree
+    finally:
+        shutil.rmtree(tree.root, ignore_errors=True)
 
 
 def mark_lab_tests(items: list[pytest.Item]) -> None:

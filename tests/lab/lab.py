@@ -35,7 +35,12 @@ import uuid
 from collections.abc import Iterable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import AbstractContextManager, contextmanager
+from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from tests.lab.repos import RpmTree
 
 HERE = Path(__file__).resolve().parent
 BUILD_SCRIPT = HERE / "build-base.sh"
@@ -52,10 +57,66 @@ MAX_NODES = 116  # 10.88.S.11 .. 10.88.S.126: the nodes' /25
 UNUSED_HOST_OCTET = 99  # never given to a node while a lab has fewer than 89 nodes
 MIRROR_HOST = "deb.debian.org"
 MIRROR_PORTS = "80,443"
+# RHEL-shaped labs: the hub serves the lab's RPM tree here (a name in the nodes' /etc/hosts, so that repository
+# URLs read like a mirror's). Each hub has its own network namespace, so every lab can use the same port.
+REPO_HOST = "lab-repo"
+REPO_PORT = 8080
+# python -c ADDRESS DIRECTORY: http.server without its reverse lookup of the address it binds, which in the hub
+# (no DNS gets out) costs 10 s of resolver timeouts.
+REPO_SERVER = f"""import functools, http.server, socketserver, sys
+class Server(http.server.ThreadingHTTPServer):
+    def server_bind(self):
+        socketserver.TCPServer.server_bind(self)
+        self.server_name, self.server_port = self.server_address[:2]
+handler = functools.partial(http.server.SimpleHTTPRequestHandler, directory=sys.argv[2])
+Server((sys.argv[1], {REPO_PORT}), handler).serve_forever()
+"""
 TESTER_UID = 1000
 # Host-wide settings a lab needs; saved by the first lab that starts, restored when the last one ends.
 HOST_SYSCTLS = {"net.ipv4.ip_forward": 1, "fs.inotify.max_user_instances": 8192}
+# el8 nodes: a venv without system site packages, so without the dnf bindings (build-base.sh makes it).
+EL8_PYTHON = "/opt/python3.11/bin/python3"
 REQUIRED_TOOLS = ("systemd-nspawn", "debootstrap", "ip", "iptables", "ssh", "ssh-keyscan", "ssh-keygen")
+
+
+@dataclass(frozen=True)
+class Flavour:
+    """What a lab node is: its base (build-base.sh FLAVOUR), what Ansible must see, and how it boots."""
+
+    name: str
+    distribution: str  # ansible_distribution
+    os_family: str  # ansible_os_family
+    major_version: str  # ansible_distribution_major_version
+    pkg_mgr: str  # ansible_pkg_mgr
+    # The inventory's ansible_python_interpreter.
+    python: str = "/usr/bin/python3"
+    # systemd 256+ refuses cgroup v1 and 258+ cannot run on it at all: such nodes get a cgroup2-only
+    # /sys/fs/cgroup (this host's cgroup2 hierarchy has no controllers, so nothing there is limited).
+    unified_cgroup: bool = False
+
+    @property
+    def rhel_shaped(self) -> bool:
+        """A Debian rootfs dressed as the RHEL family: dnf from the lab's RPM repository is its package manager."""
+        return self.os_family == "RedHat"
+
+
+FLAVOURS = {flavour.name: flavour for flavour in (
+    Flavour("bookworm", "Debian", "Debian", "12", "apt"),
+    Flavour("trixie", "Debian", "Debian", "13", "apt", unified_cgroup=True),
+    # Ansible reads sid's major version from /etc/debian_version.
+    Flavour("sid", "Debian", "Debian", "forky/sid", "apt", unified_cgroup=True),
+    Flavour("rocky9", "Rocky", "RedHat", "9", "dnf"),
+    # As on a real EL8 node managed by a current ansible-core: the interpreter Ansible uses is a newer Python
+    # without dnf bindings; only /usr/libexec/platform-python has them.
+    Flavour("el8", "Rocky", "RedHat", "8", "dnf", python=EL8_PYTHON),
+)}
+
+
+def flavour_named(name: str) -> Flavour:
+    try:
+        return FLAVOURS[name]
+    except KeyError:
+        raise LabError(f"unknown lab flavour {name!r}: use one of {', '.join(FLAVOURS)}") from None
 
 
 class LabError(RuntimeError):
@@ -111,10 +172,10 @@ def _global_lock() -> AbstractContextManager[None]:
 
 # ---------------------------------------------------------------------------------------------- base rootfs
 
-def base_path() -> Path:
-    """Where the base for this build script and this kernel is cached (the kernel release is baked in)."""
-    digest = hashlib.sha256(BUILD_SCRIPT.read_bytes() + os.uname().release.encode()).hexdigest()[:12]
-    return CACHE_DIR / f"base-{digest}"
+def base_path(flavour: str = "bookworm") -> Path:
+    """Where the base for this build script, flavour and kernel is cached (the kernel release is baked in)."""
+    digest = hashlib.sha256(b"\0".join([BUILD_SCRIPT.read_bytes(), flavour.encode(), os.uname().release.encode()]))
+    return CACHE_DIR / f"base-{flavour}-{digest.hexdigest()[:12]}"
 
 
 def _mounts_under(path: Path) -> list[str]:
@@ -133,9 +194,9 @@ def _unmount_all_under(path: Path) -> None:
             _run(["umount", "-l", target], check=False)
 
 
-def ensure_base() -> Path:
-    """The cached base rootfs, built on first use; parallel sessions wait for one build."""
-    base = base_path()
+def ensure_base(flavour: str = "bookworm") -> Path:
+    """The cached base rootfs of a flavour, built on first use; parallel sessions wait for one build."""
+    base = base_path(flavour_named(flavour).name)
     if base.is_dir():
         return base
     CACHE_DIR.mkdir(parents=True, exist_ok=True)
@@ -148,11 +209,11 @@ def ensure_base() -> Path:
             shutil.rmtree(partial)
         log = base.with_name(base.name + ".log")
         with log.open("w") as out:
-            rc = subprocess.run([str(BUILD_SCRIPT), str(partial), os.uname().release], stdout=out,
+            rc = subprocess.run([str(BUILD_SCRIPT), str(partial), os.uname().release, flavour], stdout=out,
                                 stderr=subprocess.STDOUT, timeout=1800).returncode
         if rc != 0:
             _unmount_all_under(partial)
-            raise LabError(f"building the lab base rootfs failed (exit {rc}); see {log}")
+            raise LabError(f"building the lab's {flavour} base rootfs failed (exit {rc}); see {log}")
         partial.rename(base)
     return base
 
@@ -486,7 +547,11 @@ class LabNode:
         (etc / "machine-id").write_text(self.machine_id + "\n")
         (etc / "hosts").write_text(
             "127.0.0.1\tlocalhost\n::1\tlocalhost ip6-localhost ip6-loopback\n"
-            f"{self.ip}\t{self.name}\n{self.lab.mirror_ips[0]}\t{MIRROR_HOST}\n")
+            f"{self.ip}\t{self.name}\n{self.lab.mirror_ips[0]}\t{MIRROR_HOST}\n"
+            + (f"{self.lab.hub_ip}\t{REPO_HOST}\n" if self.lab.rpm_tree else ""))
+        if self.lab.rpm_tree:
+            for path, text in self.lab.rpm_tree.node_files(self.lab.repo_url, self.lab.flavour.major_version).items():
+                (self.root / path.lstrip("/")).write_text(text)
         (etc / "resolv.conf").unlink(missing_ok=True)
         # Nothing answers DNS at the hub, so a lookup fails at once instead of hanging.
         (etc / "resolv.conf").write_text(f"nameserver {self.lab.hub_ip}\noptions timeout:1 attempts:1\n")
@@ -515,6 +580,8 @@ class LabNode:
         ]
         # Writable /proc/sys: the kubelet and kube-proxy set sysctls (vm.* and kernel.* are host-wide here).
         env = dict(os.environ, SYSTEMD_NSPAWN_API_VFS_WRITABLE="1")
+        if lab.flavour.unified_cgroup:
+            env["SYSTEMD_NSPAWN_UNIFIED_HIERARCHY"] = "1"
         with (self.dir / "nspawn.log").open("ab") as log:
             self._supervisor = subprocess.Popen([str(SUPERVISOR), str(self.dir), *nspawn], stdin=subprocess.DEVNULL,
                                                 stdout=log, stderr=subprocess.STDOUT, env=env,
@@ -572,9 +639,11 @@ class LabNode:
 class Lab:
     """N nodes in one slot. Use Lab.up(...); always down() (the pytest fixtures do)."""
 
-    def __init__(self, slot: int, lock_fd: int, base: Path, mirror_ips: list[str]) -> None:
+    def __init__(self, slot: int, lock_fd: int, base: Path, mirror_ips: list[str],
+                 flavour: Flavour = FLAVOURS["bookworm"]) -> None:
         self.slot = slot
         self._lock_fd: int | None = lock_fd
+        self.flavour = flavour
         self.base = base
         self.mirror_ips = mirror_ips
         self.prefix = f"10.88.{slot}"
@@ -593,25 +662,34 @@ class Lab:
         self.cgroups: list[Path] = []
         self._known_hosts_lock = threading.Lock()
         self._down = False
+        self.rpm_tree: RpmTree | None = None
+        self._repo_server: subprocess.Popen[bytes] | None = None
 
     # -- public API --
 
     @classmethod
-    def up(cls, n: int = 3, names: list[str] | None = None, boot_timeout_s: float = 90) -> Lab:
-        """Bring up n nodes (named n1..nN unless names are given), all in the inventory, first = control plane."""
+    def up(cls, n: int = 3, names: list[str] | None = None, boot_timeout_s: float = 90,
+           flavour: str = "bookworm", rpm_tree: RpmTree | None = None) -> Lab:
+        """Bring up n nodes (named n1..nN unless names are given), all in the inventory, first = control plane.
+        flavour: a name in FLAVOURS (every node of a lab is of one flavour). RHEL-shaped flavours use rpm_tree
+        (tests.lab.repos.build_rpm_tree; share one per session) as their repositories, served by the hub at
+        repo_url; without one the lab builds its own (about 20 s)."""
         reason = unavailable_reason()
         if reason:
             raise LabError(reason)
+        chosen = flavour_named(flavour)
         names = list(names) if names else [f"n{i}" for i in range(1, n + 1)]
         if len(names) > MAX_NODES or len(set(names)) != len(names):
             raise LabError(f"node names must be distinct and at most {MAX_NODES}: {names}")
-        base = ensure_base()
+        base = ensure_base(chosen.name)
         mirror_ips = mirror_addresses()
         cleanup_stale()
         slot, fd = cls._take_slot()
-        lab = cls(slot, fd, base, mirror_ips)
+        lab = cls(slot, fd, base, mirror_ips, chosen)
         try:
             lab._create_host_side()
+            if chosen.rhel_shaped:
+                lab._serve_rpm_tree(rpm_tree)
             lab._boot([lab._new_node(name) for name in names], boot_timeout_s)
             lab.write_inventory(names)
             lab.config_path.write_text(f"ssh:\n  known_hosts_file: {lab.known_hosts_path}\n")
@@ -657,12 +735,18 @@ class Lab:
         lines = ["[control_plane]", f"{hosts[0][0]} ansible_host={hosts[0][1]}", "", "[workers]"]
         lines += [f"{name} ansible_host={address}" for name, address in hosts[1:]]
         lines += ["", "[all:vars]", "ansible_user=tester", "ansible_become=true",
-                  f"ansible_ssh_private_key_file={self.key_path}", "ansible_python_interpreter=/usr/bin/python3", ""]
+                  f"ansible_ssh_private_key_file={self.key_path}",
+                  f"ansible_python_interpreter={self.flavour.python}", ""]
         target = path or self.inventory_path
         target.write_text("\n".join(lines))
         if path is None:
             self.inventory_names = names
         return target
+
+    @property
+    def repo_url(self) -> str:
+        """Where the nodes of a RHEL-shaped lab find the RPM tree: use it as `offline.source`."""
+        return f"http://{REPO_HOST}:{REPO_PORT}"
 
     def forget_host_key(self, node: LabNode) -> None:
         """Drop a node's keys from the lab's known_hosts (to test that an unknown host key is refused)."""
@@ -682,6 +766,9 @@ class Lab:
         self._down = True
         with ThreadPoolExecutor(max_workers=max(1, min(8, len(self.nodes)))) as pool:
             list(pool.map(lambda node: _stop_node_processes(node.dir, node._supervisor), self.nodes))
+        if self._repo_server is not None:
+            self._repo_server.kill()
+            self._repo_server.wait(timeout=10)
         _remove_slot_traces(self.slot)
         with _global_lock():
             _slot_lock_path(self.slot).unlink(missing_ok=True)
@@ -697,7 +784,7 @@ class Lab:
         self.down()
 
     def __repr__(self) -> str:
-        return f"Lab(slot={self.slot}, nodes={[n.name for n in self.nodes]})"
+        return f"Lab(slot={self.slot}, flavour={self.flavour.name}, nodes={[n.name for n in self.nodes]})"
 
     # -- internals --
 
@@ -789,6 +876,33 @@ class Lab:
         _iptables("-I", "FORWARD", "1", "-o", self.uplink, "-m", "conntrack", "--ctstate", "ESTABLISHED,RELATED",
                   *tag, "-j", "ACCEPT")
 
+    def _serve_rpm_tree(self, tree: RpmTree | None) -> None:
+        """HTTP from the hub to the nodes only: the server runs in the hub's namespace, in the lab's cgroups
+        (so that the clean-up of a killed owner's slot ends it too)."""
+        if tree is None:
+            from tests.lab.repos import build_rpm_tree  # repos imports this module: imported here, not above
+            tree = build_rpm_tree(self.dir / "rpm")
+        self.rpm_tree = tree
+        procs = [cgroup / "cgroup.procs" for cgroup in self.cgroups]
+
+        def join_lab_cgroups() -> None:
+            for path in procs:
+                path.write_text(str(os.getpid()))
+
+        with (self.dir / "repo-http.log").open("ab") as log:
+            self._repo_server = subprocess.Popen(
+                ["ip", "netns", "exec", self.hub, sys.executable, "-c", REPO_SERVER, self.hub_ip, str(tree.root)],
+                stdin=subprocess.DEVNULL, stdout=log,
+                stderr=subprocess.STDOUT, preexec_fn=join_lab_cgroups, start_new_session=True)
+        deadline = time.monotonic() + 20
+        while self._repo_server.poll() is None and time.monotonic() < deadline:
+            try:
+                socket.create_connection((self.hub_ip, REPO_PORT), timeout=1).close()
+                return
+            except OSError:
+                time.sleep(0.1)
+        raise LabError(f"the lab's RPM repository server did not start; see {self.dir / 'repo-http.log'}")
+
     def _new_node(self, name: str) -> LabNode:
         index = max((node.index for node in self.nodes), default=0) + 1
         if index > MAX_NODES:
@@ -869,17 +983,19 @@ def main(argv: list[str] | None = None) -> int:
     up = commands.add_parser("up", help="bring up N nodes; stays in the foreground until Enter or Ctrl-C")
     up.add_argument("n", type=int, nargs="?", default=3)
     up.add_argument("--detach", action="store_true", help="leave the lab running; end it with `down SLOT`")
+    up.add_argument("--flavour", choices=FLAVOURS, default="bookworm")
     commands.add_parser("status", help="list slots that have anything on this machine")
     down = commands.add_parser("down", help="tear down one slot")
     down.add_argument("slot", type=int)
     down.add_argument("--force", action="store_true", help="also when its owner is still running")
     down_all = commands.add_parser("down-all", help="tear down every stale slot (all slots with --force)")
     down_all.add_argument("--force", action="store_true")
-    commands.add_parser("build-base", help="build (or find) the cached base rootfs and print its path")
+    build = commands.add_parser("build-base", help="build (or find) a flavour's cached base rootfs and print its path")
+    build.add_argument("--flavour", choices=FLAVOURS, default="bookworm")
     args = parser.parse_args(argv)
 
     if args.command == "build-base":
-        print(ensure_base())
+        print(ensure_base(args.flavour))
     elif args.command == "status":
         for slot, state, record in _slot_status():
             print(f"slot {slot}: {state} (pid {record.get('pid')}, holder {record.get('holder_pid')}) {slot_dir(slot)}")
@@ -892,8 +1008,8 @@ def main(argv: list[str] | None = None) -> int:
                 print(f"slot {slot}: removed")
     elif args.command == "up":
         started = time.monotonic()
-        lab = Lab.up(args.n)
-        print(f"slot {lab.slot}: {len(lab.nodes)} nodes up in {time.monotonic() - started:.1f} s")
+        lab = Lab.up(args.n, flavour=args.flavour)
+        print(f"slot {lab.slot}: {len(lab.nodes)} {lab.flavour.name} nodes up in {time.monotonic() - started:.1f} s")
         for node in lab.nodes:
             print(f"  {node.name} {node.ip}   {shlex.join(node.ssh_command('tester'))}")
         print(f"inventory: {lab.inventory_path}\nconfig:    {lab.config_path}")

@@ -22,8 +22,8 @@ import yaml
 from provision.errors import BootstrapError
 from provision.inputs.inventory import load_inventory
 from provision.lab.vagrant import Lab, LabOptions, Vagrant
+from tests.lab.repos import build_kubernetes_repo
 from tests.support.paths import REPO_ROOT as PROJECT_ROOT
-from tests.test_prepare_repo import build_kubernetes_repo
 from tests.vagrant.box import CACHE_DIR, box_name, build_box
 from tests.vagrant.libvirt_netns import LibvirtNetns
 

@@ -10,7 +10,8 @@ from provision.cli.options import NodeOptions, Output, OutputOption, node_option
 from provision.cli.support import ask_become_password, echo_json, load_inputs
 from provision.cli.views import console as progress_console
 from provision.errors import BootstrapError
-from provision.nodes.preflight import FAMILIES, CheckResult, NodeReport, PreflightReport, run_preflight
+from provision.nodes.preflight.checks import FAMILIES, CheckResult
+from provision.nodes.preflight.run import NodeReport, PreflightReport, run_preflight
 
 STATUS_STYLE = {"ok": "green", "warn": "yellow", "fail": "bold red"}
 STATUS_MARK = {"ok": "ok", "warn": "warn", "fail": "FAIL"}

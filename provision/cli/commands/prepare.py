@@ -6,9 +6,9 @@ from typing import Annotated
 import typer
 
 from provision.cli.options import NodeOptions, node_options
-from provision.cli.support import ask_become_password, load_inputs
-from provision.cli.views import console, live_progress, print_result
-from provision.nodes.prepare import PrepareResult, prepare
+from provision.cli.support import load_inputs, run_pipeline
+from provision.cli.views import console, print_result
+from provision.nodes.prepare import PrepareResult
 
 HELP = """Prepare the nodes for kubeadm; the first phase of `bootstrap up`, safe to run again at any time.
 
@@ -16,9 +16,10 @@ On every node: hostname from the inventory name, every node in /etc/hosts, swap 
 permissive (RHEL family), the firewall opened for kubeadm and Calico (firewall.mode), overlay and
 br_netfilter loaded, the bridge and forwarding sysctls, chrony, containerd with the systemd cgroup driver
 (and Docker unless container_runtime.install_docker is false), crictl, kubeadm/kubelet/kubectl held at
-kubernetes.version; on GPU nodes (gpu=true, or found on PCI with gpu=auto) the NVIDIA driver, the container
-toolkit and containerd's nvidia runtime, rebooting only when the driver needs it. Every repository comes
-from the settings (mirrors.*, mirrors.profile: cn, offline.source). A second run changes nothing.
+kubernetes.version; on GPU nodes (gpu=true, or found on PCI by preflight with gpu=auto) the NVIDIA driver,
+the container toolkit and containerd's nvidia runtime, rebooting only when the driver needs it. Every
+repository comes from the settings (mirrors.*, mirrors.profile: cn, offline.source). Preflight runs first
+when it has not checked these nodes yet. A second run changes nothing.
 
 \b
 Example:
@@ -33,12 +34,12 @@ def run_prepare_command(nodes: NodeOptions, *, limit: list[str] | None = None) -
     cluster, settings = load_inputs(nodes)
     for name in limit or []:
         cluster.node(name)  # an unknown name is refused before any SSH connection
-    become_password = ask_become_password(nodes.ask_become_pass)
-    with live_progress(nodes.verbose) as on_progress:
-        result = prepare(cluster, settings, limit=limit, on_progress=on_progress, verbose=nodes.verbose,
-                         become_password=become_password)
+    # The phase pipeline, as `up` runs it: preflight first when it has not counted these nodes' GPUs yet.
+    ctx = run_pipeline(("prepare",), cluster, settings, nodes, title=f"bootstrap prepare: {nodes.inventory}",
+                       targets=tuple(limit) if limit else None)
+    result: PrepareResult = ctx.facts["prepare"]
     print_result(result.playbook)
-    gpu_nodes = sorted(host for host, report in result.reports.items() if report.get("gpu_node") == "True")
+    gpu_nodes = sorted(host for host, report in result.reports.items() if report.gpu_node)
     if gpu_nodes:
         console.print(f"GPU nodes: {', '.join(gpu_nodes)}")
     return result

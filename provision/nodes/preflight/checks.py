@@ -1,26 +1,15 @@
-"""Preflight: can every node take part? Checked over SSH, in parallel, before anything is changed.
-
-Per node, one probe script (run through sudo) reads the facts; pure functions then judge them, some across
-nodes (hostname, product_uuid and MAC must be unique). Each check reports ok, warn or fail with a detail and
-a fix. Which problems block `up` is decided in one place: `severity()`. Warnings name what `prepare` will
-change (swap, SELinux) or what is merely tight on a worker (CPU, memory).
-"""
+"""Judging a node's facts: pure functions, a fact in, a Finding (problem or not, detail, fix) out; then one
+policy, `severity()`, turns a problem into "fail" (blocks `up`) or "warn" (shown, lets `up` go on)."""
 from __future__ import annotations
 
-import re
-import shlex
-import threading
-import time
-from collections.abc import Callable, Iterable
-from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass, field, replace
+from collections.abc import Iterable
+from dataclasses import dataclass
 from typing import Literal
 
 from provision.inputs import versions
-from provision.inputs.inventory import Cluster, Node
+from provision.inputs.inventory import Node
 from provision.inputs.settings import Settings
-from provision.nodes.runner import HostTally, RunProgress
-from provision.nodes.ssh import SshError, SshShell
+from provision.nodes.preflight.probe import NVIDIA_VENDOR, NodeFacts
 
 Status = Literal["ok", "warn", "fail"]
 
@@ -32,7 +21,6 @@ CONTROL_PLANE_PORTS = (6443, 2379, 2380, 10250, 10257, 10259)
 WORKER_PORTS = (10250,)
 # Processes that hold those ports on a node that is already in a cluster (ss shows at most 15 characters).
 KUBE_PROCESSES = frozenset({"kube-apiserver", "etcd", "kubelet", "kube-controller", "kube-scheduler"})
-NVIDIA_VENDOR = "0x10de"
 # Supported systems: os-release ID -> the major versions that work.
 SUPPORTED_OS: dict[str, tuple[str, ...]] = {
     # CentOS Stream 9. CentOS 8 and Stream 8 are past their end of life; CentOS 7 too, and see below.
@@ -55,7 +43,6 @@ OLD_RHEL_FIX = {
     "8": "EL8 cannot be managed by ansible-core 2.19 (its dnf Python bindings exist only for Python 3.6): upgrade "
          "the node to EL9 (Rocky Linux 9, AlmaLinux 9 or CentOS Stream 9)",
 }
-PROBE_TIMEOUT_S = 60
 
 # The column each check is shown in (`bootstrap preflight` draws one column per family).
 FAMILIES: dict[str, tuple[str, ...]] = {
@@ -110,277 +97,9 @@ class Finding:
     fix: str = ""
 
 
-@dataclass(frozen=True)
-class Problem:
-    node: str
-    check: CheckResult
-
-    def describe(self) -> str:
-        fix = f"; fix: {self.check.fix}" if self.check.fix else ""
-        return f"{self.node}: {self.check.name}: {self.check.detail}{fix}"
-
-
-@dataclass(frozen=True)
-class NodeReport:
-    name: str
-    role: str
-    address: str
-    checks: tuple[CheckResult, ...]
-    gpu_count: int = 0
-
-    def check(self, name: str) -> CheckResult | None:
-        return next((c for c in self.checks if c.name == name), None)
-
-    def family(self, family: str) -> list[CheckResult]:
-        return [c for c in self.checks if c.name in FAMILIES[family]]
-
-    @property
-    def status(self) -> Status:
-        return _worst(c.status for c in self.checks)
-
-
-@dataclass(frozen=True)
-class PreflightReport:
-    nodes: tuple[NodeReport, ...]
-    elapsed_s: float
-
-    def _problems(self, status: Status) -> list[Problem]:
-        return [Problem(n.name, c) for n in self.nodes for c in n.checks if c.status == status]
-
-    @property
-    def blocking(self) -> list[Problem]:
-        return self._problems("fail")
-
-    @property
-    def warnings(self) -> list[Problem]:
-        return self._problems("warn")
-
-    @property
-    def ok(self) -> bool:
-        return not self.blocking
-
-    @property
-    def gpu_counts(self) -> dict[str, int]:
-        return {n.name: n.gpu_count for n in self.nodes}
-
-    def node(self, name: str) -> NodeReport:
-        return next(n for n in self.nodes if n.name == name)
-
-
-def _worst(statuses: Iterable[Status]) -> Status:
+def worst(statuses: Iterable[Status]) -> Status:
     found = set(statuses)
     return "fail" if "fail" in found else "warn" if "warn" in found else "ok"
-
-
-# --- facts -------------------------------------------------------------------------------------------------
-
-@dataclass(frozen=True)
-class Listener:
-    port: int
-    process: str | None = None
-    pid: int | None = None
-
-
-@dataclass(frozen=True)
-class NodeFacts:
-    os_release: dict[str, str]
-    hostname: str
-    product_uuid: str | None
-    # Interface -> MAC, for the interfaces whose MAC must be unique (physical ones and the default route's).
-    macs: dict[str, str]
-    cpus: int
-    memory_mb: int
-    listeners: tuple[Listener, ...]
-    swaps_active: tuple[str, ...]
-    fstab_swaps: tuple[str, ...]
-    selinux: str | None  # "enforcing", "permissive", "disabled" or None when absent
-    gpus: tuple[str, ...]  # PCI addresses (and names, when lspci is there) of NVIDIA display controllers
-    nvidia_driver: str | None
-    kube_configs: tuple[str, ...]
-    # Node clock minus the operator's, and how precisely that is known (half the probe's round trip).
-    clock_offset_s: float = 0.0
-    clock_uncertainty_s: float = 0.0
-    # What the compatibility rules read: the kernel release, the cgroup version (2: the unified hierarchy;
-    # 1: v1 or hybrid), the PCI device ids of the NVIDIA GPUs, the containerd installed (`containerd
-    # --version`), the runtime packages installed (name -> version), and the containerd the distribution offers.
-    kernel: str | None = None
-    cgroup_version: int | None = None
-    gpu_device_ids: tuple[int, ...] = ()
-    containerd_version: tuple[int, ...] | None = None
-    runtime_packages: dict[str, str] = field(default_factory=dict)
-    containerd_candidate: str | None = None
-
-
-# Runs as root through sudo; POSIX sh; every section is optional so a missing tool only empties its section.
-PROBE_SCRIPT = r"""
-section() { echo "@@$1"; }
-section os-release; cat /etc/os-release 2>/dev/null
-section hostname; hostname
-section product_uuid; cat /sys/class/dmi/id/product_uuid 2>/dev/null
-section default_iface; ip -4 route show default 2>/dev/null | awk '{for (i = 1; i < NF; i++) if ($i == "dev") print $(i + 1)}'
-section interfaces
-for d in /sys/class/net/*; do
-  [ -e "$d/address" ] || continue
-  physical=0; [ -e "$d/device" ] && physical=1
-  echo "${d##*/} $(cat "$d/address") $physical"
-done
-section cpus; nproc 2>/dev/null || grep -c '^processor' /proc/cpuinfo
-section meminfo; grep '^MemTotal:' /proc/meminfo
-if command -v ss >/dev/null 2>&1; then section listen; ss -ltnp 2>/dev/null | tail -n +2
-else section proc_net_tcp; cat /proc/net/tcp /proc/net/tcp6 2>/dev/null; fi
-section time; date +%s.%N
-section swaps; tail -n +2 /proc/swaps 2>/dev/null
-section fstab; grep -v '^[[:space:]]*#' /etc/fstab 2>/dev/null
-section selinux
-if command -v getenforce >/dev/null 2>&1; then getenforce
-elif [ -r /sys/fs/selinux/enforce ]; then cat /sys/fs/selinux/enforce; fi
-section nvidia_pci
-for d in /sys/bus/pci/devices/*; do
-  [ "$(cat "$d/vendor" 2>/dev/null)" = 0x10de ] || continue
-  case "$(cat "$d/class")" in 0x03*) echo "${d##*/}";; esac
-done
-section lspci; command -v lspci >/dev/null 2>&1 && lspci -mm -d 10de: 2>/dev/null
-section nvidia_driver; head -n 1 /proc/driver/nvidia/version 2>/dev/null
-section kube; for f in /etc/kubernetes/admin.conf /etc/kubernetes/kubelet.conf; do [ -f "$f" ] && echo "$f"; done
-section kernel; uname -r
-section cgroup_fs; stat -fc %T /sys/fs/cgroup 2>/dev/null
-section nvidia_pci_ids
-for d in /sys/bus/pci/devices/*; do
-  [ "$(cat "$d/vendor" 2>/dev/null)" = 0x10de ] || continue
-  case "$(cat "$d/class")" in 0x03*) cat "$d/device";; esac
-done
-section containerd_version; containerd --version 2>/dev/null
-section runtime_packages
-if command -v dpkg-query >/dev/null 2>&1; then
-  dpkg-query -W -f '${Package} ${Version} ${db:Status-Abbrev}\n' containerd containerd.io docker.io docker-ce \
-    2>/dev/null | awk '$3 ~ /^.i/ {print $1, $2}'
-elif command -v rpm >/dev/null 2>&1; then
-  rpm -q --qf '%{NAME} %{VERSION}\n' containerd.io docker-ce 2>/dev/null | grep -v 'not installed'
-fi
-section containerd_candidate; apt-cache policy containerd 2>/dev/null | awk '$1 == "Candidate:" {print $2}'
-section end
-"""
-
-
-def _sections(text: str) -> dict[str, list[str]]:
-    found: dict[str, list[str]] = {}
-    current: list[str] | None = None
-    for line in text.splitlines():
-        if line.startswith("@@"):
-            current = found.setdefault(line[2:].strip(), [])
-        elif current is not None:
-            current.append(line.rstrip())
-    return found
-
-
-def parse_os_release(lines: Iterable[str]) -> dict[str, str]:
-    values = {}
-    for line in lines:
-        if "=" in line and not line.lstrip().startswith("#"):
-            key, _, value = line.partition("=")
-            try:
-                values[key.strip()] = " ".join(shlex.split(value)) if value.strip() else ""
-            except ValueError:
-                values[key.strip()] = value.strip().strip("\"'")
-    return values
-
-
-_SS_PROCESS = re.compile(r'users:\(\("([^"]+)",pid=(\d+)')
-
-
-def parse_listeners(lines: Iterable[str]) -> tuple[Listener, ...]:
-    """`ss -ltnp` rows (no header) -> listening TCP ports with the process that holds each, when shown."""
-    found = []
-    for line in lines:
-        columns = line.split()
-        if len(columns) < 4:
-            continue
-        local = columns[3]
-        port_text = local.rsplit(":", 1)[-1]
-        if not port_text.isdigit():
-            continue
-        match = _SS_PROCESS.search(line)
-        found.append(Listener(int(port_text), match.group(1) if match else None,
-                              int(match.group(2)) if match else None))
-    return tuple(found)
-
-
-def parse_proc_net_tcp(lines: Iterable[str]) -> tuple[Listener, ...]:
-    """/proc/net/tcp{,6} rows in state 0A (LISTEN) -> ports, for nodes without `ss` (no process names)."""
-    ports = set()
-    for line in lines:
-        columns = line.split()
-        if len(columns) > 3 and columns[3] == "0A" and ":" in columns[1]:
-            ports.add(int(columns[1].rsplit(":", 1)[1], 16))
-    return tuple(Listener(port) for port in sorted(ports))
-
-
-def parse_facts(text: str) -> NodeFacts:
-    """The probe's output -> facts. Raises ValueError when the output is cut short."""
-    sections = _sections(text)
-    if "end" not in sections:
-        raise ValueError("the probe's output ended early")
-    default_iface = next(iter(sections.get("default_iface", [])), "")
-    macs = {}
-    for line in sections.get("interfaces", []):
-        parts = line.split()
-        if len(parts) == 3 and (parts[2] == "1" or parts[0] == default_iface):
-            macs[parts[0]] = parts[1].lower()
-    memory_kb = next((int(line.split()[1]) for line in sections.get("meminfo", []) if line.split()[1:2]), 0)
-    selinux_lines = [line.strip().lower() for line in sections.get("selinux", []) if line.strip()]
-    selinux = {"1": "enforcing", "0": "permissive"}.get(selinux_lines[0], selinux_lines[0]) if selinux_lines else None
-    names = {}
-    for line in sections.get("lspci", []):
-        parts = shlex.split(line) if line.strip() else []
-        if len(parts) >= 4:
-            names[parts[0]] = parts[3]
-    gpus = []
-    for address in (line.strip() for line in sections.get("nvidia_pci", []) if line.strip()):
-        short = address.split(":", 1)[1] if address.count(":") == 2 else address
-        gpus.append(f"{address} {names[short]}" if short in names else address)
-    uuid_lines = [line.strip() for line in sections.get("product_uuid", []) if line.strip()]
-    cpu_lines = [line.strip() for line in sections.get("cpus", []) if line.strip().isdigit()]
-    return NodeFacts(
-        os_release=parse_os_release(sections.get("os-release", [])),
-        hostname=next((line.strip() for line in sections.get("hostname", []) if line.strip()), ""),
-        product_uuid=uuid_lines[0].lower() if uuid_lines else None,
-        macs=macs,
-        cpus=int(cpu_lines[0]) if cpu_lines else 0,
-        memory_mb=memory_kb // 1024,
-        listeners=parse_listeners(sections["listen"]) if "listen" in sections
-        else parse_proc_net_tcp(sections.get("proc_net_tcp", [])),
-        swaps_active=tuple(line.split()[0] for line in sections.get("swaps", []) if line.strip()),
-        fstab_swaps=tuple(" ".join(line.split()) for line in sections.get("fstab", [])
-                          if len(line.split()) >= 3 and line.split()[2] == "swap"),
-        selinux=selinux,
-        gpus=tuple(gpus),
-        nvidia_driver=next((line.strip() for line in sections.get("nvidia_driver", []) if line.strip()), None),
-        kube_configs=tuple(line.strip() for line in sections.get("kube", []) if line.strip()),
-        kernel=_first(sections.get("kernel")),
-        cgroup_version={"cgroup2fs": 2, "tmpfs": 1}.get(_first(sections.get("cgroup_fs")) or ""),
-        gpu_device_ids=tuple(int(line.strip(), 16) for line in sections.get("nvidia_pci_ids", [])
-                             if re.fullmatch(r"0x[0-9a-fA-F]{4}", line.strip())),
-        containerd_version=parse_containerd_version(sections.get("containerd_version", [])),
-        runtime_packages={parts[0]: parts[1] for parts in (line.split() for line in sections.get("runtime_packages", []))
-                          if len(parts) == 2},
-        containerd_candidate=next((c for c in [_first(sections.get("containerd_candidate"))] if c and c != "(none)"),
-                                  None),
-    )
-
-
-def _first(lines: list[str] | None) -> str | None:
-    return next((line.strip() for line in lines or [] if line.strip()), None)
-
-
-def parse_containerd_version(lines: Iterable[str]) -> tuple[int, ...] | None:
-    """`containerd --version` (`containerd containerd.io v2.1.5 <commit>`, or Debian's `containerd
-    github.com/containerd/containerd 1.6.20~ds1 1.6.20~ds1-1`) -> (2, 1, 5); None when not installed."""
-    for line in lines:
-        for word in line.split()[1:]:
-            version = versions.parse_version(word)
-            if len(version) >= 2 and "/" not in word:
-                return version
-    return None
 
 
 # --- judging facts (pure functions) --------------------------------------------------------------------------
@@ -476,7 +195,7 @@ def check_gpu(facts: NodeFacts, node: Node) -> tuple[Finding, int]:
     if count == 0:
         if node.gpu == "true":
             return Finding("gpu", True, "gpu=true in the inventory, but no NVIDIA GPU was found",
-                           "check `lspci -d 10de:` on the node, or set gpu=auto / gpu=false for it"), 0
+                           f"check `lspci -d {NVIDIA_VENDOR}:` on the node, or set gpu=auto / gpu=false for it"), 0
         return Finding("gpu", False, "none"), 0
     return Finding("gpu", False, f"{count} NVIDIA GPU{'s' if count > 1 else ''} ({driver})"), count
 
@@ -574,6 +293,14 @@ def check_kernel(facts: NodeFacts, settings: Settings) -> Finding:
                    "set kubernetes.kube_proxy_mode: iptables, or upgrade the node's kernel")
 
 
+def gpu_generations(facts: NodeFacts, node: Node) -> tuple[str, ...]:
+    """The generations of the node's NVIDIA GPUs that the versions table knows (none on a gpu=false node)."""
+    if node.gpu == "false":
+        return ()
+    found = {versions.gpu_generation(device) for device in facts.gpu_device_ids}
+    return tuple(g.name for g in versions.GPU_GENERATIONS if g in found)
+
+
 def check_gpu_versions(facts: NodeFacts, settings: Settings, node: Node) -> list[Finding]:
     """Rules: each GPU generation (told by its PCI device id) against gpu.driver_branch, and an explicit
     smoke_test.image's CUDA against what the generation runs. Nothing to judge on a node without GPUs."""
@@ -665,105 +392,3 @@ def evaluate(nodes: list[Node], facts_by_node: dict[str, NodeFacts],
                     *check_gpu_versions(facts, settings, node)]
         results[node.name] = ([judge(node, f) for f in findings], gpu_count)
     return results
-
-
-# --- running it ------------------------------------------------------------------------------------------------
-
-@dataclass
-class _Probe:
-    node: Node
-    checks: list[CheckResult] = field(default_factory=list)
-    facts: NodeFacts | None = None
-
-
-def _probe(node: Node, settings: Settings, become_password: str | None) -> _Probe:
-    outcome = _Probe(node)
-    shell = SshShell(node, settings.ssh, become_password)
-    try:
-        try:
-            shell.open()
-        except SshError as exc:
-            outcome.checks.append(judge(node, Finding("ssh", True, exc.problem, exc.fix)))
-            return outcome
-        outcome.checks.append(CheckResult("ssh", "ok", f"as {node.user}"))
-        try:
-            shell.check_sudo()
-        except SshError as exc:
-            outcome.checks.append(judge(node, Finding("sudo", True, exc.problem, exc.fix)))
-            return outcome
-        outcome.checks.append(CheckResult("sudo", "ok", "sudo" if become_password is None else "sudo -K"))
-        started = time.time()
-        result = shell.run(PROBE_SCRIPT, sudo=True, timeout_s=PROBE_TIMEOUT_S)
-        finished = time.time()
-        try:
-            facts = parse_facts(result.stdout)
-        except ValueError as exc:
-            outcome.checks.append(judge(node, Finding("facts", True, f"could not read the node's facts: {exc} "
-                                                      f"({result.first_error_line()})", "run with the node reachable "
-                                                      "and /bin/sh working, then again")))
-            return outcome
-        remote = next((float(line) for line in _sections(result.stdout).get("time", []) if _is_float(line)), None)
-        if remote is not None:
-            facts = _with_clock(facts, remote - (started + finished) / 2, (finished - started) / 2)
-        outcome.facts = facts
-    except SshError as exc:
-        outcome.checks.append(judge(node, Finding("facts", True, exc.problem, exc.fix)))
-    finally:
-        shell.close()
-    return outcome
-
-
-def _is_float(text: str) -> bool:
-    try:
-        float(text)
-    except ValueError:
-        return False
-    return True
-
-
-def _with_clock(facts: NodeFacts, offset: float, uncertainty: float) -> NodeFacts:
-    return replace(facts, clock_offset_s=offset, clock_uncertainty_s=uncertainty)
-
-
-def run_preflight(cluster: Cluster, settings: Settings, *, nodes: list[str] | None = None,
-                  on_progress: Callable[[RunProgress], None] | None = None,
-                  become_password: str | None = None, max_parallel: int = 32) -> PreflightReport:
-    """Check the named nodes (all by default). Uniqueness is judged against every reachable node."""
-    started = time.monotonic()
-    targets = [cluster.node(name) for name in nodes] if nodes is not None else list(cluster.nodes)
-    target_names = {n.name for n in targets}
-    # Nodes outside the targets are probed too (a node being added must not clash with the existing ones).
-    probed_nodes = list(cluster.nodes) if nodes is not None else targets
-    progress = RunProgress(phase="preflight", hosts=[n.name for n in targets],
-                           tally={n.name: HostTally() for n in targets})
-    progress.task = "probing nodes"
-    lock = threading.Lock()
-
-    def probe(node: Node) -> _Probe:
-        outcome = _probe(node, settings, become_password)
-        if on_progress and node.name in target_names:
-            with lock:
-                tally = progress.tally[node.name]
-                tally.unreachable = any(c.name == "ssh" and c.status == "fail" for c in outcome.checks)
-                tally.ok = len(outcome.checks)
-                on_progress(progress)
-        return outcome
-
-    with ThreadPoolExecutor(max_workers=max(1, min(max_parallel, len(probed_nodes)))) as pool:
-        probes = {p.node.name: p for p in pool.map(probe, probed_nodes)}
-    facts_by_node = {name: p.facts for name, p in probes.items() if p.facts is not None}
-    judged = evaluate([n for n in targets if n.name in facts_by_node], facts_by_node, settings)
-    reports = []
-    for node in targets:
-        checks, gpu_count = judged.get(node.name, ([], 0))
-        all_checks = tuple(probes[node.name].checks + checks)
-        reports.append(NodeReport(node.name, node.role, node.address, all_checks, gpu_count))
-        if on_progress:
-            with lock:
-                tally = progress.tally[node.name]
-                tally.ok = sum(c.status != "fail" for c in all_checks)
-                tally.failed = sum(c.status == "fail" for c in all_checks)
-    if on_progress:
-        progress.task = "done"
-        on_progress(progress)
-    return PreflightReport(tuple(reports), time.monotonic() - started)

@@ -1,0 +1,233 @@
+"""The probe: one POSIX sh script that reads a node's facts in one SSH round trip, and its output read into
+NodeFacts. Every fact about the node that preflight judges comes from here, among them the NVIDIA GPUs on
+its PCI bus, which later phases take from preflight instead of looking again."""
+from __future__ import annotations
+
+import re
+import shlex
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+
+from provision.inputs import versions
+
+# PCI vendor id of NVIDIA; a GPU is a device of that vendor in the display class (0x03xxxx).
+NVIDIA_VENDOR = "10de"
+
+
+@dataclass(frozen=True)
+class Listener:
+    port: int
+    process: str | None = None
+    pid: int | None = None
+
+
+@dataclass(frozen=True)
+class NodeFacts:
+    os_release: dict[str, str]
+    hostname: str
+    product_uuid: str | None
+    # Interface -> MAC, for the interfaces whose MAC must be unique (physical ones and the default route's).
+    macs: dict[str, str]
+    cpus: int
+    memory_mb: int
+    listeners: tuple[Listener, ...]
+    swaps_active: tuple[str, ...]
+    fstab_swaps: tuple[str, ...]
+    selinux: str | None  # "enforcing", "permissive", "disabled" or None when absent
+    gpus: tuple[str, ...]  # PCI addresses (and names, when lspci is there) of NVIDIA display controllers
+    nvidia_driver: str | None
+    kube_configs: tuple[str, ...]
+    # The node's clock (epoch seconds) when the probe read it; None when `date` printed nothing usable.
+    node_time_s: float | None = None
+    # Node clock minus the operator's, and how precisely that is known (half the probe's round trip).
+    clock_offset_s: float = 0.0
+    clock_uncertainty_s: float = 0.0
+    # What the compatibility rules read: the kernel release, the cgroup version (2: the unified hierarchy;
+    # 1: v1 or hybrid), the PCI device ids of the NVIDIA GPUs, the containerd installed (`containerd
+    # --version`), the runtime packages installed (name -> version), and the containerd the distribution offers.
+    kernel: str | None = None
+    cgroup_version: int | None = None
+    gpu_device_ids: tuple[int, ...] = ()
+    containerd_version: tuple[int, ...] | None = None
+    runtime_packages: dict[str, str] = field(default_factory=dict)
+    containerd_candidate: str | None = None
+
+
+# Runs as root through sudo; POSIX sh; every section is optional so a missing tool only empties its section.
+PROBE_SCRIPT = f"nvidia_vendor={NVIDIA_VENDOR}\n" + r"""
+section() { echo "@@$1"; }
+section os-release; cat /etc/os-release 2>/dev/null
+section hostname; hostname
+section product_uuid; cat /sys/class/dmi/id/product_uuid 2>/dev/null
+section default_iface; ip -4 route show default 2>/dev/null | awk '{for (i = 1; i < NF; i++) if ($i == "dev") print $(i + 1)}'
+section interfaces
+for d in /sys/class/net/*; do
+  [ -e "$d/address" ] || continue
+  physical=0; [ -e "$d/device" ] && physical=1
+  echo "${d##*/} $(cat "$d/address") $physical"
+done
+section cpus; nproc 2>/dev/null || grep -c '^processor' /proc/cpuinfo
+section meminfo; grep '^MemTotal:' /proc/meminfo
+if command -v ss >/dev/null 2>&1; then section listen; ss -ltnp 2>/dev/null | tail -n +2
+else section proc_net_tcp; cat /proc/net/tcp /proc/net/tcp6 2>/dev/null; fi
+section time; date +%s.%N
+section swaps; tail -n +2 /proc/swaps 2>/dev/null
+section fstab; grep -v '^[[:space:]]*#' /etc/fstab 2>/dev/null
+section selinux
+if command -v getenforce >/dev/null 2>&1; then getenforce
+elif [ -r /sys/fs/selinux/enforce ]; then cat /sys/fs/selinux/enforce; fi
+section nvidia_pci
+for d in /sys/bus/pci/devices/*; do
+  [ "$(cat "$d/vendor" 2>/dev/null)" = "0x$nvidia_vendor" ] || continue
+  case "$(cat "$d/class")" in 0x03*) echo "${d##*/}";; esac
+done
+section lspci; command -v lspci >/dev/null 2>&1 && lspci -mm -d "$nvidia_vendor:" 2>/dev/null
+section nvidia_driver; head -n 1 /proc/driver/nvidia/version 2>/dev/null
+section kube; for f in /etc/kubernetes/admin.conf /etc/kubernetes/kubelet.conf; do [ -f "$f" ] && echo "$f"; done
+section kernel; uname -r
+section cgroup_fs; stat -fc %T /sys/fs/cgroup 2>/dev/null
+section nvidia_pci_ids
+for d in /sys/bus/pci/devices/*; do
+  [ "$(cat "$d/vendor" 2>/dev/null)" = "0x$nvidia_vendor" ] || continue
+  case "$(cat "$d/class")" in 0x03*) cat "$d/device";; esac
+done
+section containerd_version; containerd --version 2>/dev/null
+section runtime_packages
+if command -v dpkg-query >/dev/null 2>&1; then
+  dpkg-query -W -f '${Package} ${Version} ${db:Status-Abbrev}\n' containerd containerd.io docker.io docker-ce \
+    2>/dev/null | awk '$3 ~ /^.i/ {print $1, $2}'
+elif command -v rpm >/dev/null 2>&1; then
+  rpm -q --qf '%{NAME} %{VERSION}\n' containerd.io docker-ce 2>/dev/null | grep -v 'not installed'
+fi
+section containerd_candidate; apt-cache policy containerd 2>/dev/null | awk '$1 == "Candidate:" {print $2}'
+section end
+"""
+
+
+def _sections(text: str) -> dict[str, list[str]]:
+    found: dict[str, list[str]] = {}
+    current: list[str] | None = None
+    for line in text.splitlines():
+        if line.startswith("@@"):
+            current = found.setdefault(line[2:].strip(), [])
+        elif current is not None:
+            current.append(line.rstrip())
+    return found
+
+
+def parse_os_release(lines: Iterable[str]) -> dict[str, str]:
+    values = {}
+    for line in lines:
+        if "=" in line and not line.lstrip().startswith("#"):
+            key, _, value = line.partition("=")
+            try:
+                values[key.strip()] = " ".join(shlex.split(value)) if value.strip() else ""
+            except ValueError:
+                values[key.strip()] = value.strip().strip("\"'")
+    return values
+
+
+_SS_PROCESS = re.compile(r'users:\(\("([^"]+)",pid=(\d+)')
+
+
+def parse_listeners(lines: Iterable[str]) -> tuple[Listener, ...]:
+    """`ss -ltnp` rows (no header) -> listening TCP ports with the process that holds each, when shown."""
+    found = []
+    for line in lines:
+        columns = line.split()
+        if len(columns) < 4:
+            continue
+        local = columns[3]
+        port_text = local.rsplit(":", 1)[-1]
+        if not port_text.isdigit():
+            continue
+        match = _SS_PROCESS.search(line)
+        found.append(Listener(int(port_text), match.group(1) if match else None,
+                              int(match.group(2)) if match else None))
+    return tuple(found)
+
+
+def parse_proc_net_tcp(lines: Iterable[str]) -> tuple[Listener, ...]:
+    """/proc/net/tcp{,6} rows in state 0A (LISTEN) -> ports, for nodes without `ss` (no process names)."""
+    ports = set()
+    for line in lines:
+        columns = line.split()
+        if len(columns) > 3 and columns[3] == "0A" and ":" in columns[1]:
+            ports.add(int(columns[1].rsplit(":", 1)[1], 16))
+    return tuple(Listener(port) for port in sorted(ports))
+
+
+def _float_or_none(text: str) -> float | None:
+    try:
+        return float(text)
+    except ValueError:
+        return None
+
+
+def parse_facts(text: str) -> NodeFacts:
+    """The probe's output -> facts. Raises ValueError when the output is cut short."""
+    sections = _sections(text)
+    if "end" not in sections:
+        raise ValueError("the probe's output ended early")
+    default_iface = next(iter(sections.get("default_iface", [])), "")
+    macs = {}
+    for line in sections.get("interfaces", []):
+        parts = line.split()
+        if len(parts) == 3 and (parts[2] == "1" or parts[0] == default_iface):
+            macs[parts[0]] = parts[1].lower()
+    memory_kb = next((int(line.split()[1]) for line in sections.get("meminfo", []) if line.split()[1:2]), 0)
+    selinux_lines = [line.strip().lower() for line in sections.get("selinux", []) if line.strip()]
+    selinux = {"1": "enforcing", "0": "permissive"}.get(selinux_lines[0], selinux_lines[0]) if selinux_lines else None
+    names = {}
+    for line in sections.get("lspci", []):
+        parts = shlex.split(line) if line.strip() else []
+        if len(parts) >= 4:
+            names[parts[0]] = parts[3]
+    gpus = []
+    for address in (line.strip() for line in sections.get("nvidia_pci", []) if line.strip()):
+        short = address.split(":", 1)[1] if address.count(":") == 2 else address
+        gpus.append(f"{address} {names[short]}" if short in names else address)
+    uuid_lines = [line.strip() for line in sections.get("product_uuid", []) if line.strip()]
+    cpu_lines = [line.strip() for line in sections.get("cpus", []) if line.strip().isdigit()]
+    return NodeFacts(
+        os_release=parse_os_release(sections.get("os-release", [])),
+        hostname=next((line.strip() for line in sections.get("hostname", []) if line.strip()), ""),
+        product_uuid=uuid_lines[0].lower() if uuid_lines else None,
+        macs=macs,
+        cpus=int(cpu_lines[0]) if cpu_lines else 0,
+        memory_mb=memory_kb // 1024,
+        listeners=parse_listeners(sections["listen"]) if "listen" in sections
+        else parse_proc_net_tcp(sections.get("proc_net_tcp", [])),
+        swaps_active=tuple(line.split()[0] for line in sections.get("swaps", []) if line.strip()),
+        fstab_swaps=tuple(" ".join(line.split()) for line in sections.get("fstab", [])
+                          if len(line.split()) >= 3 and line.split()[2] == "swap"),
+        selinux=selinux,
+        gpus=tuple(gpus),
+        nvidia_driver=next((line.strip() for line in sections.get("nvidia_driver", []) if line.strip()), None),
+        kube_configs=tuple(line.strip() for line in sections.get("kube", []) if line.strip()),
+        node_time_s=next((t for t in map(_float_or_none, sections.get("time", [])) if t is not None), None),
+        kernel=_first(sections.get("kernel")),
+        cgroup_version={"cgroup2fs": 2, "tmpfs": 1}.get(_first(sections.get("cgroup_fs")) or ""),
+        gpu_device_ids=tuple(int(line.strip(), 16) for line in sections.get("nvidia_pci_ids", [])
+                             if re.fullmatch(r"0x[0-9a-fA-F]{4}", line.strip())),
+        containerd_version=parse_containerd_version(sections.get("containerd_version", [])),
+        runtime_packages={parts[0]: parts[1] for parts in (line.split() for line in sections.get("runtime_packages", []))
+                          if len(parts) == 2},
+        containerd_candidate=next((c for c in [_first(sections.get("containerd_candidate"))] if c and c != "(none)"),
+                                  None),
+    )
+
+
+def _first(lines: list[str] | None) -> str | None:
+    return next((line.strip() for line in lines or [] if line.strip()), None)
+
+
+def parse_containerd_version(lines: Iterable[str]) -> tuple[int, ...] | None:
+    """`containerd --version` (`containerd containerd.io v2.1.5 <commit>`, or Debian's `containerd
+    github.com/containerd/containerd 1.6.20~ds1 1.6.20~ds1-1`) -> (2, 1, 5); None when not installed."""
+    for line in lines:
+        for word in line.split()[1:]:
+            version = versions.parse_version(word)
+            if len(version) >= 2 and "/" not in word:
+                return version
+    return None

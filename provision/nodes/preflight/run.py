@@ -1,0 +1,182 @@
+"""Running preflight: every node probed over SSH in parallel (uniqueness is judged against every reachable
+node), progress reported as it goes, and the verdicts gathered into one PreflightReport."""
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field, replace
+
+from provision.inputs.inventory import Cluster, Node
+from provision.inputs.settings import Settings
+from provision.nodes.preflight.checks import (
+    FAMILIES,
+    CheckResult,
+    Finding,
+    Status,
+    evaluate,
+    gpu_generations,
+    judge,
+    worst,
+)
+from provision.nodes.preflight.probe import PROBE_SCRIPT, NodeFacts, parse_facts
+from provision.nodes.runner import RunProgress
+from provision.nodes.ssh import SshError, SshShell
+from provision.nodes.tally import HostTally
+
+PROBE_TIMEOUT_S = 60
+
+
+@dataclass(frozen=True)
+class Problem:
+    node: str
+    check: CheckResult
+
+    def describe(self) -> str:
+        fix = f"; fix: {self.check.fix}" if self.check.fix else ""
+        return f"{self.node}: {self.check.name}: {self.check.detail}{fix}"
+
+
+@dataclass(frozen=True)
+class NodeReport:
+    name: str
+    role: str
+    address: str
+    checks: tuple[CheckResult, ...]
+    gpu_count: int = 0
+    # The generations of its GPUs (versions.GPU_GENERATIONS names), read from their PCI device ids.
+    gpu_generations: tuple[str, ...] = ()
+
+    def check(self, name: str) -> CheckResult | None:
+        return next((c for c in self.checks if c.name == name), None)
+
+    def family(self, family: str) -> list[CheckResult]:
+        return [c for c in self.checks if c.name in FAMILIES[family]]
+
+    @property
+    def status(self) -> Status:
+        return worst(c.status for c in self.checks)
+
+
+@dataclass(frozen=True)
+class PreflightReport:
+    nodes: tuple[NodeReport, ...]
+    elapsed_s: float
+
+    def _problems(self, status: Status) -> list[Problem]:
+        return [Problem(n.name, c) for n in self.nodes for c in n.checks if c.status == status]
+
+    @property
+    def blocking(self) -> list[Problem]:
+        return self._problems("fail")
+
+    @property
+    def warnings(self) -> list[Problem]:
+        return self._problems("warn")
+
+    @property
+    def ok(self) -> bool:
+        return not self.blocking
+
+    @property
+    def gpu_counts(self) -> dict[str, int]:
+        return {n.name: n.gpu_count for n in self.nodes}
+
+    @property
+    def gpu_generations(self) -> dict[str, list[str]]:
+        return {n.name: list(n.gpu_generations) for n in self.nodes}
+
+    def node(self, name: str) -> NodeReport:
+        return next(n for n in self.nodes if n.name == name)
+
+
+@dataclass
+class _Probe:
+    node: Node
+    checks: list[CheckResult] = field(default_factory=list)
+    facts: NodeFacts | None = None
+
+
+def _probe(node: Node, settings: Settings, become_password: str | None) -> _Probe:
+    outcome = _Probe(node)
+    shell = SshShell(node, settings.ssh, become_password)
+    try:
+        try:
+            shell.open()
+        except SshError as exc:
+            outcome.checks.append(judge(node, Finding("ssh", True, exc.problem, exc.fix)))
+            return outcome
+        outcome.checks.append(CheckResult("ssh", "ok", f"as {node.user}"))
+        try:
+            shell.check_sudo()
+        except SshError as exc:
+            outcome.checks.append(judge(node, Finding("sudo", True, exc.problem, exc.fix)))
+            return outcome
+        outcome.checks.append(CheckResult("sudo", "ok", "sudo" if become_password is None else "sudo -K"))
+        started = time.time()
+        result = shell.run(PROBE_SCRIPT, sudo=True, timeout_s=PROBE_TIMEOUT_S)
+        finished = time.time()
+        try:
+            facts = parse_facts(result.stdout)
+        except ValueError as exc:
+            outcome.checks.append(judge(node, Finding("facts", True, f"could not read the node's facts: {exc} "
+                                                      f"({result.first_error_line()})", "run with the node reachable "
+                                                      "and /bin/sh working, then again")))
+            return outcome
+        if facts.node_time_s is not None:
+            # The node read its clock somewhere within the round trip: assume halfway, within half of it.
+            facts = replace(facts, clock_offset_s=facts.node_time_s - (started + finished) / 2,
+                            clock_uncertainty_s=(finished - started) / 2)
+        outcome.facts = facts
+    except SshError as exc:
+        outcome.checks.append(judge(node, Finding("facts", True, exc.problem, exc.fix)))
+    finally:
+        shell.close()
+    return outcome
+
+
+def run_preflight(cluster: Cluster, settings: Settings, *, nodes: list[str] | None = None,
+                  on_progress: Callable[[RunProgress], None] | None = None,
+                  become_password: str | None = None, max_parallel: int = 32) -> PreflightReport:
+    """Check the named nodes (all by default). Uniqueness is judged against every reachable node."""
+    started = time.monotonic()
+    targets = [cluster.node(name) for name in nodes] if nodes is not None else list(cluster.nodes)
+    target_names = {n.name for n in targets}
+    # Nodes outside the targets are probed too (a node being added must not clash with the existing ones).
+    probed_nodes = list(cluster.nodes) if nodes is not None else targets
+    progress = RunProgress(phase="preflight", hosts=[n.name for n in targets],
+                           tally={n.name: HostTally() for n in targets})
+    progress.task = "probing nodes"
+    lock = threading.Lock()
+
+    def probe(node: Node) -> _Probe:
+        outcome = _probe(node, settings, become_password)
+        if on_progress and node.name in target_names:
+            with lock:
+                tally = progress.tally[node.name]
+                tally.unreachable = any(c.name == "ssh" and c.status == "fail" for c in outcome.checks)
+                tally.ok = len(outcome.checks)
+                on_progress(progress)
+        return outcome
+
+    with ThreadPoolExecutor(max_workers=max(1, min(max_parallel, len(probed_nodes)))) as pool:
+        probes = {p.node.name: p for p in pool.map(probe, probed_nodes)}
+    facts_by_node = {name: p.facts for name, p in probes.items() if p.facts is not None}
+    judged = evaluate([n for n in targets if n.name in facts_by_node], facts_by_node, settings)
+    reports = []
+    for node in targets:
+        checks, gpu_count = judged.get(node.name, ([], 0))
+        all_checks = tuple(probes[node.name].checks + checks)
+        facts = facts_by_node.get(node.name)
+        generations = gpu_generations(facts, node) if facts is not None and gpu_count else ()
+        reports.append(NodeReport(node.name, node.role, node.address, all_checks, gpu_count, generations))
+        if on_progress:
+            with lock:
+                tally = progress.tally[node.name]
+                tally.ok = sum(c.status != "fail" for c in all_checks)
+                tally.failed = sum(c.status == "fail" for c in all_checks)
+    if on_progress:
+        progress.task = "done"
+        on_progress(progress)
+    return PreflightReport(tuple(reports), time.monotonic() - started)

@@ -1,0 +1,124 @@
+"""Counting a playbook run from ansible-runner's event stream: per host ok, changed, failed, skipped and
+unreachable, the failures that count, and the play and task under way. Pure: events in, counts out; the
+runner feeds it live and writes the log, the tests feed it recorded events."""
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+# How one task ended on one host, as the run log spells it.
+ResultState = Literal["ok", "changed", "skipped", "failed (ignored)", "FAILED", "UNREACHABLE"]
+
+
+@dataclass
+class HostTally:
+    ok: int = 0
+    changed: int = 0
+    failed: int = 0
+    skipped: int = 0
+    unreachable: bool = False
+
+
+@dataclass(frozen=True)
+class TaskFailure:
+    host: str
+    task: str
+    message: str
+    unreachable: bool = False
+
+    def describe(self) -> str:
+        kind = "unreachable" if self.unreachable else "failed"
+        return f"{self.host}: {kind} at '{self.task}': {self.message}"
+
+
+@dataclass(frozen=True)
+class HostResult:
+    """One task's result on one host."""
+
+    host: str
+    task: str
+    state: ResultState
+    message: str = ""  # why, for FAILED and UNREACHABLE
+    duration_s: float | None = None
+
+
+def failure_message(result: Mapping[str, Any]) -> str:
+    """The one line that says why a task failed, from a module's result."""
+    if result.get("censored"):
+        return str(result["censored"])
+    for key in ("msg", "stderr", "reason", "module_stderr", "stdout"):
+        text = result.get(key)
+        if text:
+            lines = str(text).strip().splitlines()
+            return lines[-1] if key in ("module_stderr", "stderr") else " ".join(lines)[:500]
+    return "no message"
+
+
+@dataclass
+class EventTally:
+    tally: dict[str, HostTally] = field(default_factory=dict)
+    failures: list[TaskFailure] = field(default_factory=list)
+    # Every host's task results, in the order they arrived.
+    results: list[HostResult] = field(default_factory=list)
+    play: str = ""
+    task: str = ""
+
+    def feed(self, event: Mapping[str, Any]) -> bool:
+        """Count one ansible-runner event; True when it changed the counts, the play or the task."""
+        kind = event.get("event", "")
+        data = event.get("event_data", {})
+        if kind == "playbook_on_play_start":
+            self.play = data.get("play", "")
+        elif kind == "playbook_on_task_start":
+            self.task = data.get("task", "")
+        elif kind == "playbook_on_stats":
+            self._settle(data.get("failures") or {})
+        elif kind.startswith("runner_on_") and data.get("host"):
+            result = self._count(kind, data)
+            if result is None:
+                return False
+            self.results.append(result)
+        else:
+            return False
+        return True
+
+    def _count(self, kind: str, data: Mapping[str, Any]) -> HostResult | None:
+        host, task, res = data["host"], data.get("task", ""), data.get("res", {}) or {}
+        tally = self.tally.setdefault(host, HostTally())
+        message = ""
+        state: ResultState
+        if kind == "runner_on_ok":
+            tally.ok += 1
+            tally.changed += bool(res.get("changed"))
+            state = "changed" if res.get("changed") else "ok"
+        elif kind == "runner_on_skipped":
+            tally.skipped += 1
+            state = "skipped"
+        elif kind == "runner_on_failed" and data.get("ignore_errors"):
+            tally.ok += 1
+            state = "failed (ignored)"
+        elif kind == "runner_on_failed":
+            tally.failed += 1
+            message = failure_message(res)
+            self.failures.append(TaskFailure(host, task, message))
+            state = "FAILED"
+        elif kind == "runner_on_unreachable":
+            tally.unreachable = True
+            message = failure_message(res)
+            self.failures.append(TaskFailure(host, task, message, unreachable=True))
+            state = "UNREACHABLE"
+        else:
+            return None
+        duration = data.get("duration")
+        return HostResult(host, task, state, message, float(duration) if isinstance(duration, (int, float)) else None)
+
+    def _settle(self, final_failures: Mapping[str, Any]) -> None:
+        # A failure a rescue block handled is not a failure of the run: trust Ansible's final count. The
+        # failures that count are a host's last ones, since a failure that counts ends the host's play.
+        kept: list[TaskFailure] = []
+        for host, tally in self.tally.items():
+            tally.failed = int(final_failures.get(host, 0))
+            own = [f for f in self.failures if f.host == host and not f.unreachable]
+            kept += own[len(own) - tally.failed:] if tally.failed else []
+        self.failures[:] = [f for f in self.failures if f.unreachable or f in kept]

@@ -1,0 +1,240 @@
+#!/usr/bin/python
+"""Report what a prepared node looks like, as one JSON document returned under `cb_report`.
+
+The document is what provision/nodes/reports.py validates (its `schema` must be the one that model reads) and
+provision/nodes/prepare.py judges: hostname, swap, kernel modules, sysctls, systemd units, containerd's
+effective configuration and CRI plugin, crictl, the Kubernetes packages and their holds, and the NVIDIA GPUs
+the driver sees. It only reads: changed is always false, and check mode reports the same.
+"""
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import socket
+
+from ansible.module_utils.basic import AnsibleModule
+
+DOCUMENTATION = r"""
+module: cb_node_report
+short_description: Report a prepared node's state as one JSON document (cb_report)
+options:
+  gpu_node:
+    description: Whether the play prepared this node as a GPU node (echoed in the report).
+    type: bool
+    required: true
+  sysctls:
+    description: The sysctl keys to read.
+    type: list
+    elements: str
+    required: true
+  units:
+    description: The systemd units whose active and enabled states to read.
+    type: list
+    elements: str
+    required: true
+  packages:
+    description: The Kubernetes packages to look for (their command on PATH) and whose hold to read.
+    type: list
+    elements: str
+    required: true
+  modules_load_file:
+    description: The modules-load.d file the play wrote.
+    type: path
+    required: true
+  crictl_config:
+    description: crictl's configuration file.
+    type: path
+    default: /etc/crictl.yaml
+"""
+
+# The version of the document's shape, and the key it is returned under: provision/nodes/reports.py reads
+# exactly this version, and finds the document by this key.
+SCHEMA = 1
+REPORT_KEY = "cb_report"
+
+_SECTION_RE = re.compile(r"^\s*\[([^\[\]]+)\]\s*(#.*)?$")
+_KEY_RE = re.compile(r"""^\s*("[^"]*"|'[^']*'|[A-Za-z0-9_-]+)\s*=\s*(.*?)\s*$""")
+_HEADER_PART_RE = re.compile(r""""([^"]*)"|'([^']*)'|([^.\s]+)""")
+_FSTAB_SWAP_RE = re.compile(r"^[^#\s]\S*\s+\S+\s+swap\s")
+
+
+def _unquote(text: str) -> str:
+    return text[1:-1] if len(text) >= 2 and text[0] == text[-1] and text[0] in "\"'" else text
+
+
+def _value(raw: str) -> object:
+    if raw in ("true", "false"):
+        return raw == "true"
+    if raw[:1] in "\"'":
+        end = raw.find(raw[0], 1)
+        return raw[1:end] if end > 0 else raw[1:]
+    return raw
+
+
+def toml_tables(text: str) -> dict[tuple[str, ...], dict[str, object]]:
+    """The tables of a TOML document (header path -> its scalar keys), as far as containerd's dump needs: strings,
+    booleans and the rest as raw text. The nodes' Pythons may predate tomllib (3.11), hence no TOML library."""
+    tables: dict[tuple[str, ...], dict[str, object]] = {(): {}}
+    current: tuple[str, ...] = ()
+    for line in text.splitlines():
+        section = _SECTION_RE.match(line)
+        if section:
+            current = tuple(a or b or c for a, b, c in _HEADER_PART_RE.findall(section.group(1)))
+            tables.setdefault(current, {})
+            continue
+        key = _KEY_RE.match(line)
+        if key and not line.lstrip().startswith("#"):
+            tables[current][_unquote(key.group(1))] = _value(key.group(2))
+    return tables
+
+
+def parse_containerd_config(text: str) -> dict[str, object]:
+    """`containerd config dump` (configuration version 2 or 3) -> its runtimes, the default one, whether that one
+    uses the systemd cgroup driver, and the sandbox (pause) image."""
+    tables = toml_tables(text)
+    runtimes: dict[str, tuple[str, ...]] = {}
+    default_runtime = None
+    sandbox_image = None
+    for path, keys in tables.items():
+        if path[-1:] == ("containerd",) and "default_runtime_name" in keys:
+            default_runtime = str(keys["default_runtime_name"])
+        if len(path) >= 3 and path[-3:-1] == ("containerd", "runtimes"):
+            runtimes[path[-1]] = path
+        # Version 2 keeps it in the CRI plugin's table, version 3 among the pinned images.
+        if "sandbox_image" in keys:
+            sandbox_image = str(keys["sandbox_image"])
+        elif path[-1:] == ("pinned_images",) and "sandbox" in keys:
+            sandbox_image = str(keys["sandbox"])
+    default_path = runtimes.get(default_runtime or "")
+    options = tables.get((*default_path, "options"), {}) if default_path else {}
+    return {"default_runtime": default_runtime, "runtimes": sorted(runtimes),
+            "systemd_cgroup": options.get("SystemdCgroup") is True, "sandbox_image": sandbox_image}
+
+
+def parse_ctr_plugins(text: str) -> str | None:
+    """`ctr plugins ls` (TYPE ID PLATFORMS STATUS) -> the CRI plugin's status ("ok", "error", "skip"), or None."""
+    for line in text.splitlines():
+        columns = line.split()
+        if len(columns) >= 3 and columns[1] == "cri":
+            return columns[-1]
+    return None
+
+
+def parse_crictl_endpoint(text: str) -> str | None:
+    """/etc/crictl.yaml -> its runtime-endpoint."""
+    for line in text.splitlines():
+        key, sep, value = line.partition(":")
+        if sep and key.strip() == "runtime-endpoint":
+            return _unquote(value.strip()) or None
+    return None
+
+
+def parse_modules_load(text: str) -> list[str]:
+    return [line.strip() for line in text.splitlines() if line.strip() and not line.lstrip().startswith(("#", ";"))]
+
+
+def parse_proc_swaps(text: str) -> list[str]:
+    """/proc/swaps (a header line, then one row per active swap area) -> the areas."""
+    return [line.split()[0] for line in text.splitlines()[1:] if line.strip()]
+
+
+def parse_fstab_swaps(text: str) -> list[str]:
+    """/etc/fstab -> its swap lines that are not commented out."""
+    return [" ".join(line.split()) for line in text.splitlines() if _FSTAB_SWAP_RE.match(line)]
+
+
+def parse_apt_holds(text: str) -> list[str]:
+    """`apt-mark showhold` -> package names (without an :arch suffix)."""
+    return sorted({line.strip().split(":")[0] for line in text.splitlines() if line.strip()})
+
+
+def parse_dnf_versionlock(text: str) -> list[str]:
+    """`dnf versionlock list` (name-epoch:version-release.*) -> package names."""
+    names = set()
+    for line in text.splitlines():
+        match = re.match(r"^([A-Za-z0-9_.+-]+?)-\d+:", line.strip())
+        if match:
+            names.add(match.group(1))
+    return sorted(names)
+
+
+def count_nvidia_gpus(text: str) -> int:
+    """`nvidia-smi -L` -> how many GPUs the driver lists."""
+    return sum(1 for line in text.splitlines() if line.startswith("GPU "))
+
+
+def _read(path: str) -> str | None:
+    try:
+        with open(path, encoding="utf-8", errors="replace") as handle:
+            return handle.read()
+    except OSError:
+        return None
+
+
+def _sysctl(key: str) -> str | None:
+    text = _read(os.path.join("/proc/sys", *key.split(".")))
+    return text.strip() if text is not None else None
+
+
+def _output(module: AnsibleModule, argv: list[str]) -> tuple[bool, str]:
+    """(ran and succeeded, stdout); a command that is not installed did not succeed."""
+    if not shutil.which(argv[0]):
+        return False, ""
+    rc, out, _ = module.run_command(argv)
+    return rc == 0, out
+
+
+def _holds(module: AnsibleModule) -> list[str]:
+    if shutil.which("apt-mark"):
+        return parse_apt_holds(_output(module, ["apt-mark", "showhold"])[1])
+    return parse_dnf_versionlock(_output(module, ["dnf", "-q", "versionlock", "list"])[1])
+
+
+def report(module: AnsibleModule) -> dict[str, object]:
+    params = module.params
+    _, dump = _output(module, ["containerd", "config", "dump"])
+    containerd = parse_containerd_config(dump)
+    containerd["cri"] = parse_ctr_plugins(_output(module, ["ctr", "plugins", "ls"])[1])
+    held = _holds(module)
+    crictl_installed = shutil.which("crictl") is not None
+    gpus = None
+    if shutil.which("nvidia-smi"):
+        gpus = count_nvidia_gpus(_output(module, ["nvidia-smi", "-L"])[1])
+    return {
+        "schema": SCHEMA,
+        "hostname": socket.gethostname(),
+        "swap": {"active": parse_proc_swaps(_read("/proc/swaps") or ""),
+                 "fstab": parse_fstab_swaps(_read("/etc/fstab") or "")},
+        "modules_load": parse_modules_load(_read(params["modules_load_file"]) or ""),
+        "sysctls": {key: _sysctl(key) for key in params["sysctls"]},
+        "units": {unit: {"active": _output(module, ["systemctl", "is-active", unit])[1].strip(),
+                         "enabled": _output(module, ["systemctl", "is-enabled", unit])[1].strip()}
+                  for unit in params["units"]},
+        "containerd": containerd,
+        "crictl": {"endpoint": parse_crictl_endpoint(_read(params["crictl_config"]) or ""),
+                   "works": _output(module, ["crictl", "version"])[0] if crictl_installed else None},
+        "packages": {name: {"installed": shutil.which(name) is not None, "held": name in held}
+                     for name in params["packages"]},
+        "gpu_node": params["gpu_node"],
+        "nvidia_gpus": gpus,
+    }
+
+
+def main() -> None:
+    module = AnsibleModule(
+        argument_spec={
+            "gpu_node": {"type": "bool", "required": True},
+            "sysctls": {"type": "list", "elements": "str", "required": True},
+            "units": {"type": "list", "elements": "str", "required": True},
+            "packages": {"type": "list", "elements": "str", "required": True},
+            "modules_load_file": {"type": "path", "required": True},
+            "crictl_config": {"type": "path", "default": "/etc/crictl.yaml"},
+        },
+        supports_check_mode=True,
+    )
+    module.exit_json(changed=False, **{REPORT_KEY: report(module)})
+
+
+if __name__ == "__main__":
+    main()

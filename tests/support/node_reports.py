@@ -1,0 +1,15 @@
+"""The node report a prepared lab node sent (tests/data/node_report/), for the tests of the cb_node_report module,
+the NodeReport model and the check after prepare."""
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from tests.support.paths import REPO_ROOT
+
+NODE_REPORT_DATA = REPO_ROOT / "tests" / "data" / "node_report"
+
+
+def recorded_document() -> dict[str, Any]:
+    """A fresh copy of the document (Debian 12, containerd 1.6, placeholder Kubernetes packages, no GPU)."""
+    return json.loads((NODE_REPORT_DATA / "debian12-report.json").read_text())

@@ -1,0 +1,291 @@
+"""Lab flavours: the product can be tried on Debian trixie and sid, and on nodes shaped like Rocky Linux 9 and 8.
+
+Each flavour boots one node (shared by this module's tests), answers SSH with checked host keys, and tells
+Ansible the distribution it stands for. sid brings containerd 2 from Debian's archive; the RHEL-shaped nodes
+install from the lab's signed RPM repositories (tests/lab/repos.py) with every signature check on.
+"""
+from __future__ import annotations
+
+import gzip
+import json
+import os
+import re
+import subprocess
+import sys
+import tempfile
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+import yaml
+
+from provision.errors import BootstrapError
+from provision.inputs.inventory import load_inventory
+from provision.inputs.settings import load_settings
+from provision.nodes.prepare import PrepareResult, prepare
+from provision.resources import ROLES_DIR
+from tests.lab.lab import FLAVOURS, Lab
+from tests.lab.repos import RpmTree
+from tests.support.lab_traces import lab_cgroups, traces_of
+from tests.support.paths import REPO_ROOT
+
+ANSIBLE = Path(sys.executable).parent / "ansible"
+ROLES = ROLES_DIR
+
+
+@pytest.fixture(scope="module")
+def flavour_lab(lab_factory: Callable[..., Lab], request: pytest.FixtureRequest) -> Callable[[str], Lab]:
+    """One single-node lab per flavour, booted when a test first asks for it (RHEL-shaped ones share the
+    session's RPM tree, built only when one of them is asked for)."""
+    labs: dict[str, Lab] = {}
+
+    def get(flavour: str) -> Lab:
+        if flavour not in labs:
+            extra = {"rpm_tree": request.getfixturevalue("rpm_tree")} if FLAVOURS[flavour].rhel_shaped else {}
+            labs[flavour] = lab_factory(1, flavour=flavour, **extra)
+        return labs[flavour]
+
+    return get
+
+
+def ansible(lab: Lab, module: str, args: str = "") -> dict[str, object]:
+    """Run one Ansible module on the lab's first node over SSH (host keys checked against the lab's file);
+    returns that node's result, as `--tree` records it."""
+    ssh_args = (f"-o UserKnownHostsFile={lab.known_hosts_path} -o GlobalKnownHostsFile=/dev/null "
+                "-o StrictHostKeyChecking=yes -o IdentitiesOnly=yes")
+    env = os.environ | {"ANSIBLE_HOST_KEY_CHECKING": "True", "ANSIBLE_SSH_ARGS": ssh_args,
+                        "ANSIBLE_PIPELINING": "True"}
+    with tempfile.TemporaryDirectory() as tree:
+        command = [str(ANSIBLE), "all", "-i", str(lab.inventory_path), "--tree", tree, "-m", module,
+                   *(["-a", args] if args else [])]
+        run = subprocess.run(command, capture_output=True, text=True, env=env, timeout=300, cwd=REPO_ROOT)
+        result = Path(tree) / lab.nodes[0].name
+        if not result.is_file():
+            raise AssertionError(f"ansible -m {module} exited {run.returncode}: {run.stdout[-800:]} {run.stderr[-800:]}")
+        return json.loads(result.read_text())
+
+
+def processes_mentioning(text: str) -> list[str]:
+    found = []
+    for pid in filter(str.isdigit, os.listdir("/proc")):
+        try:
+            cmdline = Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
+        except OSError:
+            continue  # ended meanwhile
+        if text in cmdline:
+            found.append(f"{pid} {cmdline}")
+    return found
+
+
+def rpm_names(repo: Path) -> set[str]:
+    primary = next((repo / "repodata").glob("*primary.xml.gz"))
+    return set(re.findall(r"<name>([^<]+)</name>", gzip.decompress(primary.read_bytes()).decode()))
+
+
+@pytest.mark.parametrize("flavour", list(FLAVOURS))
+def test_each_flavour_boots_and_ansible_sees_the_distribution_it_stands_for(
+        flavour_lab: Callable[[str], Lab], flavour: str) -> None:
+    lab = flavour_lab(flavour)
+    node = lab.nodes[0]
+    assert node.ssh("hostname", user="tester").stdout.strip() == node.name
+    facts = ansible(lab, "ansible.builtin.setup",
+                    "gather_subset=!all,!min,distribution,pkg_mgr,python,service_mgr")["ansible_facts"]
+    expected = FLAVOURS[flavour]
+    seen = {key: facts[f"ansible_{key}"] for key in ("distribution", "os_family", "distribution_major_version",
+                                                      "pkg_mgr")}
+    assert seen == {"distribution": expected.distribution, "os_family": expected.os_family,
+                    "distribution_major_version": expected.major_version, "pkg_mgr": expected.pkg_mgr}
+    assert facts["ansible_python"]["executable"] == expected.python
+    assert facts["ansible_service_mgr"] == "systemd"
+
+
+@pytest.mark.parametrize("flavour", ["trixie", "sid"])
+def test_debian_flavours_take_packages_from_their_own_suite(flavour_lab: Callable[[str], Lab], flavour: str) -> None:
+    node = flavour_lab(flavour).nodes[0]
+    # The archive's Release files for these suites are past their Valid-Until date: the node is told to accept them.
+    node.ssh("apt-get update -q", timeout=300)
+    assert f"debian {flavour}/main amd64 Packages" in node.ssh("apt-cache policy").stdout
+
+
+def test_sid_installs_containerd_2_from_the_archive(flavour_lab: Callable[[str], Lab]) -> None:
+    node = flavour_lab("sid").nodes[0]
+    node.ssh("apt-get update -q && DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends "
+             "containerd", timeout=600)
+    assert re.search(r"^containerd \S+ 2\.\d+\.", node.ssh("containerd --version").stdout, re.M)
+    node.ssh("systemctl start containerd")
+    assert node.ssh("systemctl is-active containerd").stdout.strip() == "active"
+    assert "Version:  2." in node.ssh("ctr version").stdout
+
+
+def test_rocky9_installs_containerd_io_from_the_signed_repository_and_runs_it(
+        flavour_lab: Callable[[str], Lab]) -> None:
+    lab = flavour_lab("rocky9")
+    node = lab.nodes[0]
+    # As Docker's docker-ce.repo, with the metadata signature required as well.
+    node.ssh("cat > /etc/yum.repos.d/docker-ce.repo", input=(
+        "[docker-ce-stable]\nname=Docker CE Stable - $basearch\n"
+        f"baseurl={lab.repo_url}/docker/centos/$releasever/$basearch/stable\n"
+        f"enabled=1\ngpgcheck=1\nrepo_gpgcheck=1\ngpgkey={lab.repo_url}/docker/centos/gpg\n"))
+    # Both containerd generations are there: the newest is installed unless a test names 'containerd.io-1.6*'.
+    offered = node.ssh("dnf -y -q list --showduplicates containerd.io").stdout  # -y: import the key
+    assert re.search(r" 1\.6\.\d+-", offered) and re.search(r" 2\.\d+\.\d+-", offered)
+    node.ssh("dnf -y -q install containerd.io", timeout=600)
+    assert node.ssh("rpm -q --qf '%{VERSION}' containerd.io").stdout.startswith("2.")
+    checked = node.ssh("dnf -q download --destdir /tmp/cblab-rpms containerd.io && rpm -K /tmp/cblab-rpms/*.rpm")
+    assert "digests signatures OK" in checked.stdout
+    node.ssh("systemctl start containerd")
+    assert node.ssh("systemctl is-active containerd").stdout.strip() == "active"
+    assert re.search(r"Server:\s+Version:\s+2\.", node.ssh("ctr version").stdout)
+
+
+def test_rocky9_refuses_repository_metadata_whose_signature_does_not_verify(
+        flavour_lab: Callable[[str], Lab]) -> None:
+    lab = flavour_lab("rocky9")
+    node = lab.nodes[0]
+    # A copy of the Kubernetes repository's signed repomd.xml, changed by one line, checked with the right key.
+    source = f"{lab.repo_url}/kubernetes/v1.31/rpm"
+    node.ssh(f"mkdir -p /tmp/tampered/repodata && cd /tmp/tampered/repodata && "
+             f"curl -fsS -O {source}/repodata/repomd.xml -O {source}/repodata/repomd.xml.asc && "
+             "sed -i '2i <!-- changed -->' repomd.xml")
+    node.ssh("cat > /etc/yum.repos.d/tampered.repo", input=(
+        "[tampered]\nname=tampered\nbaseurl=file:///tmp/tampered/\nenabled=1\ngpgcheck=1\nrepo_gpgcheck=1\n"
+        f"gpgkey={source}/repodata/repomd.xml.key\n"))
+    try:
+        refused = node.ssh("dnf -y makecache --repo=tampered", check=False, timeout=120)
+    finally:
+        node.ssh("rm -r /etc/yum.repos.d/tampered.repo /tmp/tampered")
+    assert refused.returncode != 0
+    assert "tampered" in refused.stdout + refused.stderr
+
+
+def test_rocky9_ansible_installs_os_packages_from_the_nodes_rocky_repositories(
+        flavour_lab: Callable[[str], Lab]) -> None:
+    lab = flavour_lab("rocky9")
+    repo_file = lab.nodes[0].ssh("cat /etc/yum.repos.d/rocky.repo").stdout
+    assert f"baseurl={lab.repo_url}/os/rockylinux/$releasever/BaseOS/$basearch/os/" in repo_file
+    first = ansible(lab, "ansible.builtin.dnf", "name=socat,conntrack-tools state=present")
+    assert first.get("changed") is True, first
+    again = ansible(lab, "ansible.builtin.dnf", "name=socat,conntrack-tools state=present")
+    assert again.get("changed") is False, again
+    assert lab.nodes[0].ssh("rpm -q socat conntrack-tools && command -v socat conntrack").returncode == 0
+
+
+def test_el8_has_the_dnf_bindings_only_in_platform_python(flavour_lab: Callable[[str], Lab]) -> None:
+    lab = flavour_lab("el8")
+    node = lab.nodes[0]
+    assert node.ssh("/usr/libexec/platform-python -c 'import dnf; print(dnf.Base().conf.releasever)'"
+                    ).stdout.strip() == "8"
+    interpreter = FLAVOURS["el8"].python
+    assert f"ansible_python_interpreter={interpreter}" in lab.inventory_path.read_text()
+    refused = node.ssh(f"{interpreter} -c 'import dnf'", check=False)
+    assert refused.returncode != 0 and "No module named 'dnf'" in refused.stderr
+    assert "PLATFORM_ID=\"platform:el8\"" in node.ssh("cat /etc/os-release").stdout
+
+
+def test_el8_is_refused_by_prepare_with_the_reason(flavour_lab: Callable[[str], Lab]) -> None:
+    lab = flavour_lab("el8")
+    with pytest.raises(BootstrapError, match="cannot manage EL8"):
+        prepare(load_inventory(lab.inventory_path), load_settings(lab.config_path))
+
+
+@dataclass
+class PreparedRocky:
+    lab: Lab
+    config: Path
+    first: PrepareResult
+    second: PrepareResult
+
+
+@pytest.fixture(scope="module")
+def prepared_rocky9(lab_factory: Callable[..., Lab], rpm_tree: RpmTree,
+                    tmp_path_factory: pytest.TempPathFactory) -> PreparedRocky:
+    """A rocky9 node after the whole prepare phase, twice, with `offline.source` the lab's RPM tree."""
+    lab = lab_factory(1, flavour="rocky9", rpm_tree=rpm_tree)
+    config = tmp_path_factory.mktemp("rocky9") / "cluster.yaml"
+    config.write_text(yaml.safe_dump(yaml.safe_load(lab.config_path.read_text()) | {"offline": {"source": lab.repo_url}}))
+    first = prepare(load_inventory(lab.inventory_path), load_settings(config))
+    return PreparedRocky(lab, config, first, prepare(load_inventory(lab.inventory_path), load_settings(config)))
+
+
+def test_prepare_runs_for_real_on_a_rocky9_node_and_a_second_run_changes_nothing(prepared_rocky9: PreparedRocky) -> None:
+    """OS stand-ins from rocky.repo switched to offline.source, Docker's repository (containerd.io 2 and dockerd
+    running), the Kubernetes packages version-locked; every repository with its signatures checked."""
+    lab, first = prepared_rocky9.lab, prepared_rocky9.first
+    node = lab.nodes[0]
+    assert first.playbook.ok and first.changed[node.name] > 0
+    facts = first.reports[node.name].facts
+    assert {key: facts[key] for key in ("active.containerd", "active.docker", "enabled.kubelet", "cri", "held")} == {
+        "active.containerd": "active", "active.docker": "active", "enabled.kubelet": "enabled", "cri": "ok",
+        "held": "kubeadm kubelet kubectl"}
+    assert node.ssh("rpm -q --qf '%{VERSION}' containerd.io").stdout.startswith("2.")
+    kubernetes_repo = node.ssh("cat /etc/yum.repos.d/cb-kubernetes.repo").stdout.replace(" = ", "=")
+    assert f"baseurl={lab.repo_url}/kubernetes/v1.31/rpm/" in kubernetes_repo
+    assert "\ngpgcheck=1" in kubernetes_repo and "\nrepo_gpgcheck=1" in kubernetes_repo
+    assert prepared_rocky9.second.changed[node.name] == 0
+
+
+def test_a_gpu_node_on_rocky9_gets_nvidias_stack_and_the_verdict_names_the_missing_gpu(
+        prepared_rocky9: PreparedRocky) -> None:
+    """NVIDIA's path for the RHEL family runs to its end against the placeholders: the CUDA and toolkit
+    repositories, EPEL and kernel headers, the driver's dnf module stream, the toolkit. The placeholders have no
+    GPU and nvidia-ctk changes nothing, and prepare's own check says so."""
+    lab = prepared_rocky9.lab
+    node = lab.nodes[0]
+    inventory = lab.inventory_path.with_name("inventory-gpu.ini")
+    inventory.write_text(lab.inventory_path.read_text().replace(f"ansible_host={node.ip}",
+                                                                f"ansible_host={node.ip} gpu=true"))
+    with pytest.raises(BootstrapError, match="nvidia-smi lists no GPU"):
+        prepare(load_inventory(inventory), load_settings(prepared_rocky9.config))
+    installed = node.ssh("rpm -q epel-release kernel-headers nvidia-driver nvidia-driver-cuda "
+                         "nvidia-container-toolkit --qf '%{NAME}\\n'").stdout.split()
+    assert installed == ["epel-release", "kernel-headers", "nvidia-driver", "nvidia-driver-cuda",
+                         "nvidia-container-toolkit"]
+    assert "565-dkms [e]" in node.ssh("dnf -q module list --enabled nvidia-driver").stdout
+
+
+def test_a_rhel_shaped_lab_leaves_nothing_behind(prepared_rocky9: PreparedRocky, rpm_tree: RpmTree) -> None:
+    """down() removes every trace, the hub's repository server included (this module's last use of the lab)."""
+    lab = prepared_rocky9.lab
+    slot, cgroups, server = lab.slot, lab_cgroups(lab), f" {lab.hub_ip} {rpm_tree.root}"
+    assert processes_mentioning(server)
+    lab.down()
+    assert traces_of(slot, cgroups, lab.dir) == []
+    assert not processes_mentioning(server)
+
+
+def test_the_rpm_tree_holds_every_package_the_roles_install_on_the_rhel_family(rpm_tree: RpmTree) -> None:
+    os_vars = yaml.safe_load((ROLES / "os_prep/vars/RedHat.yml").read_text())
+    runtime = yaml.safe_load((ROLES / "container_runtime/defaults/main.yml").read_text())
+    nvidia = yaml.safe_load((ROLES / "nvidia/defaults/main.yml").read_text())
+    kubernetes = yaml.safe_load((ROLES / "kubernetes_packages/defaults/main.yml").read_text())
+    docker_ce = re.findall(r"'([\w.-]+)'", runtime["container_runtime_packages"]["docker-ce"])
+    for releasever in rpm_tree.releasevers:
+        os_repos = rpm_tree.root / f"os/rockylinux/{releasever}"
+        os_names = set().union(*(rpm_names(os_repos / f"{repo}/x86_64/os") for repo in ("BaseOS", "AppStream",
+                                                                                         "extras")))
+        assert set(os_vars["os_prep_packages_by_major"][releasever]) | {os_vars["os_prep_firewalld_python"],
+                                                                        "epel-release", "kernel-headers"} <= os_names
+        assert set(docker_ce) <= rpm_names(rpm_tree.root / f"docker/centos/{releasever}/x86_64/stable")
+        cuda = rpm_tree.root / f"nvidia-cuda/rhel{releasever}/x86_64"
+        assert (cuda / "D42D0685.pub").is_file() and "nvidia-driver" in rpm_names(cuda)
+        assert "stream: \"565-dkms\"" in (cuda / "modules.yaml").read_text()
+    assert set(kubernetes["kubernetes_packages_names"]) | {"cri-tools"} <= \
+        rpm_names(rpm_tree.root / f"kubernetes/v{rpm_tree.kube_minor}/rpm")
+    assert set(nvidia["nvidia_toolkit_packages"]) <= rpm_names(rpm_tree.root / "nvidia-container-toolkit/rpm/x86_64")
+    for key in ("docker/centos/gpg", "nvidia-container-toolkit/gpgkey",
+                f"kubernetes/v{rpm_tree.kube_minor}/rpm/repodata/repomd.xml.key"):
+        assert (rpm_tree.root / key).read_text() == rpm_tree.key.read_text()
+
+
+def test_every_repository_in_the_rpm_tree_has_signed_metadata(rpm_tree: RpmTree, tmp_path: Path) -> None:
+    keyring = tmp_path / "key.gpg"
+    subprocess.run(["gpg", "--batch", "--yes", "--dearmor", "--output", str(keyring), str(rpm_tree.key)],
+                   check=True, capture_output=True)
+    repomds = sorted(rpm_tree.root.rglob("repodata/repomd.xml"))
+    # per releasever: BaseOS, AppStream, extras, Docker, CUDA; once: Kubernetes, the NVIDIA toolkit
+    assert len(repomds) == 5 * len(rpm_tree.releasevers) + 2
+    for repomd in repomds:
+        check = subprocess.run(["gpgv", "--keyring", str(keyring), f"{repomd}.asc", str(repomd)],
+                               capture_output=True, text=True)
+        assert check.returncode == 0, f"{repomd}: {check.stderr}"
