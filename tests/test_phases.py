@@ -157,7 +157,8 @@ def test_prepare_alone_runs_preflight_first_and_tells_the_playbook_the_gpu_nodes
 
     def fake_preflight(cluster: Any, settings: Any, *, nodes: list[str] | None = None, **_: Any) -> PreflightReport:
         probed.append(nodes)
-        return PreflightReport(tuple(NodeReport(n, "worker", "", (), found[n]) for n in nodes or found), 0.1)
+        return PreflightReport(tuple(NodeReport(n, "worker", "", (), found[n], ("Volta",) if found[n] else ())
+                                     for n in nodes or found), 0.1)
 
     def fake_playbook(playbook: str, *args: Any, extra_vars: dict[str, Any] | None = None, **_: Any) -> PlaybookResult:
         playbooks.append({"playbook": playbook, **(extra_vars or {})})
@@ -169,7 +170,9 @@ def test_prepare_alone_runs_preflight_first_and_tells_the_playbook_the_gpu_nodes
 
     result = run_phases(select_phases(("prepare",)), context(cluster))
     assert [(o.name, o.status) for o in result.outcomes] == [("preflight", "ok"), ("prepare", "ok")], result.error
-    assert playbooks == [{"playbook": "prepare.yml", "cb_nvidia_nodes": ["w1", "w2"]}]
+    # w1's Volta GPUs need NVIDIA's proprietary kernel module; w2 (gpu=true, none found) gets NVIDIA's default.
+    assert playbooks == [{"playbook": "prepare.yml", "cb_nvidia_nodes": ["w1", "w2"],
+                          "cb_nvidia_modules": {"w1": "proprietary", "w2": "open"}}]
 
     # The counts are kept: the next `prepare` does not probe again.
     run_phases(select_phases(("prepare",)), context(cluster))

@@ -88,6 +88,8 @@ class PhaseRecord:
 class ClusterState:
     # Node name -> GPUs preflight found (0 for none); None until preflight has run.
     gpus: dict[str, int] | None = None
+    # Node name -> the generations of those GPUs (the NVIDIA kernel module and the smoke image follow them).
+    gpu_generations: dict[str, list[str]] = field(default_factory=dict)
     # Name -> outcome of the last time each phase ran.
     phases: dict[str, PhaseRecord] = field(default_factory=dict)
 
@@ -98,7 +100,7 @@ class ClusterState:
             return cls()
         try:
             data = json.loads(path.read_text())
-            return cls(gpus=data.get("gpus"),
+            return cls(gpus=data.get("gpus"), gpu_generations=data.get("gpu_generations") or {},
                        phases={k: PhaseRecord(**v) for k, v in (data.get("phases") or {}).items()})
         except (ValueError, TypeError) as exc:
             raise BootstrapError(f"{path}: unreadable state ({exc}); delete it and re-run `bootstrap up`") from None
@@ -106,7 +108,7 @@ class ClusterState:
     def save(self, cluster: Cluster) -> None:
         path = cluster_dir(cluster) / "state.json"
         tmp = path.with_suffix(".tmp")
-        tmp.write_text(json.dumps({"gpus": self.gpus,
+        tmp.write_text(json.dumps({"gpus": self.gpus, "gpu_generations": self.gpu_generations,
                                    "phases": {k: asdict(v) for k, v in self.phases.items()}}, indent=2))
         tmp.replace(path)
 

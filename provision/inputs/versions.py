@@ -341,6 +341,14 @@ def generation_index(name: str) -> int:
     return next(i for i, g in enumerate(GPU_GENERATIONS) if g.name == name)
 
 
+# The node label the gpu phase sets to the oldest generation of a node's GPUs; the smoke test reads it.
+GPU_GENERATION_LABEL = "cluster-bootstrap.io/gpu-generation"
+
+
+def oldest_generation(names: list[str]) -> str:
+    return min(names, key=generation_index)
+
+
 def smoke_image_for(generations: list[str]) -> str | None:
     """The newest smoke image whose CUDA build runs on every generation named (the oldest one decides); None
     when none does (Kepler: smoke_test.image must name a CUDA 11 image)."""

@@ -22,6 +22,7 @@ import urllib3
 from kubernetes import client
 from kubernetes.client.exceptions import ApiException
 
+from provision.inputs import versions
 from provision.inputs.settings import GPU_RESOURCE, Settings
 from provision.inputs.sources import resolve_sources
 from provision.kube.client import load_api_client
@@ -270,14 +271,33 @@ def _describe(exc: Exception) -> str:
     return f"{type(exc).__name__}: {exc}"
 
 
+def smoke_image(settings: Settings, generations: list[str]) -> str:
+    """smoke_test.image when cluster.yaml sets it; else the image the versions table gives the oldest of the
+    GPU generations the cluster's nodes are labelled with (CUDA 13 from Turing on, CUDA 12.6 before)."""
+    smoke = settings.smoke_test
+    if "image" in smoke.model_fields_set:
+        return smoke.image
+    return versions.smoke_image_for(generations) or smoke.image
+
+
+def cluster_gpu_generations(api: client.ApiClient, timeout_s: float = 10.0) -> list[str]:
+    """The GPU generations the gpu phase labelled the nodes with (none on a cluster it never labelled)."""
+    nodes = client.CoreV1Api(api).list_node(_request_timeout=timeout_s).items
+    found = {(n.metadata.labels or {}).get(versions.GPU_GENERATION_LABEL) for n in nodes if n.metadata}
+    return sorted(name for name in found if name in {g.name for g in versions.GPU_GENERATIONS})
+
+
 def build_spec(settings: Settings, mode: Mode, *, namespace: str, gpus: int | None = None, nodes: int | None = None,
-               image: str | None = None, epochs: int | None = None, timeout_s: int | None = None) -> SmokeSpec:
-    """What to run: the arguments given, else `settings.smoke_test`. On CPU the trainer's own CPU defaults
-    (fewer epochs, a smaller synthetic set) apply unless epochs are given here or set in cluster.yaml."""
+               image: str | None = None, epochs: int | None = None, timeout_s: int | None = None,
+               generations: list[str] | None = None) -> SmokeSpec:
+    """What to run: the arguments given, else `settings.smoke_test` (the image for the GPU generations given,
+    see smoke_image). On CPU the trainer's own CPU defaults (fewer epochs, a smaller synthetic set) apply unless
+    epochs are given here or set in cluster.yaml."""
     smoke = settings.smoke_test
     if epochs is None and (mode == "gpu" or "epochs" in smoke.model_fields_set):
         epochs = smoke.epochs
-    return SmokeSpec(namespace=namespace, image=image or smoke.image, gpus=0 if mode == "cpu" else (gpus or smoke.gpus),
+    image = image or smoke_image(settings, generations or [])
+    return SmokeSpec(namespace=namespace, image=image, gpus=0 if mode == "cpu" else (gpus or smoke.gpus),
                      nodes=nodes or smoke.nodes, epochs=epochs, dataset=smoke.dataset,
                      timeout_s=timeout_s or smoke.timeout_s,
                      runtime_class=GPU_RUNTIME_CLASS if settings.gpu.runtime == "runtimeclass" else None,
@@ -319,12 +339,13 @@ def run_smoke_test(
     namespace = namespace or new_namespace()
     try:
         mode = choose_mode(api, settings.smoke_test.mode, cpu, timings.request_timeout_s)
+        generations = cluster_gpu_generations(api, timings.request_timeout_s) if mode == "gpu" else []
     except (ApiException, urllib3.exceptions.HTTPError) as exc:
         nothing_yet = Observation(namespace=namespace, mode="cpu" if cpu else "gpu",
                                   elapsed_s=time.monotonic() - started)
         return failed(FailureKind.API_ERROR, f"cannot list the cluster's nodes: {_describe(exc)}", nothing_yet)
     spec = build_spec(settings, mode, namespace=namespace, gpus=gpus, nodes=nodes, image=image, epochs=epochs,
-                      timeout_s=timeout_s)
+                      timeout_s=timeout_s, generations=generations)
     run = _Run(api, spec, mode, smoke_policy(settings, spec, timings), timings, on_progress=on_progress, sleep=sleep)
     try:
         run.apply()

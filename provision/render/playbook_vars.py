@@ -49,6 +49,13 @@ def nvidia_nodes(cluster: Cluster, gpus: Mapping[str, int]) -> list[str]:
     return [n.name for n in cluster.nodes if n.gpu == "true" or (n.gpu == "auto" and gpus.get(n.name, 0) > 0)]
 
 
-def prepare_vars(cluster: Cluster, gpus: Mapping[str, int]) -> dict[str, Any]:
-    """The prepare playbook's own variables: which nodes are GPU nodes, so the nvidia role never looks again."""
-    return {"cb_nvidia_nodes": nvidia_nodes(cluster, gpus)}
+def prepare_vars(cluster: Cluster, gpus: Mapping[str, int],
+                 generations: Mapping[str, list[str]] | None = None) -> dict[str, Any]:
+    """The prepare playbook's own variables: which nodes are GPU nodes, so the nvidia role never looks again, and
+    the NVIDIA kernel module each needs (open for Turing and newer, proprietary when an older GPU is there; open,
+    NVIDIA's default, when preflight named no generation)."""
+    nodes = nvidia_nodes(cluster, gpus)
+    known = {name: [versions.GPU_GENERATIONS[versions.generation_index(g)] for g in (generations or {}).get(name, [])]
+             for name in nodes}
+    return {"cb_nvidia_nodes": nodes,
+            "cb_nvidia_modules": {name: versions.module_flavour(known[name]) if known[name] else "open" for name in nodes}}
