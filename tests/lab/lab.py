@@ -692,7 +692,7 @@ class Lab:
                 lab._serve_rpm_tree(rpm_tree)
             lab._boot([lab._new_node(name) for name in names], boot_timeout_s)
             lab.write_inventory(names)
-            lab.config_path.write_text(f"ssh:\n  known_hosts_file: {lab.known_hosts_path}\n")
+            lab.config_path.write_text(lab.base_settings())
         except BaseException:
             lab.down()
             raise
@@ -703,6 +703,13 @@ class Lab:
             if node.name == name:
                 return node
         raise KeyError(f"lab slot {self.slot} has no node {name!r}; nodes: {[n.name for n in self.nodes]}")
+
+    def base_settings(self) -> str:
+        """cluster.yaml for this lab: its known_hosts file, and on cgroup v1 nodes (every flavour but the
+        cgroup2-only ones: this host's kernel is cgroup v1) kubelet.allow_cgroup_v1, without which preflight
+        refuses them from Kubernetes 1.35 on. Tests of that refusal write settings without it."""
+        text = f"ssh:\n  known_hosts_file: {self.known_hosts_path}\n"
+        return text if self.flavour.unified_cgroup else text + "kubelet:\n  allow_cgroup_v1: true\n"
 
     @property
     def inventory_nodes(self) -> list[LabNode]:
