@@ -1,18 +1,16 @@
-"""containerd's effective configuration is read back after prepare (`containerd config dump`) and every departure
-from what prepare wrote fails the phase with its TOML path and value: the container_runtime role's filter,
-fed dumps recorded on lab nodes (Debian 12's containerd 1.6, sid's 2.1.9) and, for the NVIDIA runtime that
-cannot be installed here, the 2.1.9 dump with nvidia-ctk's drop-in merged in by hand."""
+"""containerd's effective configuration is read back after prepare (`containerd config dump`, in each node's
+report) and every departure from what prepare wrote fails the phase with its TOML path and value:
+provision/nodes/containerd_config.py, fed dumps recorded on lab nodes (Debian 12's containerd 1.6, sid's 2.1.9)
+and, for the NVIDIA runtime that cannot be installed here, the 2.1.9 dump with nvidia-ctk's drop-in merged in
+by hand."""
 from __future__ import annotations
 
-import importlib.util
 import json
-from collections.abc import Callable
-from types import ModuleType
 
 import pytest
 
+from provision.nodes.containerd_config import config_problems as problems
 from provision.nodes.preflight.probe import parse_containerd_version
-from provision.resources import PLAYBOOKS_DIR
 from tests.support.paths import REPO_ROOT
 
 DATA = REPO_ROOT / "tests" / "data" / "containerd"
@@ -27,18 +25,6 @@ NVIDIA = """
     BinaryName = '/usr/bin/nvidia-container-runtime'
     SystemdCgroup = true
 """
-
-
-def _filter() -> Callable[..., list[str]]:
-    path = PLAYBOOKS_DIR / "roles" / "container_runtime" / "filter_plugins" / "cb_containerd.py"
-    spec = importlib.util.spec_from_file_location("cb_containerd", path)
-    assert spec and spec.loader
-    module: ModuleType = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module.FilterModule().filters()["cb_containerd_problems"]  # type: ignore[no-any-return]
-
-
-problems = _filter()
 
 
 def with_nvidia(dump: str, default: bool) -> str:

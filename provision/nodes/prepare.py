@@ -17,10 +17,11 @@ from pydantic import ValidationError
 from provision.errors import BootstrapError
 from provision.inputs.inventory import Cluster
 from provision.inputs.settings import Settings
+from provision.nodes.containerd_config import config_problems
 from provision.nodes.reports import NODE_REPORT_KEY, NodeReport
 from provision.nodes.runner import PlaybookResult, RunProgress, run_playbook
 from provision.render.kubeadm_config import CRI_SOCKET
-from provision.render.playbook_vars import prepare_vars
+from provision.render.playbook_vars import prepare_vars, sandbox_image
 
 PLAYBOOK = "prepare.yml"
 # The task that turns an unreachable repository into one named message (os_prep/tasks/repository-*.yml).
@@ -58,8 +59,11 @@ def check_node(host: str, report: NodeReport, settings: Settings) -> list[str]:
     if report.unit("containerd").active != "active":
         problems.append("containerd is not running: see `journalctl -u containerd` on the node")
     containerd = report.containerd
-    if not containerd.systemd_cgroup:
-        problems.append("containerd does not use the systemd cgroup driver (SystemdCgroup = true is missing)")
+    # The effective configuration, nvidia-ctk's drop-in included: a departure is named by its path and value.
+    for departure in config_problems(containerd.config_dump, sandbox_image(settings), nvidia=report.gpu_node,
+                                     nvidia_default=settings.gpu.runtime == "default"):
+        problems.append(f"containerd runs with {departure} (`containerd config dump`; is another file under "
+                        "/etc/containerd overriding prepare's?)")
     if containerd.cri != "ok":
         problems.append("containerd's CRI plugin is not running (`ctr plugins ls` on the node)")
     if report.crictl.endpoint != CRI_SOCKET:
@@ -77,11 +81,8 @@ def check_node(host: str, report: NodeReport, settings: Settings) -> list[str]:
         problems.append(f"{', '.join(missing_holds)} not held at their version (apt-mark hold / dnf versionlock)")
     if report.unit("kubelet").enabled != "enabled":
         problems.append("the kubelet is not enabled at boot")
-    if report.gpu_node:
-        if not report.nvidia_gpus:
-            problems.append("it is a GPU node but nvidia-smi lists no GPU")
-        if "nvidia" not in containerd.runtimes:
-            problems.append("containerd has no nvidia runtime (nvidia-ctk runtime configure)")
+    if report.gpu_node and not report.nvidia_gpus:
+        problems.append("it is a GPU node but nvidia-smi lists no GPU")
     return problems
 
 

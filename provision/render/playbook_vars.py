@@ -14,14 +14,20 @@ from provision.inputs.sources import resolve_sources
 from provision.render.kubeadm_config import CRI_SOCKET
 
 
+def sandbox_image(settings: Settings) -> str:
+    """The pause image kubeadm of the chosen minor uses, from the image repository: containerd pins the same one,
+    so it is pulled once."""
+    pause = versions.kubernetes_release(settings.kubernetes.minor_number).pause
+    return f"{resolve_sources(settings).image_repository}/pause:{pause}"
+
+
 def playbook_vars(cluster: Cluster, settings: Settings) -> dict[str, Any]:
     kube = settings.kubernetes
     sources = resolve_sources(settings)
     return {
         "cb_kube_version": kube.version,
         "cb_kube_minor": kube.minor,
-        # The pause image kubeadm of this minor uses: containerd pins the same one, so it is pulled once.
-        "cb_sandbox_image": f"{sources.image_repository}/pause:{versions.kubernetes_release(kube.minor_number).pause}",
+        "cb_sandbox_image": sandbox_image(settings),
         "cb_pod_cidr": kube.pod_cidr,
         "cb_service_cidr": kube.service_cidr,
         "cb_dns_domain": kube.dns_domain,

@@ -1,5 +1,6 @@
-"""Filter for verify.yml: what in containerd's effective configuration (`containerd config dump`, read on the
-controller with tomllib) differs from what prepare wrote, each named by its TOML path and value."""
+"""containerd's effective configuration, as a prepared node reports it (`containerd config dump`, in the node
+report), judged against what prepare wrote: each departure named by its TOML path and value. Read here with
+tomllib, not on the node (whose Python may predate it)."""
 from __future__ import annotations
 
 import tomllib
@@ -27,8 +28,7 @@ def _get(config: dict[str, Any], parts: tuple[str, ...]) -> Any:
     return value
 
 
-def cb_containerd_problems(dump: str, sandbox_image: str, nvidia: bool = False,
-                           nvidia_default: bool = False) -> list[str]:
+def config_problems(dump: str, sandbox_image: str, nvidia: bool = False, nvidia_default: bool = False) -> list[str]:
     """One message per departure: the sandbox image, the default runtime (nvidia on GPU nodes when it is to be
     the default, else runc), SystemdCgroup = true on runc, on the default runtime and on nvidia, and the nvidia
     runtime present and pointing at the NVIDIA Container Runtime on GPU nodes."""
@@ -37,31 +37,27 @@ def cb_containerd_problems(dump: str, sandbox_image: str, nvidia: bool = False,
     except tomllib.TOMLDecodeError as exc:
         return [f"`containerd config dump` did not print TOML ({exc})"]
     paths = CRI_V2 if _get(config, CRI_V2["runtime"][:2]) is not None else CRI_V1
-    problems = []
+    found = []
     sandbox = _get(config, paths["sandbox"])
     if sandbox != sandbox_image:
-        problems.append(f"{_path(paths['sandbox'])} = {sandbox!r}, expected {sandbox_image!r}")
+        found.append(f"{_path(paths['sandbox'])} = {sandbox!r}, expected {sandbox_image!r}")
     runtime = paths["runtime"]
     default = _get(config, (*runtime, "default_runtime_name"))
     wanted_default = "nvidia" if nvidia and nvidia_default else "runc"
     if default != wanted_default:
-        problems.append(f"{_path((*runtime, 'default_runtime_name'))} = {default!r}, expected {wanted_default!r}")
+        found.append(f"{_path((*runtime, 'default_runtime_name'))} = {default!r}, expected {wanted_default!r}")
     runtimes = _get(config, (*runtime, "runtimes")) or {}
     for name in dict.fromkeys(["runc", default or "runc", *(["nvidia"] if nvidia else [])]):
         where = (*runtime, "runtimes", name)
         if name not in runtimes:
-            problems.append(f"{_path(where)} is missing")
+            found.append(f"{_path(where)} is missing")
             continue
         systemd = _get(runtimes[name], ("options", "SystemdCgroup"))
         if systemd is not True:
-            problems.append(f"{_path((*where, 'options', 'SystemdCgroup'))} = {systemd!r}, expected true")
+            found.append(f"{_path((*where, 'options', 'SystemdCgroup'))} = {systemd!r}, expected true")
     binary = _get(runtimes, ("nvidia", "options", "BinaryName"))
     if nvidia and "nvidia" in runtimes and not str(binary or "").endswith(NVIDIA_BINARY):
-        problems.append(f"{_path((*runtime, 'runtimes', 'nvidia', 'options', 'BinaryName'))} = {binary!r}, "
-                        f"expected the {NVIDIA_BINARY}")
-    return problems
+        found.append(f"{_path((*runtime, 'runtimes', 'nvidia', 'options', 'BinaryName'))} = {binary!r}, "
+                     f"expected the {NVIDIA_BINARY}")
+    return found
 
-
-class FilterModule:
-    def filters(self) -> dict[str, Any]:
-        return {"cb_containerd_problems": cb_containerd_problems}
