@@ -139,12 +139,17 @@ def _preflight(ctx: PhaseContext) -> str:
     gpus.update({name: int(report.gpu_counts.get(name, 0)) for name in ctx.target_nodes})
     ctx.state.gpus = gpus
     ctx.state.gpu_generations |= {name: report.gpu_generations.get(name, []) for name in ctx.target_nodes}
+    # What the settings accept but upstream no longer supports (containerd 1.x on 1.35, cgroup v1 allowed) is said
+    # on every run, not only by `bootstrap preflight`.
+    for problem in report.warnings:
+        ctx.say(f"warning: {problem.describe()}")
     if report.blocking:
         more = (f" (and {len(report.blocking) - 1} more; `bootstrap preflight` lists them)"
                 if len(report.blocking) > 1 else "")
         raise BootstrapError(f"preflight: {report.blocking[0].describe()}{more}")
     total = sum(gpus.get(n, 0) for n in ctx.target_nodes)
-    return f"{len(ctx.target_nodes)} nodes ready to prepare, {total} GPUs found"
+    warned = f", {len(report.warnings)} warnings" if report.warnings else ""
+    return f"{len(ctx.target_nodes)} nodes ready to prepare, {total} GPUs found{warned}"
 
 
 # --- prepare -----------------------------------------------------------------------------------------------

@@ -194,3 +194,10 @@ def test_ipvs_is_warned_about_as_deprecated(tmp_path: Path) -> None:
     result = validate(tmp_path, "kubernetes:\n  kube_proxy_mode: ipvs\n")
     assert result.returncode == 0, result.stderr
     assert "ipvs is deprecated since Kubernetes 1.35" in " ".join(result.stderr.split())
+
+
+def test_accepting_cgroup_v1_is_warned_about_by_every_command_that_loads_the_settings(tmp_path: Path) -> None:
+    result = validate(tmp_path, "kubelet:\n  allow_cgroup_v1: true\n")
+    assert result.returncode == 0, result.stderr
+    assert "warning: kubelet.allow_cgroup_v1 is true: Kubernetes 1.36 no longer supports cgroup v1 hosts" in \
+        " ".join(result.stderr.split())
