@@ -23,6 +23,7 @@ import yaml
 from provision.errors import BootstrapError
 from provision.inputs.inventory import load_inventory
 from provision.inputs.settings import load_settings
+from provision.inputs.versions import DRIVER_BRANCH_DEFAULT, KUBERNETES_DEFAULT
 from provision.nodes.prepare import PrepareResult, prepare
 from provision.resources import ROLES_DIR
 from tests.lab.lab import FLAVOURS, Lab
@@ -144,7 +145,7 @@ def test_rocky9_refuses_repository_metadata_whose_signature_does_not_verify(
     lab = flavour_lab("rocky9")
     node = lab.nodes[0]
     # A copy of the Kubernetes repository's signed repomd.xml, changed by one line, checked with the right key.
-    source = f"{lab.repo_url}/kubernetes/v1.31/rpm"
+    source = f"{lab.repo_url}/kubernetes/v{KUBERNETES_DEFAULT}/rpm"
     node.ssh(f"mkdir -p /tmp/tampered/repodata && cd /tmp/tampered/repodata && "
              f"curl -fsS -O {source}/repodata/repomd.xml -O {source}/repodata/repomd.xml.asc && "
              "sed -i '2i <!-- changed -->' repomd.xml")
@@ -186,7 +187,7 @@ def test_el8_has_the_dnf_bindings_only_in_platform_python(flavour_lab: Callable[
 def test_el8_is_refused_by_prepare_with_the_reason(flavour_lab: Callable[[str], Lab]) -> None:
     lab = flavour_lab("el8")
     with pytest.raises(BootstrapError, match="cannot manage EL8"):
-        prepare(load_inventory(lab.inventory_path), load_settings(lab.config_path))
+        prepare(load_inventory(lab.inventory_path), load_settings(lab.config_path), gpus={})
 
 
 @dataclass
@@ -204,8 +205,8 @@ def prepared_rocky9(lab_factory: Callable[..., Lab], rpm_tree: RpmTree,
     lab = lab_factory(1, flavour="rocky9", rpm_tree=rpm_tree)
     config = tmp_path_factory.mktemp("rocky9") / "cluster.yaml"
     config.write_text(yaml.safe_dump(yaml.safe_load(lab.config_path.read_text()) | {"offline": {"source": lab.repo_url}}))
-    first = prepare(load_inventory(lab.inventory_path), load_settings(config))
-    return PreparedRocky(lab, config, first, prepare(load_inventory(lab.inventory_path), load_settings(config)))
+    first = prepare(load_inventory(lab.inventory_path), load_settings(config), gpus={})
+    return PreparedRocky(lab, config, first, prepare(load_inventory(lab.inventory_path), load_settings(config), gpus={}))
 
 
 def test_prepare_runs_for_real_on_a_rocky9_node_and_a_second_run_changes_nothing(prepared_rocky9: PreparedRocky) -> None:
@@ -214,13 +215,15 @@ def test_prepare_runs_for_real_on_a_rocky9_node_and_a_second_run_changes_nothing
     lab, first = prepared_rocky9.lab, prepared_rocky9.first
     node = lab.nodes[0]
     assert first.playbook.ok and first.changed[node.name] > 0
-    facts = first.reports[node.name].facts
-    assert {key: facts[key] for key in ("active.containerd", "active.docker", "enabled.kubelet", "cri", "held")} == {
-        "active.containerd": "active", "active.docker": "active", "enabled.kubelet": "enabled", "cri": "ok",
-        "held": "kubeadm kubelet kubectl"}
+    report = first.reports[node.name]
+    assert (report.unit("containerd").active, report.unit("docker").active, report.unit("kubelet").enabled,
+            report.containerd.cri) == ("active", "active", "enabled", "ok")
+    assert all(package.held for package in report.packages.values())
     assert node.ssh("rpm -q --qf '%{VERSION}' containerd.io").stdout.startswith("2.")
+    # containerd 2: configuration version 3, read back by prepare (the node report's `containerd config dump`).
+    assert "\nversion = 3\n" in node.ssh("cat /etc/containerd/config.toml").stdout
     kubernetes_repo = node.ssh("cat /etc/yum.repos.d/cb-kubernetes.repo").stdout.replace(" = ", "=")
-    assert f"baseurl={lab.repo_url}/kubernetes/v1.31/rpm/" in kubernetes_repo
+    assert f"baseurl={lab.repo_url}/kubernetes/v{KUBERNETES_DEFAULT}/rpm/" in kubernetes_repo
     assert "\ngpgcheck=1" in kubernetes_repo and "\nrepo_gpgcheck=1" in kubernetes_repo
     assert prepared_rocky9.second.changed[node.name] == 0
 
@@ -236,12 +239,13 @@ def test_a_gpu_node_on_rocky9_gets_nvidias_stack_and_the_verdict_names_the_missi
     inventory.write_text(lab.inventory_path.read_text().replace(f"ansible_host={node.ip}",
                                                                 f"ansible_host={node.ip} gpu=true"))
     with pytest.raises(BootstrapError, match="nvidia-smi lists no GPU"):
-        prepare(load_inventory(inventory), load_settings(prepared_rocky9.config))
+        prepare(load_inventory(inventory), load_settings(prepared_rocky9.config), gpus={})
     installed = node.ssh("rpm -q epel-release kernel-headers nvidia-driver nvidia-driver-cuda "
                          "nvidia-container-toolkit --qf '%{NAME}\\n'").stdout.split()
     assert installed == ["epel-release", "kernel-headers", "nvidia-driver", "nvidia-driver-cuda",
                          "nvidia-container-toolkit"]
-    assert "565-dkms [e]" in node.ssh("dnf -q module list --enabled nvidia-driver").stdout
+    # No GPU generation known (gpu=true, none found): NVIDIA's default, the open kernel modules' stream.
+    assert f"{DRIVER_BRANCH_DEFAULT}-open [e]" in node.ssh("dnf -q module list --enabled nvidia-driver").stdout
 
 
 def test_a_rhel_shaped_lab_leaves_nothing_behind(prepared_rocky9: PreparedRocky, rpm_tree: RpmTree) -> None:
@@ -259,7 +263,7 @@ def test_the_rpm_tree_holds_every_package_the_roles_install_on_the_rhel_family(r
     runtime = yaml.safe_load((ROLES / "container_runtime/defaults/main.yml").read_text())
     nvidia = yaml.safe_load((ROLES / "nvidia/defaults/main.yml").read_text())
     kubernetes = yaml.safe_load((ROLES / "kubernetes_packages/defaults/main.yml").read_text())
-    docker_ce = re.findall(r"'([\w.-]+)'", runtime["container_runtime_packages"]["docker-ce"])
+    docker_ce = re.findall(r"'([\w.-]+)'", runtime["container_runtime_packages"]["docker"])
     for releasever in rpm_tree.releasevers:
         os_repos = rpm_tree.root / f"os/rockylinux/{releasever}"
         os_names = set().union(*(rpm_names(os_repos / f"{repo}/x86_64/os") for repo in ("BaseOS", "AppStream",
@@ -269,7 +273,8 @@ def test_the_rpm_tree_holds_every_package_the_roles_install_on_the_rhel_family(r
         assert set(docker_ce) <= rpm_names(rpm_tree.root / f"docker/centos/{releasever}/x86_64/stable")
         cuda = rpm_tree.root / f"nvidia-cuda/rhel{releasever}/x86_64"
         assert (cuda / "D42D0685.pub").is_file() and "nvidia-driver" in rpm_names(cuda)
-        assert "stream: \"565-dkms\"" in (cuda / "modules.yaml").read_text()
+        modules = (cuda / "modules.yaml").read_text()
+        assert f"stream: \"{DRIVER_BRANCH_DEFAULT}-open\"" in modules and f"stream: \"{DRIVER_BRANCH_DEFAULT}-dkms\"" in modules
     assert set(kubernetes["kubernetes_packages_names"]) | {"cri-tools"} <= \
         rpm_names(rpm_tree.root / f"kubernetes/v{rpm_tree.kube_minor}/rpm")
     assert set(nvidia["nvidia_toolkit_packages"]) <= rpm_names(rpm_tree.root / "nvidia-container-toolkit/rpm/x86_64")

@@ -33,10 +33,17 @@ CA_HASH = "sha256:" + secrets.token_hex(32)
 TOKEN_PATTERN = re.compile(r"\b[a-z0-9]{6}\.[a-z0-9]{16}\b")
 
 FAKE_KUBEADM = """#!/bin/sh
-# Stand-in for kubeadm: records each call, acts out what the plays rely on.
+# Stand-in for kubeadm: records each call, acts out what the plays rely on. Like kubeadm 1.36 and later, it
+# reads kubeadm.k8s.io/v1beta4 only.
 echo "$*" >> /root/kubeadm-calls
+case "$1" in config|init)
+  if grep -q '^apiVersion: kubeadm.k8s.io/' /etc/kubernetes/kubeadm-config.yaml &&
+     grep '^apiVersion: kubeadm.k8s.io/' /etc/kubernetes/kubeadm-config.yaml | grep -qv 'kubeadm.k8s.io/v1beta4$'; then
+    echo "this version of kubeadm only supports kubeadm.k8s.io/v1beta4" >&2; exit 1
+  fi ;;
+esac
 case "$1" in
-  config) echo "[config/images] Pulled registry.k8s.io/kube-apiserver:v1.31.0" ;;
+  config) echo "[config/images] Pulled registry.k8s.io/kube-apiserver:v1.36.0" ;;
   init)
     echo "kubeadm join CP_IP:6443 --token TOKEN --discovery-token-ca-cert-hash CA_HASH"
     if [ -e /root/init-fails ]; then
@@ -184,7 +191,11 @@ def test_control_plane_pulls_images_then_inits_once_and_fetches_a_private_kubeco
     assert calls(lab, "n2") == [] and calls(lab, "n3") == []
     n1 = lab.node("n1")
     assert n1.ssh("stat -c %a /etc/kubernetes/kubeadm-config.yaml /root/.kube/config").stdout.split() == ["600", "600"]
-    assert n1.ssh("cat /etc/kubernetes/kubeadm-config.yaml").stdout == render_init_config(ctx.cluster, ctx.settings)
+    written = n1.ssh("cat /etc/kubernetes/kubeadm-config.yaml").stdout
+    assert written == render_init_config(ctx.cluster, ctx.settings)
+    assert re.findall(r"^apiVersion: (kubeadm\.k8s\.io/\S+)$", written, re.M) == ["kubeadm.k8s.io/v1beta4"] * 2
+    # The lab's nodes are cgroup v1 (this host's kernel) and its settings accept that: both halves of the opt-out.
+    assert "failCgroupV1: false" in written and "- SystemVerification" in written
     assert leaked(first.run_dir) == []
 
     installed = install_admin_kubeconfig(fetched_kubeconfig_path(ctx.cluster), ctx.cluster)
@@ -225,7 +236,8 @@ def test_workers_join_with_a_fresh_token_that_appears_in_no_log(lab: Lab) -> Non
     for name in ("n2", "n3"):
         node = lab.node(name)
         assert calls(lab, name) == [f"join {cp_ip}:6443 --token {TOKEN} --discovery-token-ca-cert-hash {CA_HASH} "
-                                    f"--node-name {name} --cri-socket unix:///run/containerd/containerd.sock"]
+                                    f"--node-name {name} --cri-socket unix:///run/containerd/containerd.sock "
+                                    "--ignore-preflight-errors SystemVerification"]
         assert node.ssh("cat /etc/default/kubelet").stdout == (
             f"# BEGIN cluster-bootstrap node-ip\nKUBELET_EXTRA_ARGS=--node-ip={node.ip}\n"
             "# END cluster-bootstrap node-ip\n")
