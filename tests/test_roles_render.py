@@ -39,6 +39,9 @@ FACTS = {
     "ubuntu2204": {"ansible_os_family": "Debian", "ansible_distribution": "Ubuntu", "ansible_distribution_major_version": "22",
                    "ansible_distribution_version": "22.04", "ansible_distribution_release": "jammy",
                    "ansible_kernel": "5.15.0-105-generic"},
+    "debian13": {"ansible_os_family": "Debian", "ansible_distribution": "Debian", "ansible_distribution_major_version": "13",
+                 "ansible_distribution_version": "13.2", "ansible_distribution_release": "trixie",
+                 "ansible_kernel": "6.12.48+deb13-amd64"},
     "debian12": {"ansible_os_family": "Debian", "ansible_distribution": "Debian", "ansible_distribution_major_version": "12",
                  "ansible_distribution_version": "12.5", "ansible_distribution_release": "bookworm",
                  "ansible_kernel": "6.1.0-21-amd64"},
@@ -336,3 +339,11 @@ def test_the_driver_takes_the_kernel_module_the_gpus_need(generations: list[str]
     assert modules["cb_nvidia_nodes"] == ["gpu-1"]
     assert Rendered("ubuntu2204", **modules)("nvidia_driver_packages") == [debian]
     assert Rendered("rocky9", **modules)("nvidia_driver_packages") == [rhel]
+
+
+def test_debian_13_gets_nvidias_debian13_tree_with_its_key_and_the_docker_client() -> None:
+    trixie = Rendered("debian13")
+    assert trixie("nvidia_cuda_repo.uri") == "https://developer.download.nvidia.com/compute/cuda/repos/debian13/x86_64/"
+    assert trixie("nvidia_cuda_repo.key_url").endswith("/debian13/x86_64/8793F200.pub")
+    assert trixie("container_runtime_packages.distribution") == ["containerd", "runc", "docker.io", "docker-cli"]
+    assert Rendered("debian12")("container_runtime_packages.distribution") == ["containerd", "runc", "docker.io"]
