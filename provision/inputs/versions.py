@@ -130,9 +130,9 @@ def kubernetes_minor_problem(minor: int, *, allow_untested: bool = False) -> str
 # containerd 2.0-2.2 read configuration version 3 (the CRI plugin split into io.containerd.cri.v1.runtime and
 # .images); 2.3 writes version 4 but migrates 3, and 2.1/2.2 refuse 4: version 3 is the one every 2.x reads.
 CONTAINERD_CONFIG_VERSION = {1: 2, 2: 3}
-# A drop-in whose version is higher than the root config's stops containerd (containerd #12891): the NVIDIA
-# runtime goes into a drop-in written at the root config's version (nvidia-ctk --config-source=file).
-CONTAINERD_DROP_IN_DIR = "/etc/containerd/conf.d"
+# A drop-in whose version is higher than the root config's stops containerd (containerd #12891, seen on a lab
+# node): the NVIDIA runtime goes into a drop-in written at the root config's version (nvidia-ctk
+# --config-source=file, the nvidia role).
 
 # The containerd each distribution release ships (packages.debian.org, packages.ubuntu.com; sid as installed on
 # a lab node on 2026-11-22). The RHEL family ships none: containerd comes from Docker's containerd.io there.
