@@ -27,11 +27,11 @@ def _load(tmp_path: Path, settings: str, hosts: str = HOSTS) -> None:
      "[control_plane]\ncp1 ansible_host=203.0.113.7 node_ip=172.16.4.2\n",
      ["pod_cidr 172.16.0.0/16 contains node 'cp1' (172.16.4.2)"]),
     ("", "[control_plane]\ncp1 ansible_host=203.0.113.7 node_ip=cp1.lan\n",
-     ["host 'cp1': node_ip='cp1.lan' is not an IP address"]),
+     ["host 'cp1': node_ip='cp1.lan' is not an IPv4 address"]),
     ("kubernetes:\n  pod_cidr: 10.244.0.0/25\n", HOSTS,
      ["pod_cidr 10.244.0.0/25 is smaller than the /24 each node takes", "10.244.0.0/16"]),
     ("kubernetes:\n  pod_cidr: 10.244.0.0/24\n", HOSTS,
-     ["pod_cidr 10.244.0.0/24 has room for 1 nodes", "the inventory has 2"]),
+     ["pod_cidr 10.244.0.0/24 has room for 1 nodes", "hosts.ini has 2"]),
 ], ids=["seed-192.168", "node-ip-in-pod-cidr", "node-ip-not-an-address", "pod-cidr-too-small",
         "pod-cidr-too-few-nodes"])
 def test_refused_with_the_fix(tmp_path: Path, settings: str, hosts: str, words: list[str]) -> None:

@@ -93,7 +93,8 @@ def test_a_phase_with_nothing_to_do_is_skipped(cluster, monkeypatch: pytest.Monk
 
 
 def test_from_and_only_select_phases() -> None:
-    assert [p.name for p in select_phases(UP_PHASES, from_phase="gpu")] == ["gpu", "verify", "smoke"]
+    assert [p.name for p in select_phases(UP_PHASES, from_phase="gpu")] == [
+        "gpu", "volcano", "training_operator", "trainer", "verify", "smoke"]
     assert [p.name for p in select_phases(UP_PHASES, only="network")] == ["network"]
     assert [p.name for p in select_phases(UP_PHASES)] == list(UP_PHASES)
     with pytest.raises(InputError, match="unknown phase 'netwrk': phases are preflight, prepare, control_plane"):
@@ -103,12 +104,15 @@ def test_from_and_only_select_phases() -> None:
 
 
 def test_up_is_the_issue_order_and_node_add_reuses_its_phases() -> None:
-    assert UP_PHASES == ("preflight", "prepare", "control_plane", "network", "join", "gpu", "verify", "smoke")
+    assert UP_PHASES == ("preflight", "prepare", "control_plane", "network", "join", "gpu",
+                         "volcano", "training_operator", "trainer", "verify", "smoke")
     assert set(NODE_ADD_PHASES) <= set(UP_PHASES)
     assert all(name in PHASES for name in UP_PHASES)
     playbooks = {p.name: p.playbook for p in PHASES.values() if p.playbook}
+    addons = {name: "addon.yml" for addon in ("volcano", "training_operator", "trainer")
+              for name in (addon, f"remove_{addon}")}
     assert playbooks == {"prepare": "prepare.yml", "control_plane": "control_plane.yml", "network": "network.yml",
-                         "join": "join.yml", "gpu": "gpu_plugin.yml", "reset": "reset.yml"}
+                         "join": "join.yml", "gpu": "gpu_plugin.yml", "reset": "reset.yml"} | addons
     assert all((PLAYBOOKS_DIR / playbook).is_file() for playbook in playbooks.values())
 
 
@@ -157,7 +161,8 @@ def test_prepare_alone_runs_preflight_first_and_tells_the_playbook_the_gpu_nodes
 
     def fake_preflight(cluster: Any, settings: Any, *, nodes: list[str] | None = None, **_: Any) -> PreflightReport:
         probed.append(nodes)
-        return PreflightReport(tuple(NodeReport(n, "worker", "", (), found[n], ("Volta",) if found[n] else ())
+        return PreflightReport(tuple(NodeReport(n, "worker", "", (), found[n],
+                                                gpu_generations=("Volta",) if found[n] else ())
                                      for n in nodes or found), 0.1)
 
     def fake_playbook(playbook: str, *args: Any, extra_vars: dict[str, Any] | None = None, **_: Any) -> PlaybookResult:
@@ -278,7 +283,7 @@ def test_a_failed_up_shows_where_to_resume(cluster, monkeypatch: pytest.MonkeyPa
     recorder.ran.clear()
     outcome = CliRunner().invoke(app, ["up", "--inventory", str(cluster.inventory_path), "--from", "join"])
     assert outcome.exit_code == 0, outcome.output
-    assert recorder.ran == ["join", "gpu", "verify", "smoke"]
+    assert recorder.ran == ["join", "gpu", "volcano", "training_operator", "trainer", "verify", "smoke"]
 
 
 def test_up_refuses_a_context_name_without_merge_kubeconfig_before_running_anything(
@@ -345,3 +350,30 @@ def test_verify_for_a_node_added_later_looks_at_that_node(cluster) -> None:
     assert result.ok, result.error
     assert result.outcomes[0].detail == "1 nodes Ready, 2 GPUs allocatable, DNS answers"
     assert probe["spec"]["nodeName"] == "w1"
+
+
+def test_the_join_phase_labels_the_workers_once_they_are_ready(cluster) -> None:
+    """Seed 000 labels its workers by hand; the join phase does it, and a second run patches nothing."""
+    labelled: dict[str, dict[str, str]] = {"cp1": {"node-role.kubernetes.io/control-plane": ""}, "w1": {}}
+
+    def read(request: Any) -> Any:
+        name = request.params["name"]
+        return node(name) | {"metadata": {"name": name, "labels": dict(labelled[name])}}
+
+    def patch(request: Any) -> Any:
+        labelled[request.params["name"]] |= request.json["metadata"]["labels"]
+        return read(request)
+
+    with FakeApiServer() as server:
+        server.add("GET", "/api/v1/nodes", object_list("NodeList", [node("cp1"), node("w1")]))
+        server.add("GET", "/api/v1/nodes/{name}", read)
+        server.add("PATCH", "/api/v1/nodes/{name}", patch)
+        _install_kubeconfig(cluster, server)
+        first = run_phases([Phase("join", "join", PHASES["join"].check)], context(cluster))
+        second = run_phases([Phase("join", "join", PHASES["join"].check)], context(cluster))
+        patches = server.requests_to("PATCH")
+    assert first.ok and second.ok, (first.error, second.error)
+    assert labelled["w1"] == {"node-role.kubernetes.io/worker": ""}
+    assert [r.path for r in patches] == ["/api/v1/nodes/w1"]
+    assert first.outcomes[0].detail == "2 nodes Ready, 1 labelled worker"
+    assert second.outcomes[0].detail == "2 nodes Ready"

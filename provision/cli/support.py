@@ -81,6 +81,6 @@ def run_pipeline(phase_names: Sequence[str], cluster: Cluster, settings: Setting
         failed = next((o.name for o in result.outcomes if o.status == "failed"), None)
         if failed and tuple(phase_names) == UP_PHASES:
             console.print(f"fix the cause, then re-run `bootstrap up --inventory {cluster.inventory_path}` "
-                          f"(or resume with `--from {failed}`)", style="yellow", soft_wrap=True, markup=False)
+                          f"(or resume with `--from {failed}`)", style="yellow", soft_wrap=True)
         raise result.error
     return ctx

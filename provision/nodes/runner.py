@@ -7,7 +7,6 @@ it) and every run leaves its artifacts and a plain-text log in a run directory u
 from __future__ import annotations
 
 import os
-import shlex
 import sys
 import time
 from collections.abc import Callable
@@ -19,9 +18,10 @@ from typing import Any
 import yaml
 
 from provision.errors import BootstrapError
-from provision.inputs.inventory import Cluster, Node
+from provision.inputs.inventory import Cluster, Node, ansible_inventory_env
 from provision.inputs.settings import Settings
 from provision.inputs.state import private_dir, runs_root
+from provision.nodes.ssh import ansible_ssh_common_args
 from provision.nodes.tally import EventTally, HostTally, TaskFailure
 from provision.render.playbook_vars import playbook_vars
 from provision.resources import ANSIBLE_CFG, PLAYBOOKS_DIR, ROLES_DIR
@@ -74,13 +74,13 @@ def new_run_dir(phase: str) -> Path:
 
 
 def ssh_args(settings: Settings) -> str:
-    """SSH options for Ansible: multiplexed connections, and host keys checked (never silently accepted)."""
+    """SSH options for Ansible: multiplexed connections, and host keys checked (never silently accepted).
+    The known_hosts file and a bastion are per host (ansible_ssh_common_args, in _groups_inventory)."""
     ssh = settings.ssh
     strict = "accept-new" if ssh.accept_new_host_keys else "yes"
     return " ".join([
         "-o ControlMaster=auto -o ControlPersist=60s",
         f"-o StrictHostKeyChecking={strict}",
-        f"-o UserKnownHostsFile={shlex.quote(str(ssh.known_hosts_path))}",
         f"-o ConnectTimeout={ssh.connect_timeout_s}",
         "-o ServerAliveInterval=15",
     ])
@@ -113,11 +113,14 @@ def executor_envvars(settings: Settings) -> dict[str, str]:
     }
 
 
-def _groups_inventory(cluster: Cluster, run_dir: Path) -> Path:
+def _groups_inventory(cluster: Cluster, settings: Settings, run_dir: Path) -> Path:
     """The canonical groups our playbooks target, laid over the user's inventory (which keeps its vars)."""
     def host_vars(node: Node) -> dict[str, str]:
+        # The SSH route as bootstrap's own connections take it (known_hosts, bastion), replacing the inventory's
+        # common and extra args, which it folds in.
+        found = {"ansible_ssh_common_args": ansible_ssh_common_args(node, settings.ssh), "ansible_ssh_extra_args": ""}
         # Key paths are resolved against the inventory file; ssh would resolve them against its own cwd.
-        return {"ansible_ssh_private_key_file": str(node.key_file)} if node.key_file else {}
+        return found | ({"ansible_ssh_private_key_file": str(node.key_file)} if node.key_file else {})
 
     groups = {
         "all": {
@@ -183,7 +186,7 @@ def run_playbook(
         "ANSIBLE_TIMEOUT": str(settings.ssh.connect_timeout_s),
         # The ansible-playbook installed beside this interpreter first, so an un-activated virtualenv works too.
         "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}",
-    } | executor_envvars(settings)
+    } | executor_envvars(settings) | ansible_inventory_env(cluster.inventory_path, cluster.inventory_format)
     passwords = {}
     if become_password is not None:
         passwords = {r"^BECOME password.*:\s*?$": become_password}
@@ -193,7 +196,7 @@ def run_playbook(
         result = ansible_runner.run(
             private_data_dir=str(run_dir),
             playbook=str(playbook_path),
-            inventory=[str(cluster.inventory_path.resolve()), str(_groups_inventory(cluster, run_dir))],
+            inventory=[str(cluster.inventory_path.resolve()), str(_groups_inventory(cluster, settings, run_dir))],
             limit=",".join(limit) if limit else None,
             extravars=all_vars,
             envvars=envvars,

@@ -9,6 +9,7 @@ from typing import Literal
 from provision.inputs import versions
 from provision.inputs.inventory import Node
 from provision.inputs.settings import Settings
+from provision.nodes.nic import check_links
 from provision.nodes.preflight.probe import NVIDIA_VENDOR, NodeFacts
 
 Status = Literal["ok", "warn", "fail"]
@@ -42,21 +43,6 @@ OLD_RHEL_FIX = {
          "the node with Rocky Linux 9, AlmaLinux 9 or CentOS Stream 9 (same RPM family)",
     "8": "EL8 cannot be managed by ansible-core 2.19 (its dnf Python bindings exist only for Python 3.6): upgrade "
          "the node to EL9 (Rocky Linux 9, AlmaLinux 9 or CentOS Stream 9)",
-}
-
-# The column each check is shown in (`bootstrap preflight` draws one column per family).
-FAMILIES: dict[str, tuple[str, ...]] = {
-    "access": ("ssh", "sudo", "facts"),
-    "os": ("os",),
-    "resources": ("cpu", "memory"),
-    "unique": ("hostname", "product_uuid", "mac"),
-    "ports": ("ports",),
-    "clock": ("clock",),
-    "swap": ("swap",),
-    "selinux": ("selinux",),
-    # The compatibility rules between the node and the versions chosen (provision/inputs/versions.py).
-    "runtime": ("containerd", "containerd_1x", "cgroup", "cgroup_v1_allowed", "cgroup_v2_switch", "kernel"),
-    "gpu": ("gpu", "gpu_driver", "gpu_generation", "smoke_image"),
 }
 
 # --- which problems block: the one place that decides ------------------------------------------------------
@@ -377,9 +363,16 @@ def judge(node: Node, finding: Finding) -> CheckResult:
     return CheckResult(finding.name, severity(finding.name, node), finding.detail, finding.fix)
 
 
-def evaluate(nodes: list[Node], facts_by_node: dict[str, NodeFacts],
-             settings: Settings | None = None) -> dict[str, tuple[list[CheckResult], int]]:
-    """Judge the facts of the nodes that could be probed: per node, its checks and GPU count."""
+def check_network(facts: NodeFacts, *, multi_node: bool, min_gbps: float) -> Finding:
+    problem, detail, fix = check_links(facts.links, multi_node=multi_node, min_gbps=min_gbps)
+    return Finding("network", problem, detail, fix)
+
+
+def evaluate(nodes: list[Node], facts_by_node: dict[str, NodeFacts], settings: Settings | None = None, *,
+             multi_node: bool = False, min_link_gbps: float = 10.0) -> dict[str, tuple[list[CheckResult], int]]:
+    """Judge the facts of the nodes that could be probed: per node, its checks and GPU count. `settings`: what the
+    compatibility rules hold the node to (the defaults when None). `multi_node`: the smoke test will train across
+    nodes, so links under min_link_gbps are warned about."""
     settings = settings or Settings()
     unique = check_unique(facts_by_node)
     results = {}
@@ -388,6 +381,7 @@ def evaluate(nodes: list[Node], facts_by_node: dict[str, NodeFacts],
         gpu_finding, gpu_count = check_gpu(facts, node)
         findings = [check_os(facts), check_cpu(facts), check_memory(facts), *unique[node.name],
                     check_ports(facts, node), check_clock(facts), check_swap(facts), check_selinux(facts), gpu_finding,
+                    check_network(facts, multi_node=multi_node, min_gbps=min_link_gbps),
                     check_containerd(facts, settings), check_cgroup(facts, settings), check_kernel(facts, settings),
                     *check_gpu_versions(facts, settings, node)]
         results[node.name] = ([judge(node, f) for f in findings], gpu_count)

@@ -9,6 +9,8 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 
 from provision.inputs import versions
+from provision.nodes.nic import PROBE_SECTION as NIC_PROBE_SECTION
+from provision.nodes.nic import Links, parse_links
 
 # PCI vendor id of NVIDIA; a GPU is a device of that vendor in the display class (0x03xxxx).
 NVIDIA_VENDOR = "10de"
@@ -51,6 +53,8 @@ class NodeFacts:
     containerd_version: tuple[int, ...] | None = None
     runtime_packages: dict[str, str] = field(default_factory=dict)
     containerd_candidate: str | None = None
+    # NIC speeds and RDMA devices (nodes/nic.py).
+    links: Links = field(default_factory=Links)
 
 
 # Runs as root through sudo; POSIX sh; every section is optional so a missing tool only empties its section.
@@ -100,8 +104,7 @@ elif command -v rpm >/dev/null 2>&1; then
   rpm -q --qf '%{NAME} %{VERSION}\n' containerd.io docker-ce 2>/dev/null | grep -v 'not installed'
 fi
 section containerd_candidate; apt-cache policy containerd 2>/dev/null | awk '$1 == "Candidate:" {print $2}'
-section end
-"""
+""" + NIC_PROBE_SECTION + "section end\n"
 
 
 def _sections(text: str) -> dict[str, list[str]]:
@@ -205,6 +208,7 @@ def parse_facts(text: str) -> NodeFacts:
         gpus=tuple(gpus),
         nvidia_driver=next((line.strip() for line in sections.get("nvidia_driver", []) if line.strip()), None),
         kube_configs=tuple(line.strip() for line in sections.get("kube", []) if line.strip()),
+        links=parse_links(sections, default_iface),
         node_time_s=next((t for t in map(_float_or_none, sections.get("time", [])) if t is not None), None),
         kernel=_first(sections.get("kernel")),
         cgroup_version={"cgroup2fs": 2, "tmpfs": 1}.get(_first(sections.get("cgroup_fs")) or ""),
