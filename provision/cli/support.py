@@ -34,9 +34,10 @@ def load_inputs(nodes: NodeOptions) -> tuple[Cluster, Settings]:
 
 
 def warn(warnings: list[str]) -> None:
-    """Each on its own line on stderr, so --output json keeps stdout to its one document."""
+    """Each on stderr (wrapped to the terminal, like preflight's problems), so --output json keeps stdout to its one
+    document."""
     for line in warnings:
-        console.print(f"warning: {line}", style="bold yellow", soft_wrap=True, markup=False)
+        console.print(f"warning: {line}", style="bold yellow")
 
 
 def ask_become_password(ask: bool) -> str | None:

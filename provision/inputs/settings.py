@@ -77,6 +77,14 @@ def url_problem(value: str, schemes: tuple[str, ...] = ("http", "https")) -> str
     return None
 
 
+def file_url_problem(value: str) -> str | None:
+    """Why a file:// URL does not name an absolute directory on the nodes, or None."""
+    path = value.removeprefix("file://")
+    if not path.startswith("/") or not URL_CHARACTERS_RE.match(path) or "/../" in f"{path}/":
+        return f"{shown(value)} is not an absolute path on the nodes: write e.g. file:///srv/offline"
+    return None
+
+
 def _url(value: str | None, schemes: tuple[str, ...] = ("http", "https")) -> str | None:
     if value is None:
         return None
@@ -289,6 +297,12 @@ class MirrorSettings(_Section):
                      "calico_manifest", "pip_index")
     @classmethod
     def _urls(cls, value: str | None) -> str | None:
+        # A package repository may also be a directory on the nodes (file://), as offline.source may.
+        if value is not None and value.startswith("file://"):
+            problem = file_url_problem(value)
+            if problem:
+                raise ValueError(problem)
+            return value
         return _url(value)
 
     @field_validator("image_repository")
@@ -313,9 +327,9 @@ class OfflineSettings(_Section):
         if not re.match(r"^(https?|file)://", value):
             raise ValueError(f"{shown(value)} is neither an absolute path nor an http(s):// or file:// URL")
         if value.startswith("file://"):
-            path = value.removeprefix("file://")
-            if not path.startswith("/") or not URL_CHARACTERS_RE.match(path) or "/../" in f"{path}/":
-                raise ValueError(f"{shown(value)} is not an absolute path on the nodes: write e.g. /srv/offline")
+            problem = file_url_problem(value)
+            if problem:
+                raise ValueError(problem)
             return value.rstrip("/")
         return (_url(value) or "").rstrip("/")
 
