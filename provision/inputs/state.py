@@ -16,6 +16,7 @@ from pathlib import Path
 
 from provision.errors import BootstrapError, InputError
 from provision.inputs.inventory import Cluster
+from provision.inputs.platforms import NodePython
 
 STATE_DIR_ENV = "BOOTSTRAP_STATE_DIR"
 APP_NAME = "cluster-bootstrap"
@@ -92,6 +93,8 @@ class ClusterState:
     gpus: dict[str, int] | None = None
     # Node name -> the generations of those GPUs (the NVIDIA kernel module and the smoke image follow them).
     gpu_generations: dict[str, list[str]] = field(default_factory=dict)
+    # Node name -> the interpreter preflight chose for it (every playbook run's inventory names it).
+    pythons: dict[str, NodePython] = field(default_factory=dict)
     # Name -> outcome of the last time each phase ran.
     phases: dict[str, PhaseRecord] = field(default_factory=dict)
     # Node name -> the link speed (Gb/s) multi-node training crosses there, where preflight could read it.
@@ -105,6 +108,7 @@ class ClusterState:
         try:
             data = json.loads(path.read_text())
             return cls(gpus=data.get("gpus"), gpu_generations=data.get("gpu_generations") or {},
+                       pythons={k: NodePython(**v) for k, v in (data.get("pythons") or {}).items()},
                        phases={k: PhaseRecord(**v) for k, v in (data.get("phases") or {}).items()},
                        link_gbps=dict(data.get("link_gbps") or {}))
         except (ValueError, TypeError) as exc:
@@ -114,6 +118,7 @@ class ClusterState:
         path = cluster_dir(cluster) / "state.json"
         tmp = path.with_suffix(".tmp")
         tmp.write_text(json.dumps({"gpus": self.gpus, "gpu_generations": self.gpu_generations,
+                                   "pythons": {k: asdict(v) for k, v in self.pythons.items()},
                                    "phases": {k: asdict(v) for k, v in self.phases.items()},
                                    "link_gbps": self.link_gbps}, indent=2))
         tmp.replace(path)

@@ -134,15 +134,7 @@ CONTAINERD_CONFIG_VERSION = {1: 2, 2: 3}
 # node): the NVIDIA runtime goes into a drop-in written at the root config's version (nvidia-ctk
 # --config-source=file, the nvidia role).
 
-# The containerd each distribution release ships (packages.debian.org, packages.ubuntu.com; sid as installed on
-# a lab node on 2026-11-22). The RHEL family ships none: containerd comes from Docker's containerd.io there.
-DISTRIBUTION_CONTAINERD: dict[tuple[str, str], str] = {
-    ("debian", "12"): "1.6.20",
-    ("debian", "13"): "1.7.24",
-    ("debian", "sid"): "2.1.9",
-    ("ubuntu", "22.04"): "1.7.2",
-    ("ubuntu", "24.04"): "1.7.12",
-}
+# The containerd each distribution release ships is the platform table's (provision/inputs/platforms.py).
 # Docker's containerd.io is 2.x on every distribution Docker builds for (docker/packaging: 2.1.5 was the first
 # 2.x it shipped; docker-ce now requires containerd.io >= 2.1.5).
 DOCKER_CONTAINERD_MINIMUM = (2, 1, 5)

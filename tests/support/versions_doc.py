@@ -7,6 +7,7 @@ import re
 import sys
 
 from provision.inputs import versions as v
+from provision.inputs.platforms import PLATFORMS, Platform
 from tests.support.paths import REPO_ROOT
 
 DOCS = (REPO_ROOT / "docs" / "settings.md",)
@@ -78,13 +79,12 @@ def gpu_table() -> str:
 def distributions_table() -> str:
     lines = [_row("distribution", "its containerd", "`containerd_source: auto` installs", "Docker beside it"),
              _row(*["---"] * 4)]
-    names = {"debian": "Debian", "ubuntu": "Ubuntu"}
-    for (os_id, release), version in v.DISTRIBUTION_CONTAINERD.items():
-        source = v.auto_containerd_source(v.parse_version(version))
+    for row in PLATFORMS:
+        if not isinstance(row, Platform):
+            continue
+        source = v.auto_containerd_source(v.parse_version(row.containerd or ""))
         containerd, docker = v.CONTAINERD_PACKAGES[source]
-        lines.append(_row(f"{names[os_id]} {release}", version, f"`{containerd}`", f"`{docker}`"))
-    containerd, docker = v.CONTAINERD_PACKAGES["docker"]
-    lines.append(_row("RHEL family 9", "none", f"`{containerd}`", f"`{docker}`"))
+        lines.append(_row(row.name, row.containerd or "none", f"`{containerd}`", f"`{docker}`"))
     return "\n".join(lines)
 
 

@@ -8,7 +8,10 @@ from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field, replace
 
+from ansible.release import __version__ as ANSIBLE_CORE
+
 from provision.inputs.inventory import Cluster, Node
+from provision.inputs.platforms import NodePython
 from provision.inputs.settings import Settings
 from provision.nodes.preflight.checks import CheckResult, Finding, Status, evaluate, gpu_generations, judge, worst
 from provision.nodes.preflight.probe import PROBE_SCRIPT, NodeFacts, parse_facts
@@ -36,6 +39,8 @@ class NodeReport:
     address: str
     checks: tuple[CheckResult, ...]
     gpu_count: int = 0
+    # The interpreter Ansible runs on the node (None when it was not reached or its system is refused).
+    python: NodePython | None = None
     # The speed multi-node training crosses at (nodes/nic.py); None when unknown.
     link_gbps: float | None = None
     # The generations of its GPUs (versions.GPU_GENERATIONS names), read from their PCI device ids.
@@ -80,6 +85,11 @@ class PreflightReport:
     @property
     def link_speeds(self) -> dict[str, float]:
         return {n.name: n.link_gbps for n in self.nodes if n.link_gbps is not None}
+
+    @property
+    def pythons(self) -> dict[str, NodePython]:
+        """Node -> the interpreter the playbooks run there (written into each run's inventory)."""
+        return {n.name: n.python for n in self.nodes if n.python is not None}
 
     def node(self, name: str) -> NodeReport:
         return next(n for n in self.nodes if n.name == name)
@@ -132,8 +142,10 @@ def _probe(node: Node, settings: Settings, become_password: str | None) -> _Prob
 
 def run_preflight(cluster: Cluster, settings: Settings, *, nodes: list[str] | None = None,
                   on_progress: Callable[[RunProgress], None] | None = None,
-                  become_password: str | None = None, max_parallel: int = 32) -> PreflightReport:
-    """Check the named nodes (all by default). Uniqueness is judged against every reachable node."""
+                  become_password: str | None = None, max_parallel: int = 32,
+                  ansible_core: str = ANSIBLE_CORE) -> PreflightReport:
+    """Check the named nodes (all by default), for a controller running `ansible_core` (this one's by default).
+    Uniqueness is judged against every reachable node."""
     started = time.monotonic()
     targets = [cluster.node(name) for name in nodes] if nodes is not None else list(cluster.nodes)
     target_names = {n.name for n in targets}
@@ -158,16 +170,17 @@ def run_preflight(cluster: Cluster, settings: Settings, *, nodes: list[str] | No
         probes = {p.node.name: p for p in pool.map(probe, probed_nodes)}
     facts_by_node = {name: p.facts for name, p in probes.items() if p.facts is not None}
     smoke = settings.smoke_test
-    judged = evaluate([n for n in targets if n.name in facts_by_node], facts_by_node, settings,
+    judged = evaluate([n for n in targets if n.name in facts_by_node], facts_by_node, ansible_core, settings=settings,
                       multi_node=smoke.enabled and smoke.nodes > 1, min_link_gbps=smoke.min_link_gbps)
     reports = []
     for node in targets:
-        checks, gpu_count = judged.get(node.name, ([], 0))
-        all_checks = tuple(probes[node.name].checks + checks)
+        verdict = judged.get(node.name)
+        all_checks = tuple(probes[node.name].checks + (verdict.checks if verdict else []))
         facts = facts_by_node.get(node.name)
-        generations = gpu_generations(facts, node) if facts is not None and gpu_count else ()
-        reports.append(NodeReport(node.name, node.role, node.address, all_checks, gpu_count,
-                                  link_gbps=facts.links.link_gbps if facts else None, gpu_generations=generations))
+        generations = gpu_generations(facts, node) if facts is not None and verdict and verdict.gpu_count else ()
+        reports.append(NodeReport(node.name, node.role, node.address, all_checks,
+                                  verdict.gpu_count if verdict else 0, verdict.python if verdict else None,
+                                  facts.links.link_gbps if facts else None, gpu_generations=generations))
         if on_progress:
             with lock:
                 tally = progress.tally[node.name]
