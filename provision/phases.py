@@ -79,6 +79,8 @@ class PhaseOutcome:
     seconds: float
     detail: str = ""
     error: BootstrapError | None = field(default=None, compare=False, repr=False)
+    # The nodes it failed on, each with how ("failed", "unreachable", "not ready"), for the summary.
+    nodes: dict[str, str] = field(default_factory=dict)
 
 
 @dataclass
@@ -386,7 +388,7 @@ def _run_one(phase: Phase, ctx: PhaseContext) -> PhaseOutcome:
                 result.raise_for_failure()
         detail = phase.check(ctx)
     except BootstrapError as exc:
-        return PhaseOutcome(phase.name, "failed", time.monotonic() - started, str(exc), exc)
+        return PhaseOutcome(phase.name, "failed", time.monotonic() - started, str(exc), exc, exc.nodes)
     except ApiException as exc:
         # The checks turn the answers they expect into named causes; any other refusal still ends the phase in
         # one line rather than a traceback.

@@ -45,8 +45,8 @@ def pipeline_document(result: PipelineResult, command: str) -> dict[str, Any]:
     return {
         "command": command,
         "ok": result.ok,
-        "phases": [{"name": o.name, "status": o.status, "seconds": round(o.seconds, 1), "detail": o.detail}
-                   for o in result.outcomes],
+        "phases": [{"name": o.name, "status": o.status, "seconds": round(o.seconds, 1), "detail": o.detail,
+                    "nodes": o.nodes} for o in result.outcomes],
         "total_seconds": round(result.total_seconds, 1),
         "error": str(result.error) if result.error else None,
     }

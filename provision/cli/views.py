@@ -95,6 +95,12 @@ def print_summary(result: PipelineResult, title: str) -> None:
     for outcome in result.outcomes:
         seconds = f"{outcome.seconds:.1f}s" if outcome.status in ("ok", "failed") else "-"
         detail = outcome.detail if outcome.status != "failed" else "see the error below"
+        if outcome.status == "failed" and outcome.nodes:
+            # Every node it failed on, by how: "failed: n2; unreachable: n3".
+            kinds: dict[str, list[str]] = {}
+            for node, kind in outcome.nodes.items():
+                kinds.setdefault(kind, []).append(node)
+            detail = "; ".join(f"{kind}: {', '.join(names)}" for kind, names in kinds.items()) + " (see below)"
         table.add_row(outcome.name, Text(outcome.status, style=STATUS_STYLE[outcome.status]), seconds, Text(detail))
     table.add_row("total", "", f"{result.total_seconds:.1f}s", "", style="bold")
     console.print(table)

@@ -10,7 +10,7 @@ import os
 import shlex
 import sys
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
@@ -59,11 +59,45 @@ class PlaybookResult:
     def changed(self) -> dict[str, int]:
         return {host: t.changed for host, t in self.tally.items()}
 
+    @property
+    def failed_hosts(self) -> dict[str, TaskFailure]:
+        """Each failed or unreachable host's own first cause, in inventory order."""
+        tally = EventTally(tally=self.tally, failures=self.failures)
+        return tally.first_failures()
+
     def raise_for_failure(self) -> None:
+        """Raise BootstrapError naming every failed or unreachable host, one line each, with its own cause."""
         if self.ok:
             return
-        first = self.failures[0].describe() if self.failures else f"ansible-playbook ended with status {self.status}"
-        raise BootstrapError(f"{self.phase} failed: {first} (full log: {self.run_dir / 'run.log'})")
+        failed = self.failed_hosts
+        if not failed:
+            raise BootstrapError(f"{self.phase} failed: ansible-playbook ended with status {self.status} "
+                                 f"(full log: {self.run_dir / 'run.log'})")
+        raise nodes_error(self.phase, {host: failure_line(f) for host, f in failed.items()},
+                          {host: failure_mark(f) for host, f in failed.items()}, len(self.tally),
+                          self.run_dir / "run.log")
+
+
+def failure_line(failure: TaskFailure) -> str:
+    """A failed host's line in the closing error."""
+    text = failure.describe()
+    if failure.unreachable:
+        # The others finished their play; this node did not: once it answers over SSH again, a re-run finishes it.
+        text += " (once it answers again, re-run)"
+    return text
+
+
+def failure_mark(failure: TaskFailure) -> str:
+    return "unreachable" if failure.unreachable else "failed"
+
+
+def nodes_error(phase: str, lines: Mapping[str, str], marks: Mapping[str, str], hosts: int,
+                log: Path) -> BootstrapError:
+    """The closing error of a phase some nodes failed: one node on one line; several, a line each (host order)."""
+    if len(lines) == 1:
+        return BootstrapError(f"{phase} failed: {next(iter(lines.values()))} (full log: {log})", nodes=marks)
+    listed = "\n".join(f"  {line}" for line in lines.values())
+    return BootstrapError(f"{phase} failed on {len(lines)} of {hosts} nodes (full log: {log}):\n{listed}", nodes=marks)
 
 
 def new_run_dir(phase: str) -> Path:
@@ -73,8 +107,15 @@ def new_run_dir(phase: str) -> Path:
     return run_dir
 
 
+# A node that stops answering (its link cut, its machine stopped) is called unreachable after about
+# KEEPALIVE_INTERVAL_S * KEEPALIVE_COUNT seconds, also in the middle of a long task, so the others finish their play.
+KEEPALIVE_INTERVAL_S = 5
+KEEPALIVE_COUNT = 4
+
+
 def ssh_args(settings: Settings) -> str:
-    """SSH options for Ansible: multiplexed connections, and host keys checked (never silently accepted)."""
+    """SSH options for Ansible: multiplexed connections, host keys checked (never silently accepted), and a dead
+    connection noticed within seconds."""
     ssh = settings.ssh
     strict = "accept-new" if ssh.accept_new_host_keys else "yes"
     return " ".join([
@@ -82,8 +123,14 @@ def ssh_args(settings: Settings) -> str:
         f"-o StrictHostKeyChecking={strict}",
         f"-o UserKnownHostsFile={shlex.quote(str(ssh.known_hosts_path))}",
         f"-o ConnectTimeout={ssh.connect_timeout_s}",
-        "-o ServerAliveInterval=15",
+        f"-o ServerAliveInterval={KEEPALIVE_INTERVAL_S} -o ServerAliveCountMax={KEEPALIVE_COUNT}",
     ])
+
+
+def connection_vars() -> dict[str, int]:
+    """Mitogen opens its own SSH connections (ANSIBLE_SSH_ARGS aside) with its own keep-alive (30 s x 10 by
+    default, five minutes before a dead node is noticed): the same bound as ssh_args'."""
+    return {"mitogen_ssh_keepalive_interval": KEEPALIVE_INTERVAL_S, "mitogen_ssh_keepalive_count": KEEPALIVE_COUNT}
 
 
 def executor_envvars(settings: Settings) -> dict[str, str]:
@@ -188,7 +235,7 @@ def run_playbook(
     if become_password is not None:
         passwords = {r"^BECOME password.*:\s*?$": become_password}
     cmdline = "--ask-become-pass" if become_password is not None else None
-    all_vars = playbook_vars(cluster, settings) | (extra_vars or {})
+    all_vars = playbook_vars(cluster, settings) | connection_vars() | (extra_vars or {})
     try:
         result = ansible_runner.run(
             private_data_dir=str(run_dir),

@@ -113,6 +113,14 @@ class EventTally:
         duration = data.get("duration")
         return HostResult(host, task, state, message, float(duration) if isinstance(duration, (int, float)) else None)
 
+    def first_failures(self) -> dict[str, TaskFailure]:
+        """Each failed or unreachable host's own first cause (the failure that ended its play), in host order."""
+        found: dict[str, TaskFailure] = {}
+        for failure in self.failures:
+            found.setdefault(failure.host, failure)
+        order = list(self.tally)
+        return dict(sorted(found.items(), key=lambda item: order.index(item[0]) if item[0] in order else len(order)))
+
     def _settle(self, final_failures: Mapping[str, Any]) -> None:
         # A failure a rescue block handled is not a failure of the run: trust Ansible's final count. The
         # failures that count are a host's last ones, since a failure that counts ends the host's play.
