@@ -30,6 +30,8 @@ def playbook_vars(cluster: Cluster, settings: Settings) -> dict[str, Any]:
         "cb_install_docker": settings.container_runtime.install_docker,
         "cb_docker_source": settings.container_runtime.docker_source,
         "cb_firewall_mode": settings.firewall.mode,
+        "cb_package_lock_timeout_s": settings.packages.lock_timeout_s,
+        "cb_download_attempts": settings.downloads.attempts,
         "cb_calico_version": settings.calico.version,
         "cb_gpu": settings.gpu.model_dump(),
         "cb_control_plane": {"name": cluster.control_plane.name, "address": cluster.control_plane.address},
