@@ -29,7 +29,9 @@ def progress_table(progress: RunProgress) -> Group:
         failed = "unreachable" if tally.unreachable else str(tally.failed)
         style = "red" if tally.failed or tally.unreachable else ""
         table.add_row(host, str(tally.ok), str(tally.changed), failed, str(tally.skipped), style=style)
-    return Group(header, table)
+    # What a host waits for (another process's package lock, a download being retried), under the table.
+    notes = [Text(f"  {host} {note}", style="yellow") for host, note in progress.waiting.items()]
+    return Group(header, table, *notes)
 
 
 def print_result(result: PlaybookResult) -> None:
@@ -49,6 +51,8 @@ class PhaseView:
         self.interactive = console.is_terminal and not verbose
         self.live: Live | None = None
         self.last_wait = ""
+        # Host -> the wait note last printed for it (without a terminal each change is printed once).
+        self.host_waits: dict[str, str] = {}
 
     def _live(self) -> Live:
         if self.live is None:
@@ -76,6 +80,11 @@ class PhaseView:
     def playbook(self, progress: RunProgress) -> None:
         if self.interactive:
             self._live().update(progress_table(progress))
+            return
+        for host, note in progress.waiting.items():
+            if self.host_waits.get(host) != note:
+                console.print(f"  {host} {note}", markup=False, soft_wrap=True)
+        self.host_waits = dict(progress.waiting)
 
     def smoke(self, progress: Any) -> None:
         from provision.cli.commands.smoke_test import progress_view
