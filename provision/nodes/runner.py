@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import os
 import shlex
+import shutil
 import sys
 import time
 from collections.abc import Callable, Mapping
@@ -160,6 +161,25 @@ def executor_envvars(settings: Settings) -> dict[str, str]:
     }
 
 
+def _ended_with_us(run_dir: Path) -> list[str]:
+    """PATH entries under which ansible-playbook ends when this process does.
+
+    ansible-runner starts ansible-playbook in a session of its own that ignores the hang-up of its terminal, so
+    a controller killed with its process group (or Ctrl-C) would leave it running the play on without anyone
+    watching, beside the next run. Started through setpriv, it gets SIGINT when we die and stops as after Ctrl-C:
+    no new task starts. Without setpriv (not Linux) it is started as is.
+    """
+    setpriv, playbook = shutil.which("setpriv"), Path(sys.executable).parent / "ansible-playbook"
+    if setpriv is None or not playbook.is_file():
+        return []
+    bin_dir = run_dir / "bin"
+    bin_dir.mkdir()
+    wrapper = bin_dir / "ansible-playbook"
+    wrapper.write_text(f'#!/bin/sh\nexec {shlex.quote(setpriv)} --pdeathsig INT -- {shlex.quote(str(playbook))} "$@"\n')
+    wrapper.chmod(0o755)
+    return [str(bin_dir)]
+
+
 def _groups_inventory(cluster: Cluster, run_dir: Path) -> Path:
     """The canonical groups our playbooks target, laid over the user's inventory (which keeps its vars)."""
     def host_vars(node: Node) -> dict[str, str]:
@@ -202,7 +222,8 @@ def run_playbook(
     run_dir = new_run_dir(phase)
     hosts = [n.name for n in cluster.nodes if not limit or n.name in limit]
     progress = RunProgress(phase=phase, hosts=hosts, tally={h: HostTally() for h in hosts})
-    log = (run_dir / "run.log").open("w")
+    # Line-buffered: `tail -f run.log` (and a test watching it) sees each result as it comes.
+    log = (run_dir / "run.log").open("w", buffering=1)
     log.write(f"phase {phase}: playbook {playbook_path}, inventory {cluster.inventory_path}\n")
 
     logged = 0
@@ -228,8 +249,10 @@ def run_playbook(
         "ANSIBLE_HOST_KEY_CHECKING": "True",
         "ANSIBLE_PIPELINING": "True",
         "ANSIBLE_TIMEOUT": str(settings.ssh.connect_timeout_s),
-        # The ansible-playbook installed beside this interpreter first, so an un-activated virtualenv works too.
-        "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}",
+        # The ansible-playbook installed beside this interpreter first, so an un-activated virtualenv works too, and
+        # bound to end with this process.
+        "PATH": os.pathsep.join([*_ended_with_us(run_dir), str(Path(sys.executable).parent),
+                                 os.environ.get("PATH", "")]),
     } | executor_envvars(settings)
     passwords = {}
     if become_password is not None:
