@@ -133,3 +133,25 @@ def test_what_counts_as_transient() -> None:
     assert module.classify(urllib.error.URLError(socket.gaierror(socket.EAI_AGAIN, "Temporary failure")))[1] is True
     assert module.classify(ConnectionResetError(104, "Connection reset by peer"))[1] is True
     assert module.pauses(4, 1) == [1, 2, 4] and module.pauses(1, 1) == []
+
+
+def test_what_counts_as_transient_in_apts_output() -> None:
+    """apt-get update's own words (recorded on a lab node, apt 2.6), read by the module that retries it."""
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("cb_apt_update", PLAYBOOKS_DIR / "library" / "cb_apt_update.py")
+    module = importlib.util.module_from_spec(spec)  # type: ignore[arg-type]
+    spec.loader.exec_module(module)  # type: ignore[union-attr]
+    unavailable = ("Err:1 http://10.88.4.1:8081/kubernetes/v1.31/deb  InRelease\n  503  Service Unavailable [IP: "
+                   "10.88.4.1 8081]\nReading package lists...\nE: Failed to fetch http://10.88.4.1:8081/kubernetes/"
+                   "v1.31/deb/InRelease  503  Service Unavailable [IP: 10.88.4.1 8081]\nE: The repository "
+                   "'http://10.88.4.1:8081/kubernetes/v1.31/deb  InRelease' is not signed.\n")
+    assert module.transient(unavailable)
+    assert module.failures(unavailable)[0].startswith("E: Failed to fetch http://10.88.4.1:8081/")
+    assert not module.transient(unavailable.replace("503  Service Unavailable", "404  Not Found"))
+    assert not module.transient(unavailable.replace("503  Service Unavailable", "501  Not Implemented"))
+    assert module.transient("W: Failed to fetch http://mirror/dists/x/InRelease  Could not connect to mirror:80 "
+                            "(10.0.0.1), connection timed out\n")
+    assert not module.transient("W: GPG error: http://mirror ./ InRelease: The following signatures couldn't be "
+                                "verified because the public key is not available: NO_PUBKEY 234654DA9A296436\n"
+                                "E: The repository 'http://mirror ./ InRelease' is not signed.\n")
