@@ -93,3 +93,16 @@ def test_the_summary_marks_the_nodes_a_phase_failed_on(monkeypatch: pytest.Monke
                                        error), "bootstrap prepare")
     row = next(line for line in out.getvalue().splitlines() if line.startswith("prepare"))
     assert "failed: n2; unreachable: n3 (see below)" in row
+
+
+def test_a_connection_mitogen_lost_mid_task_is_said_in_a_few_words() -> None:
+    tally = EventTally()
+    # As Mitogen reported n3's link cut in the middle of an apt install (tests/test_faults_lab.py).
+    tally.feed({"event": "runner_on_unreachable", "event_data": {
+        "host": "n3", "task": "Install the missing packages (apt): containerd and Docker (docker.io)",
+        "res": {"unreachable": True, "msg": "Task failed: Mitogen was disconnected from the remote environment while a "
+                "call was in-progress. If you feel this is in error, please file a bug. Original error was: the "
+                "respondent Context has disconnected"}}})
+    assert tally.failures[0].describe() == (
+        "n3: unreachable at 'Install the missing packages (apt): containerd and Docker (docker.io)': the connection "
+        "to it was lost in the middle of the task (the respondent Context has disconnected)")

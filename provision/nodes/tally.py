@@ -69,6 +69,15 @@ def retry_note(task: str, result: Mapping[str, Any]) -> str:
     return f"retrying '{task}'{attempt}: {failure_message(result)}"
 
 
+def unreachable_message(result: Mapping[str, Any]) -> str:
+    """Why a host became unreachable; Mitogen's long apology for a connection lost mid-task said in a few words."""
+    text = failure_message(result)
+    if "Mitogen was disconnected" in text:
+        original = text.split("Original error was:", 1)[1].strip() if "Original error was:" in text else ""
+        return "the connection to it was lost in the middle of the task" + (f" ({original})" if original else "")
+    return text
+
+
 def failure_message(result: Mapping[str, Any]) -> str:
     """The one line that says why a task failed, from a module's result."""
     if result.get("censored"):
@@ -140,7 +149,7 @@ class EventTally:
             state = "FAILED"
         elif kind == "runner_on_unreachable":
             tally.unreachable = True
-            message = failure_message(res)
+            message = unreachable_message(res)
             self.failures.append(TaskFailure(host, task, message, unreachable=True))
             state = "UNREACHABLE"
         else:
