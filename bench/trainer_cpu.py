@@ -2,47 +2,49 @@
 
     .venv/bin/python bench/trainer_cpu.py                      # CPU: small synthetic set, 1 and 2 processes
     python bench/trainer_cpu.py --device cuda --nproc 1 8      # a GPU node: the full-size synthetic set
+    python bench/trainer_cpu.py --device cuda --nproc 1 --epochs 10 --cifar10 /data   # the real set
 
-Runs provision/trainer/train.py as the smoke-test Job does (a subprocess; torchrun for more than one process) on the
-synthetic set, and prints one Markdown table row per configuration for docs/benchmarks.md. Steady-state
-images/s is the median over the epochs after the first (the first pays for warm-up and cuDNN autotuning).
+Runs provision/trainer/train.py as the smoke-test Job does (a subprocess; torchrun for more than one process), on the
+synthetic set unless --cifar10 names a data folder, and prints one Markdown table row per configuration for
+docs/benchmarks.md. The trainer reports the first epoch apart (it pays for warm-up, cuDNN autotuning and
+compilation): "steady" is the epochs after it.
 """
 from __future__ import annotations
 
 import argparse
 import json
 import os
-import re
-import statistics
 import subprocess
 import sys
 import tempfile
+from pathlib import Path
 
 from provision.resources import TRAINER_DIR
 
 TRAINER = TRAINER_DIR / "train.py"
-EPOCH_LINE = re.compile(r"^epoch (\d+)/(\d+) .* images/s (\d+)")
 
 
-def run(device: str, nproc: int, train_size: int, test_size: int, epochs: int, batch_size: int | None) -> dict:
+def run(args: argparse.Namespace, nproc: int) -> dict:
     with tempfile.TemporaryDirectory(prefix="bench-trainer-") as tmp:
         launcher = [sys.executable] if nproc == 1 else [
             sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc-per-node", str(nproc)]
-        args = ["--synthetic", "--device", device, "--epochs", str(epochs), "--data-dir", f"{tmp}/data",
-                "--output-dir", f"{tmp}/out", "--termination-log", f"{tmp}/absent"]
-        if train_size:
-            args += ["--synthetic-train-size", str(train_size), "--synthetic-test-size", str(test_size)]
-        if batch_size:
-            args += ["--batch-size", str(batch_size)]
-        result = subprocess.run([*launcher, str(TRAINER), *args], capture_output=True, text=True, check=False,
+        options = ["--device", args.device, "--epochs", str(args.epochs), "--output-dir", f"{tmp}/out",
+                   "--termination-log", f"{tmp}/absent"]
+        if args.cifar10:
+            options += ["--data-dir", str(args.cifar10), "--download"]
+        else:
+            options += ["--synthetic", "--data-dir", f"{tmp}/data"]
+            if args.train_size:
+                options += ["--synthetic-train-size", str(args.train_size), "--synthetic-test-size", str(args.test_size)]
+        if args.batch_size:
+            options += ["--batch-size", str(args.batch_size)]
+        if args.compile:
+            options.append("--compile")
+        result = subprocess.run([*launcher, str(TRAINER), *options], capture_output=True, text=True, check=False,
                                 env={k: v for k, v in os.environ.items() if k != "OMP_NUM_THREADS"})
     if result.returncode != 0:
         raise SystemExit(f"trainer failed ({nproc} process(es)):\n{result.stderr[-3000:]}")
-    metrics = json.loads(result.stdout.strip().splitlines()[-1])
-    per_epoch = [int(m.group(3)) for line in result.stderr.splitlines() if (m := EPOCH_LINE.match(line))]
-    steady = per_epoch[1:] or per_epoch
-    metrics["steady_images_per_s"] = statistics.median(steady)
-    return metrics
+    return json.loads(result.stdout.strip().splitlines()[-1])
 
 
 def main() -> None:
@@ -54,16 +56,23 @@ def main() -> None:
     parser.add_argument("--test-size", type=int, default=1000)
     parser.add_argument("--epochs", type=int, default=3)
     parser.add_argument("--batch-size", type=int, default=0, help="0: the trainer's default for the device")
+    parser.add_argument("--compile", action="store_true", help="pass --compile to the trainer")
+    parser.add_argument("--cifar10", type=Path, default=None,
+                        help="train on the real CIFAR-10 in this folder (downloaded there when missing)")
     args = parser.parse_args()
-    print("| device | processes | train images | epochs | test accuracy | train time (s) | epoch (s) "
-          "| images/s (all) | images/s (steady) | torch |")
-    print("|---|---|---|---|---|---|---|---|---|---|")
+    print("| device | processes | data | train images | epochs | precision | test accuracy (ceiling) "
+          "| train time (s) | first epoch (s) | later epochs (s) | images/s (all) | images/s (steady) | torch |")
+    print("|---|---|---|---|---|---|---|---|---|---|---|---|---|")
     for nproc in args.nproc:
-        m = run(args.device, nproc, args.train_size, args.test_size, args.epochs, args.batch_size or None)
+        m = run(args, nproc)
         device = m["device"] if m["device_type"] == "cuda" else f"CPU, {os.cpu_count()} cores"
-        print(f"| {device} | {nproc} | {m['train_images']} | {m['epochs']} | {m['test_accuracy']:.4f} "
-              f"| {m['train_time_s']:.2f} | {m['epoch_time_s']:.2f} | {m['images_per_s']:.0f} "
-              f"| {m['steady_images_per_s']:.0f} | {m['torch_version']} |", flush=True)
+        precision = m["precision"] + (", compiled" if m["compiled"] else "")
+        ceiling = f" ({m['accuracy_ceiling']:.2f})" if m["accuracy_ceiling"] else ""
+        steady_epoch = f"{m['steady_epoch_time_s']:.2f}" if m["steady_epoch_time_s"] is not None else "-"
+        steady = f"{m['steady_images_per_s']:.0f}" if m["steady_images_per_s"] is not None else "-"
+        print(f"| {device} | {nproc} | {m['dataset']} | {m['train_images']} | {m['epochs']} | {precision} "
+              f"| {m['test_accuracy']:.4f}{ceiling} | {m['train_time_s']:.2f} | {m['warmup_epoch_time_s']:.2f} "
+              f"| {steady_epoch} | {m['images_per_s']:.0f} | {steady} | {m['torch_version']} |", flush=True)
 
 
 if __name__ == "__main__":

@@ -17,6 +17,8 @@ from typing import Any, Literal
 from kubernetes.client.exceptions import ApiException
 
 from provision.errors import BootstrapError, InputError
+from provision.inputs.addons import ADDON_ORDER, ADDONS, AddonName
+from provision.inputs.files import shown
 from provision.inputs.inventory import Cluster
 from provision.inputs.settings import Settings
 from provision.inputs.state import ClusterState, PhaseRecord, inputs_fingerprint
@@ -145,6 +147,8 @@ def _preflight(ctx: PhaseContext) -> str:
     gpus = dict(ctx.state.gpus or {})
     gpus.update({name: int(report.gpu_counts.get(name, 0)) for name in ctx.target_nodes})
     ctx.state.gpus = gpus
+    ctx.state.link_gbps = {name: speed for name, speed in ctx.state.link_gbps.items() if name not in ctx.target_nodes} \
+        | report.link_speeds
     if report.blocking:
         more = (f" (and {len(report.blocking) - 1} more; `bootstrap preflight` lists them)"
                 if len(report.blocking) > 1 else "")
@@ -231,12 +235,16 @@ def _join_vars(ctx: PhaseContext) -> dict[str, Any]:
 
 
 def _join_check(ctx: PhaseContext) -> str:
+    from provision.kube.nodes import label_workers
     from provision.kube.verify import verify_cluster
 
-    report = verify_cluster(_api(ctx), _expectations(ctx), checks=("nodes",),
+    api = _api(ctx)
+    report = verify_cluster(api, _expectations(ctx), checks=("nodes",),
                             timeout_s=ctx.settings.verify.timeout_s, on_message=ctx.say)
     report.raise_for_problems("join")
-    return f"{len(report.ready_nodes)} nodes Ready"
+    workers = [n.name for n in ctx.cluster.nodes if not n.is_control_plane and n.name in ctx.target_nodes]
+    labelled = label_workers(api, workers)
+    return f"{len(report.ready_nodes)} nodes Ready" + (f", {len(labelled)} labelled worker" if labelled else "")
 
 
 # --- GPU device plugin -------------------------------------------------------------------------------------
@@ -264,6 +272,56 @@ def _gpu_check(ctx: PhaseContext) -> str:
     return f"device plugin {plugin}: {found} GPUs allocatable on {len(report.gpus)} nodes"
 
 
+# --- add-ons (one phase each, after gpu) ------------------------------------------------------------------
+
+def _addon_skip(name: AddonName) -> Callable[[PhaseContext], str | None]:
+    return lambda ctx: None if name in ctx.settings.addons.enabled else "not in addons.enabled"
+
+
+def _addon_vars(name: AddonName, state: Literal["present", "absent"]) -> Callable[[PhaseContext], dict[str, Any]]:
+    def extra_vars(ctx: PhaseContext) -> dict[str, Any]:
+        from provision.render.addons import addon_plan
+
+        return {"cb_addon": addon_plan(ctx.settings, name).as_vars(), "cb_addon_state": state,
+                "cb_addon_timeout_s": ctx.settings.addons.timeout_s}
+    return extra_vars
+
+
+def _addon_check(name: AddonName) -> Callable[[PhaseContext], str]:
+    def check(ctx: PhaseContext) -> str:
+        from provision.kube.addons import wait_for_addon
+
+        status = wait_for_addon(_api(ctx), name, ctx.settings, timeout_s=ctx.settings.addons.timeout_s)
+        if not status.ok:
+            more = f" (and {len(status.problems) - 1} more problems)" if len(status.problems) > 1 else ""
+            raise BootstrapError(f"{name}: {status.problems[0].describe()}{more}")
+        return status.summary()
+    return check
+
+
+def _addon_removed(name: AddonName) -> Callable[[PhaseContext], str]:
+    def check(ctx: PhaseContext) -> str:
+        from provision.kube.addons import wait_for_removal
+
+        status = wait_for_removal(_api(ctx), name, timeout_s=ctx.settings.addons.timeout_s)
+        if not status.ok:
+            raise BootstrapError(f"{name} removal: {status.problems[0].describe()}")
+        return f"{ADDONS[name].title} removed: no CRD and no namespace {ADDONS[name].namespace} left"
+    return check
+
+
+def _addon_phases() -> list[Phase]:
+    phases = []
+    for name in ADDON_ORDER:
+        addon = ADDONS[name]
+        phases.append(Phase(name, f"{addon.title}: {addon.provides}", _addon_check(name), playbook="addon.yml",
+                            extra_vars=_addon_vars(name, "present"), needs=("kubeconfig",),
+                            skip_reason=_addon_skip(name)))
+        phases.append(Phase(f"remove_{name}", f"{addon.title} deleted", _addon_removed(name), playbook="addon.yml",
+                            extra_vars=_addon_vars(name, "absent"), needs=("kubeconfig",)))
+    return phases
+
+
 # --- verify ------------------------------------------------------------------------------------------------
 
 def _verify(ctx: PhaseContext) -> str:
@@ -287,7 +345,10 @@ def _smoke(ctx: PhaseContext) -> str:
     from provision.kube.smoke import run_smoke_test
 
     # smoke_test.mode (auto: GPU when the cluster advertises one) is applied by the smoke test itself.
-    verdict = run_smoke_test(admin_kubeconfig_path(ctx.cluster), ctx.settings, on_progress=ctx.on_smoke_progress)
+    # The slowest link preflight read between the nodes, to set beside the all-reduce bandwidth.
+    links = ctx.state.link_gbps.values()
+    verdict = run_smoke_test(admin_kubeconfig_path(ctx.cluster), ctx.settings, on_progress=ctx.on_smoke_progress,
+                             link_gbps=min(links) if links else None)
     ctx.facts["smoke_verdict"] = verdict
     if not verdict.passed:
         # A FAIL summary already carries the cause and its detail.
@@ -338,6 +399,7 @@ PHASES: dict[str, Phase] = {p.name: p for p in (
           extra_vars=_join_vars, limit=_join_limit, needs=("kubeconfig",)),
     Phase("gpu", "NVIDIA device plugin on GPU nodes", _gpu_check, playbook="gpu_plugin.yml", extra_vars=_gpu_vars,
           needs=("gpus", "kubeconfig"), skip_reason=_gpu_skip),
+    *_addon_phases(),
     Phase("verify", "nodes Ready, system pods, DNS, GPUs", _verify, needs=("gpus", "kubeconfig"), read_only=True),
     Phase("smoke", "CIFAR-10 training Job", _smoke, needs=("kubeconfig",), skip_reason=_smoke_skip),
     Phase("drain", "cordon, evict and delete through the API", _drain, undoes=True),
@@ -345,19 +407,21 @@ PHASES: dict[str, Phase] = {p.name: p for p in (
           limit=_reset_limit, undoes=True),
 )}
 
-UP_PHASES: tuple[str, ...] = ("preflight", "prepare", "control_plane", "network", "join", "gpu", "verify", "smoke")
+UP_PHASES: tuple[str, ...] = ("preflight", "prepare", "control_plane", "network", "join", "gpu", *ADDON_ORDER,
+                              "verify", "smoke")
 NODE_ADD_PHASES: tuple[str, ...] = ("preflight", "prepare", "join", "gpu", "verify")
 RESET_PHASES: tuple[str, ...] = ("drain", "reset")
 
 
 def select_phases(names: Sequence[str], *, from_phase: str | None = None, only: str | None = None) -> list[Phase]:
     """The phases to run: all of `names`, or from `from_phase` on, or `only` one."""
-    if from_phase and only:
+    if from_phase is not None and only is not None:
         raise InputError("--from and --only exclude each other: pass one of them")
-    wanted = only or from_phase
+    # An empty --only '' names no phase: refused, not read as "no choice" (which would run every phase).
+    wanted = only if only is not None else from_phase
     if wanted is not None and wanted not in names:
-        raise InputError(f"unknown phase '{wanted}': phases are {', '.join(names)}")
-    if only:
+        raise InputError(f"unknown phase {shown(wanted)}: phases are {', '.join(names)}")
+    if only is not None:
         return [PHASES[only]]
     start = names.index(from_phase) if from_phase else 0
     return [PHASES[n] for n in names[start:]]

@@ -15,6 +15,7 @@ import yaml
 from provision import __version__
 from provision.inputs.sources import PROFILES
 from provision.inputs.validation import load_cluster
+from tests.support.keys import write_private_key
 
 
 def bootstrap(*args: str, cwd: Path | None = None, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
@@ -70,8 +71,7 @@ def test_bash_completion_offers_commands_and_options(tmp_path: Path) -> None:
 
 
 def test_init_writes_an_inventory_and_settings_that_validate(tmp_path: Path) -> None:
-    key = tmp_path / "id_ed25519"
-    key.write_text("not read by init\n")
+    key = write_private_key(tmp_path / "id_ed25519")
     result = bootstrap("init", "--control-plane", "10.0.0.10", "--workers", "10.0.0.11,10.0.0.12",
                        "--workers", "10.0.0.13", "--user", "ubuntu", "--key", str(key), "--profile", "cn",
                        "--gpu", "true", cwd=tmp_path)

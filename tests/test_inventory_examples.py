@@ -6,6 +6,7 @@ from pathlib import Path
 import pytest
 
 from provision.inputs.validation import load_cluster
+from tests.support.keys import write_private_key
 from tests.support.paths import REPO_ROOT as PROJECT_ROOT
 
 EXAMPLES = sorted((PROJECT_ROOT / "inventory").glob("*.ini")) + sorted((PROJECT_ROOT / "inventory").glob("*.yml"))
@@ -13,8 +14,7 @@ EXAMPLES = sorted((PROJECT_ROOT / "inventory").glob("*.ini")) + sorted((PROJECT_
 
 @pytest.fixture
 def home_with_key(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
-    (tmp_path / ".ssh").mkdir()
-    (tmp_path / ".ssh" / "id_ed25519").write_text("placeholder")
+    write_private_key(tmp_path / ".ssh" / "id_ed25519")
     monkeypatch.setenv("HOME", str(tmp_path))
     return tmp_path
 

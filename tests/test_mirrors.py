@@ -19,7 +19,8 @@ def test_cn_profile_switches_every_online_source_away_from_upstream() -> None:
     default = resolve_sources(parse_settings({}))
     cn = resolve_sources(parse_settings({"mirrors": {"profile": "cn"}}))
     for f in fields(Sources):
-        if f.name == "registry_mirrors":
+        # addon_manifests is set only by an offline source or by hand: no profile renders the add-ons for you.
+        if f.name in ("registry_mirrors", "addon_manifests"):
             continue
         assert getattr(cn, f.name) != getattr(default, f.name), f.name
     assert "aliyun" in cn.kubernetes_repo and "aliyun" in cn.image_repository
@@ -60,3 +61,22 @@ def test_every_mirror_profile_the_settings_accept_names_every_source() -> None:
     assert set(PROFILES) == set(MirrorProfile)
     fields = set(Sources.__dataclass_fields__)
     assert all(set(sources) == fields for sources in PROFILES.values())
+
+
+def test_the_cifar10_archive_follows_the_profile_the_offline_source_and_an_override() -> None:
+    assert resolve_sources(parse_settings({})).cifar10_archive == \
+        "https://www.cs.toronto.edu/~kriz/cifar-10-python.tar.gz"
+    assert resolve_sources(parse_settings({"mirrors": {"profile": "cn"}})).cifar10_archive == \
+        "https://dataset.bj.bcebos.com/cifar/cifar-10-python.tar.gz"
+    assert resolve_sources(parse_settings({"offline": {"source": "/srv/cb"}})).cifar10_archive == \
+        "file:///srv/cb/cifar10/cifar-10-python.tar.gz"
+    own = parse_settings({"mirrors": {"cifar10_archive": "https://files.lan/cifar-10-python.tar.gz"}})
+    assert resolve_sources(own).cifar10_archive == "https://files.lan/cifar-10-python.tar.gz"
+
+
+def test_add_on_manifests_come_from_github_unless_rendered_ones_are_given() -> None:
+    assert resolve_sources(parse_settings({})).addon_manifests is None
+    assert resolve_sources(parse_settings({"offline": {"source": "http://repo.lan/cb"}})).addon_manifests == \
+        "http://repo.lan/cb/addons"
+    mirrored = parse_settings({"mirrors": {"addon_manifests": "https://files.lan/addons/"}})
+    assert resolve_sources(mirrored).addon_manifests == "https://files.lan/addons"

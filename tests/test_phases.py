@@ -93,7 +93,8 @@ def test_a_phase_with_nothing_to_do_is_skipped(cluster, monkeypatch: pytest.Monk
 
 
 def test_from_and_only_select_phases() -> None:
-    assert [p.name for p in select_phases(UP_PHASES, from_phase="gpu")] == ["gpu", "verify", "smoke"]
+    assert [p.name for p in select_phases(UP_PHASES, from_phase="gpu")] == [
+        "gpu", "volcano", "training_operator", "trainer", "verify", "smoke"]
     assert [p.name for p in select_phases(UP_PHASES, only="network")] == ["network"]
     assert [p.name for p in select_phases(UP_PHASES)] == list(UP_PHASES)
     with pytest.raises(InputError, match="unknown phase 'netwrk': phases are preflight, prepare, control_plane"):
@@ -103,12 +104,15 @@ def test_from_and_only_select_phases() -> None:
 
 
 def test_up_is_the_issue_order_and_node_add_reuses_its_phases() -> None:
-    assert UP_PHASES == ("preflight", "prepare", "control_plane", "network", "join", "gpu", "verify", "smoke")
+    assert UP_PHASES == ("preflight", "prepare", "control_plane", "network", "join", "gpu",
+                         "volcano", "training_operator", "trainer", "verify", "smoke")
     assert set(NODE_ADD_PHASES) <= set(UP_PHASES)
     assert all(name in PHASES for name in UP_PHASES)
     playbooks = {p.name: p.playbook for p in PHASES.values() if p.playbook}
+    addons = {name: "addon.yml" for addon in ("volcano", "training_operator", "trainer")
+              for name in (addon, f"remove_{addon}")}
     assert playbooks == {"prepare": "prepare.yml", "control_plane": "control_plane.yml", "network": "network.yml",
-                         "join": "join.yml", "gpu": "gpu_plugin.yml", "reset": "reset.yml"}
+                         "join": "join.yml", "gpu": "gpu_plugin.yml", "reset": "reset.yml"} | addons
     assert all((PLAYBOOKS_DIR / playbook).is_file() for playbook in playbooks.values())
 
 
@@ -275,7 +279,7 @@ def test_a_failed_up_shows_where_to_resume(cluster, monkeypatch: pytest.MonkeyPa
     recorder.ran.clear()
     outcome = CliRunner().invoke(app, ["up", "--inventory", str(cluster.inventory_path)])
     assert outcome.exit_code == 0, outcome.output
-    assert recorder.ran == ["join", "gpu", "verify", "smoke"]
+    assert recorder.ran == list(UP_PHASES[UP_PHASES.index("join"):])
     assert "resuming at join: preflight, prepare, control_plane, network completed with these same inputs" \
         in " ".join(outcome.output.split())
 
@@ -308,7 +312,7 @@ def test_up_resumes_only_with_the_same_inputs_and_from_and_only_still_choose(
     recorder.ran.clear()
     outcome = CliRunner().invoke(app, ["up", "--inventory", str(cluster.inventory_path), "--config", str(config),
                                        "--accept-new-host-keys"])
-    assert recorder.ran == ["join", "gpu", "verify", "smoke"], outcome.output
+    assert recorder.ran == list(UP_PHASES[UP_PHASES.index("join"):]), outcome.output
 
     for options, ran in ((["--from", "preflight"], list(UP_PHASES)), (["--only", "verify"], ["verify"])):
         saved = ClusterState.load(cluster)
@@ -337,7 +341,7 @@ def test_a_run_killed_in_a_phase_leaves_it_running_and_up_resumes_there(cluster,
     recorder.ran.clear()
     outcome = CliRunner().invoke(app, ["up", "--inventory", str(cluster.inventory_path)])
     assert outcome.exit_code == 0, outcome.output
-    assert recorder.ran == ["control_plane", "network", "join", "gpu", "verify", "smoke"]
+    assert recorder.ran == list(UP_PHASES[UP_PHASES.index("control_plane"):])
 
 
 def test_a_reset_forgets_what_up_completed(cluster, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -435,3 +439,30 @@ def test_verify_for_a_node_added_later_looks_at_that_node(cluster) -> None:
     assert result.ok, result.error
     assert result.outcomes[0].detail == "1 nodes Ready, 2 GPUs allocatable, DNS answers"
     assert probe["spec"]["nodeName"] == "w1"
+
+
+def test_the_join_phase_labels_the_workers_once_they_are_ready(cluster) -> None:
+    """Seed 000 labels its workers by hand; the join phase does it, and a second run patches nothing."""
+    labelled: dict[str, dict[str, str]] = {"cp1": {"node-role.kubernetes.io/control-plane": ""}, "w1": {}}
+
+    def read(request: Any) -> Any:
+        name = request.params["name"]
+        return node(name) | {"metadata": {"name": name, "labels": dict(labelled[name])}}
+
+    def patch(request: Any) -> Any:
+        labelled[request.params["name"]] |= request.json["metadata"]["labels"]
+        return read(request)
+
+    with FakeApiServer() as server:
+        server.add("GET", "/api/v1/nodes", object_list("NodeList", [node("cp1"), node("w1")]))
+        server.add("GET", "/api/v1/nodes/{name}", read)
+        server.add("PATCH", "/api/v1/nodes/{name}", patch)
+        _install_kubeconfig(cluster, server)
+        first = run_phases([Phase("join", "join", PHASES["join"].check)], context(cluster))
+        second = run_phases([Phase("join", "join", PHASES["join"].check)], context(cluster))
+        patches = server.requests_to("PATCH")
+    assert first.ok and second.ok, (first.error, second.error)
+    assert labelled["w1"] == {"node-role.kubernetes.io/worker": ""}
+    assert [r.path for r in patches] == ["/api/v1/nodes/w1"]
+    assert first.outcomes[0].detail == "2 nodes Ready, 1 labelled worker"
+    assert second.outcomes[0].detail == "2 nodes Ready"

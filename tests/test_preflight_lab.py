@@ -42,12 +42,16 @@ def test_preflight_passes_on_healthy_nodes(lab3: Lab) -> None:
     assert report.gpu_counts == {"n1": 0, "n2": 0, "n3": 0}
 
 
-def test_cli_preflight_exits_zero_and_draws_one_row_per_node(lab3: Lab) -> None:
+def test_cli_preflight_exits_zero_and_draws_one_row_per_node_within_80_columns(lab3: Lab) -> None:
     result = CliRunner().invoke(app, ["preflight", "-i", str(lab3.inventory_path), "-c", str(lab3.config_path)],
-                                env={"COLUMNS": "200"})
+                                env={"COLUMNS": "80"})
     assert result.exit_code == 0, result.output
-    rows = [line for line in result.output.splitlines() if line.startswith("│ n")]
-    assert [row.split()[1] for row in rows] == ["n1", "n2", "n3"]
+    lines = result.output.splitlines()
+    assert max(len(line) for line in lines) <= 80, lines
+    rows = [line.split() for line in lines if line.startswith("n")]
+    assert rows == [["n1", "control-plane", "ok", "Debian", "GNU/Linux", "12", "0"],
+                    ["n2", "worker", "ok", "Debian", "GNU/Linux", "12", "0"],
+                    ["n3", "worker", "ok", "Debian", "GNU/Linux", "12", "0"]]
     assert "FAIL" not in result.output
 
 
@@ -78,11 +82,14 @@ def test_each_planted_problem_is_reported_on_its_node_only(troubled_lab: Lab) ->
 
 def test_cli_lists_the_fixes_and_exits_non_zero(troubled_lab: Lab) -> None:
     result = CliRunner().invoke(app, ["preflight", "-i", str(troubled_lab.inventory_path),
-                                      "-c", str(troubled_lab.config_path)], env={"COLUMNS": "200"})
+                                      "-c", str(troubled_lab.config_path)], env={"COLUMNS": "80"})
     assert result.exit_code == 1
-    assert "n1: ports: in use: 6443" in result.output
-    assert "fix: stop what listens there" in result.output
-    assert "warn n2: swap" in result.output
+    assert max(len(line) for line in result.output.splitlines()) <= 80
+    output = " ".join(result.output.split())
+    assert "n1 control-plane FAIL" in output and "n2 worker warn" in output
+    assert "FAIL n1: ports: in use: 6443" in output
+    assert "fix: stop what listens there" in output
+    assert "warn n2: swap" in output
     assert "3 blocking problems" in str(result.exception)
 
 

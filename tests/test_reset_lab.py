@@ -1,7 +1,8 @@
 """`bootstrap reset` for real, on lab nodes seeded with the residue a kubeadm cluster with Calico leaves: files,
 a pod volume still mounted, iptables chains in both back ends, a kube-proxy nftables table, Calico's
-interfaces, BIRD's routes, a CNI network namespace. Afterwards nothing of it remains, what the operator had
-before is kept, and a second reset changes nothing.
+interfaces (a veth pair among them whose two ends both match, so one vanishes while reset deletes the other), BIRD's
+routes, a CNI network namespace. One reset removes all of it, what the operator had before is kept, and a second
+reset changes nothing.
 
 n1 is a half-built control plane with a kubeadm that can reset (a stand-in script: the real one cannot be
 had here); n2 never had kubeadm at all.
@@ -86,6 +87,8 @@ nft add table ip kube-proxy; nft add chain ip kube-proxy services
 
 # Calico's interfaces, BIRD's routes, a pod's network namespace.
 ip link add cali1a2b3c4d5e6 type veth peer name cbpeer0; ip link set cali1a2b3c4d5e6 up
+# A veth pair whose two ends both look like Calico's: deleting the first takes the second with it.
+ip link add cali7f7f7f7f7f1 type veth peer name cali7f7f7f7f7f2
 ip link add vxlan.calico type vxlan id 4096 dstport 4789; ip link set vxlan.calico up
 ip link add tunl0 type bridge; ip addr add 10.244.9.1/32 dev tunl0; ip link set tunl0 up
 ip link add kube-ipvs0 type bridge; ip addr add 10.96.0.1/32 dev kube-ipvs0

@@ -284,3 +284,18 @@ def test_the_roles_take_what_python_owns_and_spell_none_of_it_again() -> None:
     reads_gpu = re.compile(r"""(?<![\w.'"=/-])gpu(?![\w=/.-])""")
     assert [path for path, text in texts.items() if path.suffix == ".yml" and any(
         reads_gpu.search(line) for line in text.splitlines() if not line.lstrip().startswith("#"))] == []
+
+
+def test_reset_removes_the_smoke_tests_cache_where_the_settings_put_it() -> None:
+    from ansible.parsing.dataloader import DataLoader as Loader
+
+    defaults = Loader().load_from_file(str(PLAYBOOKS_DIR / "roles" / "reset" / "defaults" / "main.yml"),
+                                       trusted_as_template=True)
+    for settings, path in (({}, "/var/lib/cluster-bootstrap/cache"),
+                           ({"smoke_test": {"cache_path": "/data/cb-cache/"}}, "/data/cb-cache")):
+        variables = defaults | playbook_vars(CLUSTER, parse_settings(settings))
+        templar = Templar(loader=Loader(), variables=variables)
+        removed = templar.template(trust_as_template("{{ reset_paths + reset_cache_paths }}"))
+        assert removed[-1] == path and "/etc/kubernetes" in removed
+    for task_file in ("0030-files.yml", "0050-verify.yml"):
+        assert '"{{ reset_paths + reset_cache_paths }}"' in (PLAYBOOKS_DIR / "roles" / "reset" / "tasks" / task_file).read_text()

@@ -1,10 +1,11 @@
 """The playbook driver: per-host tallies, failures named by host and task, a run log, no secrets in it.
 
-Runs real ansible-playbook through ansible-runner against local-connection hosts (no SSH needed);
-the lab tests cover the same driver over SSH.
+Runs real ansible-playbook through ansible-runner against hosts on a local connection (no SSH needed), given
+as an extra variable: an inventory may not set one (it is refused); the lab tests cover the driver over SSH.
 """
 from __future__ import annotations
 
+import stat
 from pathlib import Path
 
 import pytest
@@ -17,6 +18,7 @@ from tests.support.paths import REPO_ROOT as PROJECT_ROOT
 
 PROBE = str(PROJECT_ROOT / "tests" / "playbooks" / "local_probe.yml")
 SECRET = "s3cr3t-abcdef.0123456789abcdef"
+LOCAL = {"ansible_connection": "local"}
 
 
 @pytest.fixture
@@ -26,22 +28,27 @@ def local_cluster(tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
     python = Path(__import__("sys").executable)
     inventory.write_text(
         "[control_plane]\ncp1 ansible_host=127.0.0.11\n[workers]\nw1 ansible_host=127.0.0.12\n"
-        f"[all:vars]\nansible_connection=local\nansible_python_interpreter={python}\n")
+        f"[all:vars]\nansible_python_interpreter={python}\n")
     return load_inventory(inventory), tmp_path
 
 
 def test_run_reports_per_host_results_failure_and_keeps_a_log_without_secrets(local_cluster) -> None:
     cluster, tmp_path = local_cluster
+    tmp_path.chmod(0o755)
+    tmp_mode = stat.S_IMODE(tmp_path.stat().st_mode)
     seen: list[tuple[str, str]] = []
 
     def on_progress(progress: RunProgress) -> None:
         seen.append((progress.task, ",".join(f"{h}:{t.ok}" for h, t in sorted(progress.tally.items()))))
 
     result = run_playbook(PROBE, cluster, Settings(), phase="probe", on_progress=on_progress,
-                          extra_vars={"marker_dir": str(tmp_path), "probe_secret": SECRET})
+                          extra_vars=LOCAL | {"marker_dir": str(tmp_path), "probe_secret": SECRET})
 
     assert not result.ok
     assert (tmp_path / "cp1.txt").read_text() == "cp1\n"
+    # The run directory is private; the state directory the user named (here tmp_path) keeps its own mode.
+    assert stat.S_IMODE(result.run_dir.parent.stat().st_mode) == 0o700
+    assert stat.S_IMODE(tmp_path.stat().st_mode) == tmp_mode
     assert result.tally["cp1"].failed == 0 and result.tally["cp1"].changed == 1
     assert result.tally["w1"].failed == 1
     # The rescued failure is in the log but is no failure of the run.
@@ -64,7 +71,7 @@ def test_run_reports_per_host_results_failure_and_keeps_a_log_without_secrets(lo
 
 def test_second_run_of_an_idempotent_task_reports_no_change(local_cluster) -> None:
     cluster, tmp_path = local_cluster
-    extra = {"marker_dir": str(tmp_path), "probe_secret": SECRET}
+    extra = LOCAL | {"marker_dir": str(tmp_path), "probe_secret": SECRET}
     run_playbook(PROBE, cluster, Settings(), phase="probe", limit=["cp1"], extra_vars=extra)
     again = run_playbook(PROBE, cluster, Settings(), phase="probe", limit=["cp1"], extra_vars=extra)
     assert again.ok

@@ -80,7 +80,7 @@ def test_a_run_that_trains_to_accuracy_passes_and_leaves_nothing_behind(tmp_path
     assert outcome.lines.count("epoch 3/10  loss 1.0  train_acc 0.9  time 0.50s  images/s 100000") == 1
     # What was applied: the trainer's code, and a Job asking for the GPU.
     configmap = outcome.posted("/configmaps")
-    assert set(configmap["data"]) == {"train.py", "cifar_data.py", "infer.py"}
+    assert set(configmap["data"]) == {"train.py", "cifar_data.py", "infer.py", "bandwidth.py"}
     container = outcome.posted("/jobs")["spec"]["template"]["spec"]["containers"][0]
     assert container["resources"]["limits"]["nvidia.com/gpu"] == "1"
     assert container["image"] == IMAGE
@@ -210,11 +210,11 @@ def test_the_trainers_own_error_is_the_cause(tmp_path: Path) -> None:
 
 def test_a_crash_without_a_message_falls_back_to_the_last_log_line(tmp_path: Path) -> None:
     crashed = trainer_pod("Failed", terminated={"exitCode": 1, "reason": "Error",
-                                        "message": "Traceback (most recent call last):\nRuntimeError: NCCL error"})
+                                        "message": "Traceback (most recent call last):\nRuntimeError: CUDA error: unknown error"})
     cluster = Cluster(steps=[(job(), [crashed], "")])
     verdict = run(tmp_path, cluster).verdict
     assert verdict.cause is FailureKind.TRAINER_FAILED
-    assert verdict.detail.endswith("exited with code 1: RuntimeError: NCCL error")
+    assert verdict.detail.endswith("exited with code 1: RuntimeError: CUDA error: unknown error")
 
 
 def test_keep_leaves_the_namespace_for_inspection(tmp_path: Path) -> None:

@@ -142,7 +142,7 @@ def test_the_trainers_own_error_is_the_cause() -> None:
 def test_a_crash_without_a_json_error_falls_back_to_the_last_line_it_wrote() -> None:
     verdict = failure(recorded("trainer-traceback"))
     assert verdict.cause is FailureKind.TRAINER_FAILED
-    assert verdict.detail == "the trainer in pod cifar10-smoke-abcde exited with code 1: RuntimeError: NCCL error"
+    assert verdict.detail == "the trainer in pod cifar10-smoke-abcde exited with code 1: RuntimeError: CUDA error: unknown error"
 
 
 def test_an_evicted_pod_is_reported_with_the_kubelets_reason() -> None:
@@ -187,3 +187,73 @@ def test_what_was_seen_before_the_api_server_stopped_answering_is_not_judged_aga
     # Unschedulable for two minutes, but this poll went unanswered: the pod may have been placed meanwhile.
     stale = replace(later(recorded("unschedulable"), 120), api_errors=1, api_error="HTTP 503 Service Unavailable")
     assert judge(stale, policy()) is None
+
+
+# -- the add-ons' workloads and the multi-node failures ------------------------------------------------------------
+
+def test_a_gang_volcano_cannot_place_is_waited_for_then_failed_whole() -> None:
+    observation = recorded("unschedulable-gang")
+    assert judge(observation, policy()) is None
+    assert judge(later(observation, 119), policy()) is None
+    verdict = failure(later(observation, 120))
+    assert verdict.cause is FailureKind.GANG_UNSCHEDULABLE
+    assert verdict.detail == ("the 2 pods of the Job cannot be placed as one gang (PodGroup cifar10-smoke in queue "
+                              "cluster-bootstrap): 2/2 tasks in gang unschedulable: pod group is not ready, 2 Pending, 2 "
+                              "minAvailable; Pending: 2 Unschedulable; none of them was started, so no rank waits on a "
+                              "half-formed rendezvous")
+
+
+def test_once_volcano_placed_the_gang_its_old_condition_is_not_a_failure() -> None:
+    observation = later(recorded("unschedulable-gang"), 600)
+    assert observation.podgroup is not None
+    placed = replace(observation, podgroup=replace(observation.podgroup, phase="Running"), pods=())
+    assert judge(placed, policy()) is None
+
+
+def test_ranks_that_never_met_are_a_rendezvous_timeout_with_the_way_out() -> None:
+    verdict = failure(recorded("rendezvous-timeout"))
+    assert verdict.cause is FailureKind.RENDEZVOUS_TIMEOUT
+    assert verdict.detail.startswith("the trainer in pod cifar10-smoke-1-abcde exited with code 1: [rank1]: The node "
+                                     "'cifar10-smoke-0-1' failed to join the rendezvous 'cifar10-smoke-bandwidth'; ")
+    assert "smoke_test.scheduler: volcano" in verdict.detail and "port 29500" in verdict.detail
+
+
+def test_an_nccl_failure_is_named_and_the_bandwidth_measured_before_it_kept() -> None:
+    verdict = failure(recorded("nccl-error"))
+    assert verdict.cause is FailureKind.NCCL_ERROR
+    assert verdict.workload == "TrainJob"
+    assert "NCCL_DEBUG: INFO" in verdict.detail
+    assert verdict.bandwidth is not None and (verdict.bandwidth.nodes, verdict.bandwidth.busbw_gbps) == (2, 4.3)
+
+
+def test_a_fetch_stopped_by_its_own_deadline_is_a_data_fetch_failure() -> None:
+    from provision.kube.smoke import Choices
+
+    settings = parse_settings({"smoke_test": {"dataset": "cifar10", "data_timeout_s": 120}})
+    spec = build_spec(settings, "gpu", namespace=NS, choices=Choices(cache="hostpath"))
+    verdict = failure(recorded("data-fetch-timeout"), smoke_policy(settings, spec, Timings()))
+    assert verdict.cause is FailureKind.DATA_FETCH
+    assert "did not finish within its 120s (smoke_test.data_timeout_s)" in verdict.detail
+
+
+def test_what_the_trainer_says_decides_between_rendezvous_nccl_and_its_own_failure() -> None:
+    from provision.kube.smoke_verdict import classify_failure
+
+    assert classify_failure("torch.distributed.DistStoreError: Timed out after 901 seconds waiting for clients. "
+                            "1/2 clients joined.") is FailureKind.RENDEZVOUS_TIMEOUT
+    assert classify_failure("rendezvous host cifar10-smoke-0.cifar10-smoke never resolved: is cluster DNS working?") \
+        is FailureKind.RENDEZVOUS_TIMEOUT
+    assert classify_failure("[PG 0 Rank 1] ProcessGroupNCCL's watchdog got stuck for 480 seconds without making "
+                            "progress") is FailureKind.NCCL_ERROR
+    assert classify_failure("ValueError: the learning rate is negative") is FailureKind.TRAINER_FAILED
+
+
+def test_bandwidth_is_warned_about_only_across_nodes_and_only_against_a_known_link() -> None:
+    from provision.kube.smoke_verdict import Bandwidth, bandwidth_warnings
+
+    two = Bandwidth(busbw_gbps=0.8, nodes=2)
+    assert bandwidth_warnings(two, None, 10) == ()
+    assert bandwidth_warnings(Bandwidth(busbw_gbps=0.8, nodes=1), 1.0, 10) == ()
+    assert [w.split(":")[0] for w in bandwidth_warnings(two, 1.0, 10)] == ["the nodes are linked at 1 Gb/s, under 10 Gb/s"]
+    assert bandwidth_warnings(Bandwidth(busbw_gbps=20.0, nodes=2), 25.0, 10) == ()
+    assert "far below the link's 100 Gb/s" in bandwidth_warnings(Bandwidth(busbw_gbps=20.0, nodes=2), 100.0, 10)[0]

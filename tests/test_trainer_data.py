@@ -207,3 +207,57 @@ def test_an_incomplete_folder_names_the_missing_file(tmp_path: Path) -> None:
     (folder / "data_batch_4").unlink()
     with pytest.raises(cifar_data.DataError, match="data_batch_4: missing"):
         cifar_data.read_folder(folder)
+
+
+def official_looking_folder(tmp_path: Path) -> Path:
+    """A folder laid out like the official one (its batches.meta as shipped, without the synthetic mark),
+    whose files cannot have the official md5s."""
+    folder = cifar_data.write_synthetic(tmp_path, train_size=20, test_size=10)
+    (folder / cifar_data.META_FILE).write_bytes(pickle.dumps({"label_names": list(cifar_data.CLASSES)}))
+    return folder
+
+
+def test_an_unpacked_folder_is_checked_against_the_official_md5s_before_use(tmp_path: Path) -> None:
+    folder = official_looking_folder(tmp_path)
+    with pytest.raises(cifar_data.DataError) as error:
+        cifar_data.locate(tmp_path)
+    message = str(error.value)
+    assert message.startswith(str(folder / cifar_data.TRAIN_FILES[0]))  # names the first file that differs
+    assert "does not match the expected " + cifar_data.OFFICIAL_MD5["data_batch_1"] in message
+    assert "delete" in message and "--download" in message
+    assert cifar_data.locate(tmp_path, verify=False) == folder  # the check is what refuses it
+
+
+def test_a_tampered_batch_in_a_synthetic_folder_is_refused_by_name(tmp_path: Path) -> None:
+    folder = cifar_data.write_synthetic(tmp_path, train_size=50, test_size=10)
+    assert cifar_data.locate(tmp_path) == folder  # as written: every md5 recorded in batches.meta matches
+    raw = pickle.loads((folder / "data_batch_3").read_bytes(), encoding="latin1")
+    raw["labels"][0] = (raw["labels"][0] + 1) % 10  # one label changed, the file still a valid batch
+    (folder / "data_batch_3").write_bytes(pickle.dumps(raw, protocol=2))
+    with pytest.raises(cifar_data.DataError, match=r"data_batch_3: md5 [0-9a-f]{32} does not match the expected"):
+        cifar_data.locate(tmp_path)
+    (folder / "data_batch_3").unlink()
+    with pytest.raises(cifar_data.DataError, match="data_batch_3: missing"):
+        cifar_data.locate(tmp_path)
+
+
+def test_the_synthetic_sets_labels_are_wrong_in_exactly_5_percent_so_the_ceiling_is_known(tmp_path: Path) -> None:
+    clean = cifar_data.synthetic_images(400, seed=2, label_noise=0.0)
+    noisy = cifar_data.synthetic_images(400, seed=2)
+    assert np.array_equal(clean.images, noisy.images)
+    assert int((clean.labels != noisy.labels).sum()) == 20  # 5% of 400, each moved to another class
+    folder = cifar_data.write_synthetic(tmp_path, train_size=20, test_size=10)
+    assert cifar_data.accuracy_ceiling(folder) == 0.95
+    assert cifar_data.accuracy_ceiling(official_looking_folder(tmp_path / "real")) is None
+
+
+def test_no_linear_function_of_the_pixels_learns_the_synthetic_set() -> None:
+    # Ridge regression on the raw pixels, the best linear classifier in closed form: near chance (0.10),
+    # because each image shows its class pattern or its negative. A trainer must learn features to pass.
+    train_split, test_split = cifar_data.synthetic_images(2000, seed=0), cifar_data.synthetic_images(500, seed=1)
+    x = train_split.images.reshape(len(train_split), -1).astype(np.float64)
+    mean, std = x.mean(axis=0), x.std(axis=0) + 1e-6
+    x = (x - mean) / std
+    weights = np.linalg.solve(x.T @ x + 100.0 * np.eye(x.shape[1]), x.T @ np.eye(10)[train_split.labels])
+    x_test = (test_split.images.reshape(len(test_split), -1) - mean) / std
+    assert ((x_test @ weights).argmax(axis=1) == test_split.labels).mean() < 0.2

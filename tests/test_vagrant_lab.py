@@ -4,9 +4,11 @@ from __future__ import annotations
 
 import os
 import re
+import socket
 import subprocess
 import sys
 import textwrap
+from dataclasses import replace
 from ipaddress import IPv4Network
 from pathlib import Path
 
@@ -24,6 +26,7 @@ from provision.lab.vagrant import (
     LabOptions,
     LabPlan,
     Vagrant,
+    host_problem,
     inventory_text,
     lab_settings,
     parse_host_keys,
@@ -31,6 +34,7 @@ from provision.lab.vagrant import (
     parse_ssh_config,
     write_known_hosts,
 )
+from tests.support.keys import write_private_key
 from tests.support.paths import REPO_ROOT as PROJECT_ROOT
 
 DATA = Path(__file__).parent / "data"
@@ -52,8 +56,7 @@ def recorded_ssh_config(tmp_path: Path) -> str:
     text = (DATA / "vagrant-ssh-config.txt").read_text().replace(RECORDED_ROOT, str(tmp_path))
     for endpoint in parse_ssh_config(text).values():
         for key in endpoint.identity_files:
-            key.parent.mkdir(parents=True, exist_ok=True)
-            key.write_text("not a real key\n")
+            write_private_key(key)
     return text
 
 
@@ -331,3 +334,47 @@ def test_lab_up_passes_its_options_and_settings_on_then_runs_bootstrap_up(tmp_pa
     result = runner.invoke(app, ["lab", "up", "--config", str(mine)])
     assert isinstance(result.exception, InputError) and "did you mean 'kubernetes.version'" in str(result.exception)
     assert len(made) == 2, "bad settings are refused before any machine is made"
+
+
+@pytest.fixture
+def listening_socket(tmp_path: Path):
+    path = tmp_path / "libvirt-sock"
+    with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as server:
+        server.bind(str(path))
+        server.listen(16)
+        yield path
+
+
+def test_a_stopped_libvirtd_or_a_missing_kvm_is_said_before_vagrant_up(tmp_path: Path, listening_socket: Path) -> None:
+    stale = tmp_path / "stale-sock"
+    with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as gone:
+        gone.bind(str(stale))
+    kvm_plan, qemu_plan = plan_for("lab-control-plane"), replace(plan_for("lab-control-plane"), libvirt_driver="qemu")
+    for sockets in ((tmp_path / "missing-sock",), (stale,)):
+        problem = host_problem(kvm_plan, sockets=sockets, kvm=tmp_path / "kvm")
+        assert problem is not None and problem.startswith("libvirtd is not running")
+        assert "sudo systemctl start libvirtd" in problem
+    no_kvm = host_problem(kvm_plan, sockets=(listening_socket,), kvm=tmp_path / "kvm")
+    assert no_kvm is not None and "no usable KVM" in no_kvm and "--libvirt-driver qemu" in no_kvm
+    assert host_problem(qemu_plan, sockets=(listening_socket,), kvm=tmp_path / "kvm") is None
+    (tmp_path / "kvm").touch()
+    assert host_problem(kvm_plan, sockets=(listening_socket,), kvm=tmp_path / "kvm") is None
+    assert host_problem(replace(kvm_plan, provider="virtualbox"), sockets=(tmp_path / "missing-sock",)) is None
+
+
+def test_lab_up_stops_before_vagrant_up_when_libvirtd_is_not_running(tmp_path: Path,
+                                                                     monkeypatch: pytest.MonkeyPatch) -> None:
+    calls = tmp_path / "calls"
+    plan = ('{"provider": "libvirt", "box": "rockylinux/9", "libvirt_driver": "qemu", "network": "192.168.56.0/24", '
+            '"machines": [{"name": "lab-control-plane", "role": "control_plane", "address": "192.168.56.10", '
+            '"cpus": 2, "memory_mb": 4096}]}')
+    env = _fake_vagrant(tmp_path, f"""\
+        echo "$1" >> {calls}
+        [ "$1" = validate ] && echo '{plan}' > "$LAB_PLAN_FILE"
+        exit 0
+    """)
+    monkeypatch.setattr("provision.lab.vagrant.LIBVIRT_SOCKETS", (tmp_path / "no-libvirt-sock",))
+    monkeypatch.setenv("BOOTSTRAP_STATE_DIR", str(tmp_path / "state"))
+    result = CliRunner().invoke(app, ["lab", "up"], env=env)
+    assert isinstance(result.exception, BootstrapError) and "libvirtd is not running" in str(result.exception)
+    assert calls.read_text().split() == ["validate"]

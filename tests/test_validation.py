@@ -9,6 +9,7 @@ import pytest
 
 from provision.errors import InputError
 from provision.inputs.validation import load_cluster
+from tests.support.keys import write_private_key
 
 GOOD_INVENTORY = """\
 [control_plane]
@@ -24,19 +25,19 @@ ansible_user=root
 BAD_INPUTS = [
     ("inventory-missing", "MISSING", None, ["inventory file not found"]),
     ("inventory-unparseable-ini", "[control_plane\ncp1 ansible_host=10.0.0.1\n", None, ["not a valid Ansible inventory"]),
-    ("inventory-unparseable-yaml", "all: [unclosed\n", None, ["not a valid Ansible inventory"]),
+    ("inventory-unparseable-yaml", "all: [unclosed\n", None, ["not valid YAML at line 2"]),
     ("no-control-plane", "[workers]\nw1 ansible_host=10.0.0.2\n", None, ["no control plane", "[control_plane]"]),
     ("empty-control-plane", "[control_plane]\n[workers]\nw1 ansible_host=10.0.0.2\n", None, ["no control plane"]),
     ("two-control-planes", "[control_plane]\ncp1 ansible_host=10.0.0.1\ncp2 ansible_host=10.0.0.2\n", None,
-     ["2 control-plane hosts", "cp1, cp2", "move the others under [workers]"]),
+     ["2 control-plane hosts", "'cp1', 'cp2'", "move the others under [workers]"]),
     ("two-control-planes-via-aliases", "[masters]\ncp1 ansible_host=10.0.0.1\n[control_plane]\ncp2 ansible_host=10.0.0.2\n",
      None, ["2 control-plane hosts"]),
     ("host-in-both-groups", "[control_plane]\ncp1 ansible_host=10.0.0.1\n[workers]\ncp1\n", None,
      ["'cp1' is in both", "remove it from one group"]),
     ("host-in-no-group", GOOD_INVENTORY + "stray ansible_host=10.0.0.9\n[extra]\nstray\n", None,
      ["'stray' is in neither"]),
-    ("duplicate-name-case", "[control_plane]\nNode1 ansible_host=10.0.0.1\n[workers]\nnode1 ansible_host=10.0.0.2\n",
-     None, ["'Node1' and 'node1'", "distinct name"]),
+    ("upper-case-name", "[control_plane]\nNode1 ansible_host=10.0.0.1\n[workers]\nnode1 ansible_host=10.0.0.2\n",
+     None, ["'Node1' is not a valid Kubernetes node name", "upper-case"]),
     ("duplicate-address", "[control_plane]\ncp1 ansible_host=10.0.0.1\n[workers]\nw1 ansible_host=10.0.0.1\n", None,
      ["share the address 10.0.0.1:22", "own ansible_host"]),
     ("invalid-node-name", "[control_plane]\ncp_1 ansible_host=10.0.0.1\n", None, ["'cp_1' is not a valid Kubernetes node name"]),
@@ -70,6 +71,25 @@ BAD_INPUTS = [
     ("offline-relative-path", None, "offline:\n  source: repo/dir\n", ["offline.source", "absolute path"]),
     ("ssh-timeout-zero", None, "ssh:\n  connect_timeout_s: 0\n", ["ssh.connect_timeout_s"]),
     ("runtime-mode-unknown", None, "gpu:\n  runtime: always\n", ["gpu.runtime"]),
+    ("addon-unknown", None, "addons:\n  enabled: [kueue]\n", ["addons.enabled", "'volcano', 'training_operator' or 'trainer'"]),
+    ("addon-not-a-list", None, "addons:\n  enabled: volcano\n", ["addons.enabled", "write it as a list"]),
+    ("addon-twice", None, "addons:\n  enabled: [volcano, volcano]\n", ["addons.enabled", "names an add-on twice"]),
+    ("addon-version-format", None, "addons:\n  trainer_version: '2.3'\n", ["addons.trainer_version", "v1.2.3"]),
+    ("addon-queue-name", None, "addons:\n  volcano_queue: Smoke_Queue\n", ["addons.volcano_queue"]),
+    ("smoke-workload-unknown", None, "smoke_test:\n  workload: mpijob\n", ["smoke_test.workload"]),
+    ("smoke-shm-size", None, "smoke_test:\n  shm_size: 2GB\n", ["smoke_test.shm_size", "2Gi"]),
+    ("smoke-env-name", None, "smoke_test:\n  env: {NCCL-DEBUG: INFO}\n", ["smoke_test.env", "'NCCL-DEBUG'"]),
+    ("smoke-env-nested", None, "smoke_test:\n  env: {NCCL_DEBUG: [INFO]}\n", ["smoke_test.env", "single value"]),
+    ("smoke-extra-resource-name", None, "smoke_test:\n  extra_resources: {hca: 1}\n",
+     ["smoke_test.extra_resources", "vendor.example/device"]),
+    ("smoke-extra-resource-amount", None, "smoke_test:\n  extra_resources: {rdma/hca: lots}\n",
+     ["smoke_test.extra_resources", "'lots' is not a Kubernetes quantity"]),
+    ("smoke-gpu-resource", None, "smoke_test:\n  gpu_resource: gpu\n", ["smoke_test.gpu_resource", "nvidia.com/gpu"]),
+    ("smoke-md5", None, "smoke_test:\n  cifar10_md5: abc\n", ["smoke_test.cifar10_md5", "32 hex digits"]),
+    ("smoke-cache-path-relative", None, "smoke_test:\n  cache_path: cache\n", ["smoke_test.cache_path", "absolute"]),
+    ("smoke-cache-path-system", None, "smoke_test:\n  cache_path: /etc\n", ["smoke_test.cache_path", "system directory"]),
+    ("smoke-cache-mode", None, "smoke_test:\n  cache: nfs\n", ["smoke_test.cache"]),
+    ("cifar10-archive-url", None, "mirrors:\n  cifar10_archive: cifar.tgz\n", ["mirrors.cifar10_archive", "URL"]),
     ("pod-cidr-contains-node", None, "kubernetes:\n  pod_cidr: 10.0.0.0/16\n",
      ["pod_cidr 10.0.0.0/16 contains node 'cp1'", "outside your node network"]),
     ("service-cidr-contains-node", None, "kubernetes:\n  service_cidr: 10.0.0.0/24\n",
@@ -127,8 +147,7 @@ def test_seed_style_masters_group_and_single_node_are_accepted(tmp_path: Path) -
 
 
 def test_group_vars_and_relative_key_files_resolve_like_ansible(tmp_path: Path) -> None:
-    (tmp_path / "keys").mkdir()
-    (tmp_path / "keys" / "id_lab").write_text("not a real key")
+    write_private_key(tmp_path / "keys" / "id_lab")
     (tmp_path / "group_vars").mkdir()
     (tmp_path / "group_vars" / "workers.yml").write_text("ansible_user: ubuntu\ngpu: true\n")
     path = tmp_path / "hosts.yml"

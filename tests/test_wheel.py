@@ -47,7 +47,9 @@ def test_the_wheel_carries_the_package_data_and_nothing_of_the_checkout(wheel: P
     for wanted in ("provision/cli/commands/up.py", "provision/playbooks/prepare.yml", "provision/playbooks/ansible.cfg",
                    "provision/playbooks/roles/os_prep/tasks/main.yml", "provision/playbooks/library/cb_node_report.py",
                    "provision/manifests/smoke/job.yaml.j2",
-                   "provision/trainer/train.py", "provision/lab/Vagrantfile", "provision/lab/lab.yml"):
+                   "provision/trainer/train.py", "provision/lab/Vagrantfile", "provision/lab/lab.yml",
+                   "provision/playbooks/addon.yml", "provision/playbooks/roles/addon/tasks/apply-part.yml",
+                   "provision/manifests/smoke/trainjob.yaml.j2", "provision/trainer/bandwidth.py"):
         assert wanted in names, wanted
     assert not [n for n in names if n.startswith(("tests/", "bench/", "docs/")) or "__pycache__" in n]
 

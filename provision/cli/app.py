@@ -8,18 +8,18 @@ from pathlib import Path
 from typing import Annotated
 
 import typer
-from rich.console import Console
-from rich.markup import escape
+from rich.text import Text
 from typer import _click as click  # Typer (pinned to 0.29.x) carries its own copy of Click
 from typer._completion_classes import completion_init
 
 from provision import __version__
+from provision.cli.views import literal_console
 from provision.errors import BootstrapError
 from provision.inputs.state import STATE_DIR_ENV
 
 # One module per command under provision/cli/commands/, each exposing register(app).
 COMMAND_MODULES: tuple[str, ...] = ("init", "config", "lab", "preflight", "prepare", "smoke_test", "up", "reset",
-                                    "node", "completion")
+                                    "node", "addons", "completion")
 
 HELP = """bootstrap: turn machines you can reach over SSH into a Kubernetes cluster with working NVIDIA GPUs.
 
@@ -36,7 +36,7 @@ Example usage:
 
 app = typer.Typer(help=HELP, no_args_is_help=True, add_completion=False, pretty_exceptions_enable=False,
                   rich_markup_mode=None, context_settings={"help_option_names": ["-h", "--help"]})
-err_console = Console(stderr=True)
+err_console = literal_console(stderr=True)
 
 
 def _print_version(value: bool) -> None:
@@ -66,30 +66,35 @@ for _name in COMMAND_MODULES:
     importlib.import_module(f"provision.cli.commands.{_name}").register(app)
 
 
+def _print_error(message: str, *, line_per_node: bool = False) -> None:
+    """The one line a refusal prints: user text as written (a newline in it would make it two). A failure of
+    several nodes keeps its one line per node, each of which is one line already."""
+    text = message if line_per_node else " ".join(message.splitlines())
+    err_console.print(Text.assemble(("error:", "bold red"), " ", text), soft_wrap=True)
+
+
 def main() -> None:
     try:
         # Not standalone: Click would print its usage errors in three lines of its own shape and exit itself.
         # The program's name, also under `python -m provision` (usage lines, the completion variable).
         code = app(standalone_mode=False, prog_name="bootstrap")
     except BootstrapError as exc:
-        err_console.print(f"[bold red]error:[/] {escape(str(exc))}", highlight=False, soft_wrap=True)
+        _print_error(str(exc), line_per_node=len(exc.nodes) > 1)
         sys.exit(exc.exit_code)
     except click.exceptions.NoArgsIsHelpError as exc:
         typer.echo(exc.ctx.get_help() if exc.ctx else exc.format_message())
         sys.exit(0)
     except typer.Abort:
-        err_console.print("[red]aborted[/]")
+        err_console.print(Text("aborted", style="red"))
         sys.exit(1)
     except click.exceptions.ClickException as exc:
         # Usage errors in the same one-line shape as every other refusal (Click's own is three lines).
         usage = isinstance(exc, click.exceptions.UsageError)
         ctx = getattr(exc, "ctx", None)
         hint = f" (see `{ctx.command_path if ctx else 'bootstrap'} --help`)" if usage else ""
-        message = exc.format_message().replace("Value error, ", "")
-        err_console.print(f"[bold red]error:[/] {escape(message)}{hint}", highlight=False,
-                          soft_wrap=True)
+        _print_error(exc.format_message().replace("Value error, ", "") + hint)
         sys.exit(2 if usage else exc.exit_code)
     except KeyboardInterrupt:
-        err_console.print("[red]interrupted[/]")
+        err_console.print(Text("interrupted", style="red"))
         sys.exit(130)
     sys.exit(code if isinstance(code, int) else 0)

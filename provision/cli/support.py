@@ -83,6 +83,6 @@ def run_pipeline(phase_names: Sequence[str], cluster: Cluster, settings: Setting
         if failed and tuple(phase_names) == UP_PHASES:
             console.print(f"fix the cause, then re-run `bootstrap up --inventory {cluster.inventory_path}`: with the "
                           f"same inputs it resumes at {failed} (`--from PHASE` chooses another start)", style="yellow",
-                          soft_wrap=True, markup=False)
+                          soft_wrap=True)
         raise result.error
     return ctx

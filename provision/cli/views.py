@@ -5,14 +5,20 @@ from typing import Any
 
 from rich.console import Console, Group
 from rich.live import Live
-from rich.markup import escape
 from rich.table import Table
 from rich.text import Text
 
 from provision.nodes.runner import PlaybookResult, RunProgress
 from provision.phases import PipelineResult
 
-console = Console(stderr=True, highlight=False)
+
+def literal_console(**options: Any) -> Console:
+    """A console that prints text as written: no markup, no :emoji: codes, no highlighting. Host names, paths and
+    messages come from the user's input; styles come from Text objects, never from the text itself."""
+    return Console(markup=False, emoji=False, highlight=False, **options)
+
+
+console = literal_console(stderr=True)
 STATUS_STYLE = {"ok": "green", "failed": "bold red", "skipped": "yellow", "not run": "dim"}
 
 
@@ -36,11 +42,11 @@ def progress_table(progress: RunProgress) -> Group:
 
 def print_result(result: PlaybookResult) -> None:
     changed = sum(result.changed.values())
-    status = "[green]ok[/]" if result.ok else "[red]FAILED[/]"
-    console.print(f"{result.phase}: {status} in {result.elapsed_s:.1f}s, {changed} changes on "
-                  f"{len(result.tally)} hosts  (log: {result.run_dir / 'run.log'})")
+    status = ("ok", "green") if result.ok else ("FAILED", "red")
+    console.print(Text.assemble(f"{result.phase}: ", status, f" in {result.elapsed_s:.1f}s, {changed} changes on "
+                                f"{len(result.tally)} hosts  (log: {result.run_dir / 'run.log'})"))
     for failure in result.failures:
-        console.print(f"  [red]{escape(failure.describe())}[/]")
+        console.print(Text(f"  {failure.describe()}", style="red"))
 
 
 class PhaseView:
@@ -71,11 +77,11 @@ class PhaseView:
             if self.interactive:
                 self._live().update(Text(text, style="dim"))
             elif text != self.last_wait:
-                console.print(f"  {text}", markup=False, soft_wrap=True)
+                console.print(f"  {text}", soft_wrap=True)
             self.last_wait = text
             return
         self.stop()
-        console.print(f"[bold cyan]>[/] {escape(text)}", soft_wrap=True)
+        console.print(Text.assemble((">", "bold cyan"), f" {text}"), soft_wrap=True)
 
     def playbook(self, progress: RunProgress) -> None:
         if self.interactive:
@@ -90,7 +96,7 @@ class PhaseView:
         from provision.cli.commands.smoke_test import progress_view
 
         for line in progress.new_lines:
-            (self._live().console if self.interactive else console).print(f"  {line}", markup=False)
+            (self._live().console if self.interactive else console).print(f"  {line}")
         if self.interactive:
             self._live().update(progress_view(progress))
 

@@ -14,17 +14,129 @@ from enum import StrEnum
 from pathlib import Path
 from typing import Any, Literal
 
-import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from provision.errors import InputError
+from provision.inputs.addons import ADDONS, VERSION_PATTERN, AddonName
+from provision.inputs.files import parse_yaml, read_text, refuse_vault_file, shown
 
-KUBE_VERSION_RE = re.compile(r"^v?1\.(\d+)(?:\.(\d+))?$")
+KUBE_VERSION_RE = re.compile(r"^v?1\.(0|[1-9]\d{0,2})(?:\.(0|[1-9]\d{0,3}))?$")
+# The Kubernetes minors this release can install: pkgs.k8s.io starts at 1.27; 1.37 is the newest minor whose API
+# the manifests are validated against. (A table of versions with their component releases will replace these.)
+OLDEST_KUBE_MINOR = 27
+NEWEST_KUBE_MINOR = 37
+# kubeadm refuses an IPv4 service range wider than /12; the cluster's DNS service takes the range's 10th address.
+WIDEST_SERVICE_PREFIX = 12
+NARROWEST_SERVICE_PREFIX = 28
+# kube-controller-manager gives each node a /24 and refuses a cluster range more than 16 bits wider than that.
+WIDEST_POD_PREFIX = 8
+# Ranges that cannot carry pod or service traffic.
+UNUSABLE_RANGES = {
+    "0.0.0.0/8": "'this network' (0.0.0.0/8)", "127.0.0.0/8": "loopback (127.0.0.0/8)",
+    "169.254.0.0/16": "link-local (169.254.0.0/16)", "224.0.0.0/4": "multicast (224.0.0.0/4)",
+    "240.0.0.0/4": "reserved (240.0.0.0/4)",
+}
+# Kubernetes' DNS-1123 subdomain (the cluster DNS domain, registry host names).
+DNS_LABEL = r"[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?"
+DNS_SUBDOMAIN_RE = re.compile(rf"^{DNS_LABEL}(\.{DNS_LABEL})*$")
+DNS_LABEL_RE = re.compile(rf"^{DNS_LABEL}$")
+# A registry host (a DNS name with an optional port) and the image path below it, in the grammar of the
+# distribution reference (docker/distribution reference.go); the tag or digest is matched separately.
+REGISTRY_HOST = r"(?:[a-zA-Z0-9]([-a-zA-Z0-9]*[a-zA-Z0-9])?)(?:\.[a-zA-Z0-9]([-a-zA-Z0-9]*[a-zA-Z0-9])?)*(?::[0-9]{1,5})?"
+PATH_COMPONENT = r"[a-z0-9]+(?:(?:[._]|__|-+)[a-z0-9]+)*"
+REPOSITORY_RE = re.compile(rf"^{REGISTRY_HOST}(?:/{PATH_COMPONENT})*$")
+IMAGE_RE = re.compile(rf"^(?P<repository>{REGISTRY_HOST}(?:/{PATH_COMPONENT})*)"
+                      r"(?::(?P<tag>[\w][\w.-]{0,127}))?(?:@(?P<digest>sha256:[0-9a-f]{64}))?$")
+# What a repository URL may contain: RFC 3986's characters minus quotes, parentheses, '*', ',', ';', '!' and '$'
+# (none needed by a package repository; each means something to a shell or a configuration file).
+URL_CHARACTERS_RE = re.compile(r"^[A-Za-z0-9\-._~:/?#\[\]@&+=%]+$")
+# Kubernetes' own shapes: a resource quantity (2Gi, 500m, 1), an environment variable name,
+# and a qualified resource name (rdma/hca, nvidia.com/gpu).
+QUANTITY_RE = re.compile(r"^[0-9]+(\.[0-9]+)?(m|k|Ki|Mi|Gi|Ti|Pi|Ei|M|G|T|P|E)?$")
+ENV_NAME_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+RESOURCE_NAME_RE = re.compile(r"^([a-z0-9]([-a-z0-9.]*[a-z0-9])?/)?[A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?$")
+CIFAR10_MD5 = "c58f30108f718f92721af3b95e74349a"
+
+
+def kube_minor_problem(minor: int) -> str | None:
+    """Why Kubernetes 1.<minor> cannot be installed by this release, or None."""
+    if minor < OLDEST_KUBE_MINOR:
+        return f"too old: pkgs.k8s.io starts at 1.{OLDEST_KUBE_MINOR}; choose 1.{OLDEST_KUBE_MINOR} or newer"
+    if minor > NEWEST_KUBE_MINOR:
+        return (f"past the supported range (1.{OLDEST_KUBE_MINOR} to 1.{NEWEST_KUBE_MINOR}): choose "
+                f"1.{NEWEST_KUBE_MINOR} or older")
+    return None
+
+
+def url_problem(value: str, schemes: tuple[str, ...] = ("http", "https")) -> str | None:
+    """Why a repository or mirror URL is not one (it is written into the nodes' package and registry
+    configuration, so a newline or a quote in it could add lines of its own), or None."""
+    if not URL_CHARACTERS_RE.match(value):
+        bad = next((c for c in value if not URL_CHARACTERS_RE.match(c)), "")
+        return f"{shown(value)} has a character a URL may not have ({shown(bad)})"
+    scheme, _, rest = value.partition("://")
+    host = rest.split("/", 1)[0].rsplit("@", 1)[-1]
+    if not rest or scheme.lower() not in schemes or not host or host.startswith(":"):
+        return f"{shown(value)} is not a {' or '.join(f'{s}://' for s in schemes)} URL with a host"
+    return None
+
+
+def _url(value: str | None, schemes: tuple[str, ...] = ("http", "https")) -> str | None:
+    if value is None:
+        return None
+    problem = url_problem(value, schemes)
+    if problem:
+        raise ValueError(f"{problem}: write it as https://mirror.example.com/path")
+    return value
+
+
+def image_problem(value: str, *, tagged: bool) -> str | None:
+    """Why `value` is not an image reference (tagged: with a tag other than latest, or a digest; else a
+    repository without tag), or None."""
+    if "://" in value:
+        return f"{shown(value)} has a URL scheme: write the registry and path only, e.g. registry.example.com/team"
+    match = IMAGE_RE.match(value)
+    if not match or not (0 < len(value) <= 255):
+        return f"{shown(value)} is not an image reference (registry/path{':tag' if tagged else ''}, lower case)"
+    tag, digest = match.group("tag"), match.group("digest")
+    if not tagged and (tag or digest):
+        return f"{shown(value)} carries a tag: give the image without it"
+    if tagged and not digest and (tag is None or tag == "latest"):
+        return f"{shown(value)} has no fixed tag: name a release (e.g. :1.36), not latest, so every node runs the same"
+    return None
+
+
+def _image(value: str, *, tagged: bool) -> str:
+    problem = image_problem(value, tagged=tagged)
+    if problem:
+        raise ValueError(problem)
+    return value
+
+
+def _repository(value: str | None) -> str | None:
+    if value is None:
+        return None
+    value = value.rstrip("/")
+    if "://" in value:
+        raise ValueError(f"{shown(value)} has a URL scheme: write the registry and path only, e.g. "
+                         "registry.example.com/google_containers")
+    if not REPOSITORY_RE.match(value) or len(value) > 255:
+        raise ValueError(f"{shown(value)} is not a registry (host[:port][/path], lower-case path), "
+                         "e.g. registry.example.com/google_containers")
+    return value
+
+
+def _cidr_problem(network: ipaddress.IPv4Network) -> str | None:
+    for text, name in UNUSABLE_RANGES.items():
+        if network.overlaps(ipaddress.ip_network(text)):
+            return f"overlaps the {name} range: pick a private range such as 10.244.0.0/16"
+    return None
 
 
 class _Section(BaseModel):
-    # Unknown keys are refused (with a did-you-mean) rather than silently ignored.
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    # Unknown keys are refused (with a did-you-mean) rather than silently ignored. Strict: YAML's `true` is not
+    # the number 1, and 22.5 is not 22.
+    model_config = ConfigDict(extra="forbid", frozen=True, strict=True)
 
 
 class KubernetesSettings(_Section):
@@ -44,23 +156,59 @@ class KubernetesSettings(_Section):
         if isinstance(value, (int, float)):
             # YAML reads 1.30 as the number 1.3: a silent wrong version, so numbers are refused.
             raise ValueError(f"{value} is a number, not a version: quote it, e.g. version: '1.31'")
-        match = KUBE_VERSION_RE.match(str(value).strip())
+        if not isinstance(value, str):
+            raise ValueError(f"{shown(value)} is not a version: write it as '1.31' or '1.31.4'")
+        match = KUBE_VERSION_RE.match(value.strip())
         if not match:
-            raise ValueError(f"'{value}' is not a Kubernetes version: write it as 1.31 or 1.31.4")
-        if int(match.group(1)) < 27:
-            raise ValueError(f"Kubernetes {value} is too old: pkgs.k8s.io starts at 1.27; choose 1.27 or newer")
-        return str(value).strip().lstrip("v")
+            raise ValueError(f"{shown(value)} is not a Kubernetes version: write it as 1.31 or 1.31.4")
+        problem = kube_minor_problem(int(match.group(1)))
+        if problem:
+            raise ValueError(f"Kubernetes {value.strip()} is {problem}")
+        return value.strip().lstrip("v")
 
     @field_validator("pod_cidr", "service_cidr")
     @classmethod
     def _cidr_format(cls, value: str) -> str:
+        if "/" not in value:
+            raise ValueError(f"{shown(value)} has no prefix length: write the range as 10.244.0.0/16")
         try:
             network = ipaddress.ip_network(value, strict=True)
         except ValueError as exc:
-            raise ValueError(f"'{value}' is not a valid CIDR ({exc}); write it as 10.244.0.0/16") from None
-        if network.version != 4:
-            raise ValueError(f"'{value}' is IPv6; only IPv4 clusters are supported for now")
+            raise ValueError(f"{shown(value)} is not a valid CIDR ({exc}); write it as 10.244.0.0/16") from None
+        if not isinstance(network, ipaddress.IPv4Network):
+            raise ValueError(f"{shown(value)} is IPv6; only IPv4 clusters are supported for now")
+        problem = _cidr_problem(network)
+        if problem:
+            raise ValueError(f"{network} {problem}")
         return str(network)
+
+    @field_validator("pod_cidr")
+    @classmethod
+    def _pod_cidr_size(cls, value: str) -> str:
+        if ipaddress.ip_network(value).prefixlen < WIDEST_POD_PREFIX:
+            raise ValueError(f"{value} is wider than /{WIDEST_POD_PREFIX}, more than kube-controller-manager can "
+                             "divide into per-node /24s: use a /16 such as 10.244.0.0/16")
+        return value
+
+    @field_validator("service_cidr")
+    @classmethod
+    def _service_cidr_size(cls, value: str) -> str:
+        prefix = ipaddress.ip_network(value).prefixlen
+        if prefix < WIDEST_SERVICE_PREFIX:
+            raise ValueError(f"{value} is wider than /{WIDEST_SERVICE_PREFIX}, which kubeadm refuses: use e.g. "
+                             "10.96.0.0/12")
+        if prefix > NARROWEST_SERVICE_PREFIX:
+            raise ValueError(f"{value} is narrower than /{NARROWEST_SERVICE_PREFIX}: the cluster DNS service takes "
+                             "its 10th address; use e.g. 10.96.0.0/12")
+        return value
+
+    @field_validator("dns_domain")
+    @classmethod
+    def _dns_domain(cls, value: str) -> str:
+        if len(value) > 253 or not DNS_SUBDOMAIN_RE.match(value):
+            raise ValueError(f"{shown(value)} is not a DNS domain (lower-case labels of letters, digits and '-', "
+                             "separated by dots): use e.g. cluster.local")
+        return value
 
     @model_validator(mode="after")
     def _cidrs_disjoint(self) -> KubernetesSettings:
@@ -87,6 +235,19 @@ class ContainerRuntimeSettings(_Section):
     # Registry host -> mirror endpoints, written into containerd's hosts.toml files.
     registry_mirrors: dict[str, list[str]] = Field(default_factory=dict)
 
+    @field_validator("registry_mirrors")
+    @classmethod
+    def _mirrors(cls, value: dict[str, list[str]]) -> dict[str, list[str]]:
+        for registry, endpoints in value.items():
+            if not re.match(rf"^{REGISTRY_HOST}$", registry):
+                raise ValueError(f"{shown(registry)} is not a registry host: write it as docker.io or "
+                                 "registry.example.com:5000")
+            if not endpoints:
+                raise ValueError(f"{registry} has no mirror: list at least one URL, or leave the registry out")
+            for endpoint in endpoints:
+                _url(endpoint)
+        return value
+
 
 class MirrorProfile(StrEnum):
     """Named sets of sources (inputs/sources.py PROFILES holds what each one points at)."""
@@ -98,7 +259,8 @@ class MirrorProfile(StrEnum):
 
 class MirrorSettings(_Section):
     # A named profile switches every source at once; a per-source value below overrides the profile.
-    profile: MirrorProfile = MirrorProfile.default
+    # Not strict: YAML gives the profile's name, which names the member.
+    profile: MirrorProfile = Field(default=MirrorProfile.default, strict=False)
     os_repo: str | None = None
     docker_repo: str | None = None
     kubernetes_repo: str | None = None
@@ -107,6 +269,31 @@ class MirrorSettings(_Section):
     image_repository: str | None = None
     calico_manifest: str | None = None
     pip_index: str | None = None
+    # The CIFAR-10 python archive the smoke test's pods fetch (dataset: cifar10), as a full URL.
+    cifar10_archive: str | None = None
+    # Raw files of GitHub repositories (Volcano's installer): raw.githubusercontent.com or a mirror of it.
+    github_raw: str | None = None
+    # A base URL holding the add-ons' release manifests already rendered, as <addon>/<version>/<part>.yaml
+    # (docs/addons.md): replaces GitHub for every add-on, the Kubeflow ones included.
+    addon_manifests: str | None = None
+
+    @field_validator("cifar10_archive", "github_raw", "addon_manifests")
+    @classmethod
+    def _url(cls, value: str | None) -> str | None:
+        if value is not None and not re.match(r"^(https?|file)://[^\s]+$", value):
+            raise ValueError(f"'{value}' is not an http(s):// or file:// URL")
+        return value
+
+    @field_validator("os_repo", "docker_repo", "kubernetes_repo", "nvidia_cuda_repo", "nvidia_toolkit_repo",
+                     "calico_manifest", "pip_index")
+    @classmethod
+    def _urls(cls, value: str | None) -> str | None:
+        return _url(value)
+
+    @field_validator("image_repository")
+    @classmethod
+    def _registry(cls, value: str | None) -> str | None:
+        return _repository(value)
 
 
 class OfflineSettings(_Section):
@@ -121,10 +308,20 @@ class OfflineSettings(_Section):
         if value is None:
             return None
         if value.startswith("/"):
-            return "file://" + value
+            value = "file://" + value
         if not re.match(r"^(https?|file)://", value):
-            raise ValueError(f"'{value}' is neither an absolute path nor an http(s):// or file:// URL")
-        return value.rstrip("/")
+            raise ValueError(f"{shown(value)} is neither an absolute path nor an http(s):// or file:// URL")
+        if value.startswith("file://"):
+            path = value.removeprefix("file://")
+            if not path.startswith("/") or not URL_CHARACTERS_RE.match(path) or "/../" in f"{path}/":
+                raise ValueError(f"{shown(value)} is not an absolute path on the nodes: write e.g. /srv/offline")
+            return value.rstrip("/")
+        return (_url(value) or "").rstrip("/")
+
+    @field_validator("image_repository")
+    @classmethod
+    def _registry(cls, value: str | None) -> str | None:
+        return _repository(value)
 
 
 class CalicoSettings(_Section):
@@ -133,8 +330,8 @@ class CalicoSettings(_Section):
     @field_validator("version", mode="before")
     @classmethod
     def _version_format(cls, value: object) -> str:
-        if not isinstance(value, str) or not re.match(r"^v\d+\.\d+\.\d+$", value):
-            raise ValueError(f"'{value}' is not a Calico release tag: write it as v3.28.2")
+        if not isinstance(value, str) or not re.match(r"^v\d{1,3}\.\d{1,3}\.\d{1,3}$", value):
+            raise ValueError(f"{shown(value)} is not a Calico release tag: write it as v3.28.2")
         return value
 
 
@@ -154,6 +351,40 @@ class GpuSettings(_Section):
     # default: nvidia becomes containerd's default runtime; runtimeclass: pods opt in via RuntimeClass "nvidia".
     runtime: Literal["default", "runtimeclass"] = "default"
 
+    # Each becomes part of a package name or an image tag on the nodes: nothing but the release's own shape.
+    @field_validator("driver_branch")
+    @classmethod
+    def _branch(cls, value: str) -> str:
+        if not re.match(r"^[0-9]{3,4}$", value):
+            raise ValueError(f"{shown(value)} is not an NVIDIA driver branch: write its number, e.g. '565'")
+        return value
+
+    @field_validator("container_toolkit_version")
+    @classmethod
+    def _toolkit(cls, value: str) -> str:
+        if not re.match(r"^[0-9]{1,3}\.[0-9]{1,3}\.[0-9]{1,3}$", value):
+            raise ValueError(f"{shown(value)} is not a container toolkit release: write it as 1.17.3")
+        return value
+
+    @field_validator("device_plugin_version")
+    @classmethod
+    def _plugin(cls, value: str) -> str:
+        if not re.match(r"^v[0-9]{1,3}\.[0-9]{1,3}\.[0-9]{1,3}$", value):
+            raise ValueError(f"{shown(value)} is not a device plugin release tag: write it as v0.17.0")
+        return value
+
+    @field_validator("device_plugin_image")
+    @classmethod
+    def _plugin_image(cls, value: str) -> str:
+        return _image(value, tagged=False)
+
+
+def _quantity(value: object, example: str) -> str:
+    text = str(value).strip()
+    if isinstance(value, bool) or not QUANTITY_RE.match(text):
+        raise ValueError(f"'{value}' is not a Kubernetes quantity: write it as {example}")
+    return text
+
 
 class SmokeTestSettings(_Section):
     enabled: bool = True
@@ -167,6 +398,141 @@ class SmokeTestSettings(_Section):
     timeout_s: int = Field(default=900, ge=60)
     # synthetic: a generated, learnable set in CIFAR-10's format (no download); cifar10: the real archive.
     dataset: Literal["synthetic", "cifar10"] = "synthetic"
+    # What runs the training: a TrainJob (Kubeflow Trainer), a PyTorchJob (Training Operator) or a plain Job.
+    # auto: a TrainJob when the cluster serves the TrainJob API, else a Job.
+    workload: Literal["auto", "job", "pytorchjob", "trainjob"] = "auto"
+    # auto: Volcano (a gang: every pod or none) when the cluster serves its PodGroup API, else the default scheduler.
+    scheduler: Literal["auto", "default", "volcano"] = "auto"
+    # The seeds' knobs for multi-node training: extra environment (NCCL_DEBUG, NCCL_SOCKET_IFNAME, NCCL_IB_HCA, ...),
+    # the host's network namespace, the /dev/shm size, extra resources (rdma/hca), IPC_LOCK (for RDMA memory
+    # registration) and the GPU resource name (a vendor's device plugin may advertise its own).
+    env: dict[str, str] = Field(default_factory=dict)
+    host_network: bool = False
+    shm_size: str = "2Gi"
+    extra_resources: dict[str, str] = Field(default_factory=dict)
+    ipc_lock: bool = False
+    gpu_resource: str = GPU_RESOURCE
+    # The link speed under which preflight and the smoke test warn that multi-node training will be throttled.
+    min_link_gbps: float = Field(default=10.0, gt=0)
+    # The md5 the CIFAR-10 archive must have (its URL is mirrors.cifar10_archive, or the profile's).
+    cifar10_md5: str = CIFAR10_MD5
+    # Where the archive (and, with `smoke-test --save`, the trained model) is kept between runs: a hostPath under
+    # cache_path on each node, a PersistentVolumeClaim of the default StorageClass, or nothing (every pod fetches).
+    # auto: the PVC for single-pod runs when a default StorageClass exists, else the hostPath.
+    cache: Literal["auto", "hostpath", "pvc", "none"] = "auto"
+    cache_path: str = "/var/lib/cluster-bootstrap/cache"
+    cache_size: str = "2Gi"
+    # The fetch into the cache has its own deadline, apart from training's timeout_s.
+    data_timeout_s: int = Field(default=600, ge=30)
+
+    @field_validator("env", mode="before")
+    @classmethod
+    def _env(cls, value: object) -> dict[str, str]:
+        if not isinstance(value, dict):
+            raise ValueError("write it as a mapping of variable names to values, e.g. {NCCL_DEBUG: INFO}")
+        env = {}
+        for name, setting in value.items():
+            if not ENV_NAME_RE.match(str(name)):
+                raise ValueError(f"'{name}' is not an environment variable name (letters, digits and _)")
+            if isinstance(setting, (dict, list)) or setting is None:
+                raise ValueError(f"{name}: give a single value (a string or a number), not '{setting}'")
+            env[str(name)] = str(setting).lower() if isinstance(setting, bool) else str(setting)
+        return env
+
+    @field_validator("extra_resources", mode="before")
+    @classmethod
+    def _extra_resources(cls, value: object) -> dict[str, str]:
+        if not isinstance(value, dict):
+            raise ValueError("write it as a mapping of resource names to amounts, e.g. {rdma/hca: 1}")
+        resources = {}
+        for name, amount in value.items():
+            if not RESOURCE_NAME_RE.match(str(name)) or "/" not in str(name):
+                raise ValueError(f"'{name}' is not an extended resource name: write it as vendor.example/device")
+            resources[str(name)] = _quantity(amount, "1")
+        return resources
+
+    @field_validator("shm_size", "cache_size", mode="before")
+    @classmethod
+    def _size(cls, value: object) -> str:
+        return _quantity(value, "2Gi")
+
+    @field_validator("gpu_resource")
+    @classmethod
+    def _gpu_resource(cls, value: str) -> str:
+        if not RESOURCE_NAME_RE.match(value) or "/" not in value:
+            raise ValueError(f"'{value}' is not an extended resource name: write it as {GPU_RESOURCE}")
+        return value
+
+    @field_validator("cifar10_md5")
+    @classmethod
+    def _md5(cls, value: str) -> str:
+        if not re.match(r"^[0-9a-f]{32}$", value.lower()):
+            raise ValueError(f"'{value}' is not an md5 (32 hex digits); CIFAR-10's is {CIFAR10_MD5}")
+        return value.lower()
+
+    @field_validator("cache_path")
+    @classmethod
+    def _cache_path(cls, value: str) -> str:
+        path = value.rstrip("/")
+        if not path.startswith("/") or ".." in path.split("/"):
+            raise ValueError(f"'{value}' must be an absolute path on the nodes, e.g. /var/lib/cluster-bootstrap/cache")
+        # `reset` removes it: a system directory must never be one.
+        if path.count("/") < 2 or path.split("/")[1] in ("etc", "usr", "bin", "sbin", "lib", "boot", "dev", "proc",
+                                                        "sys", "root", "home"):
+            raise ValueError(f"'{value}' is too close to the root or a system directory (reset removes it): "
+                             "use a directory of its own, e.g. /var/lib/cluster-bootstrap/cache")
+        return path
+
+    @field_validator("extra_resources")
+    @classmethod
+    def _not_managed(cls, value: dict[str, str]) -> dict[str, str]:
+        for name in value:
+            if name in ("cpu", "memory") or name == GPU_RESOURCE:
+                raise ValueError(f"{name} is requested by the smoke test itself: leave it out of extra_resources")
+        return value
+
+
+class AddonsSettings(_Section):
+    # The add-ons `up` installs after the gpu phase, each from its pinned release: none by default.
+    enabled: tuple[AddonName, ...] = ()
+    volcano_version: str = ADDONS["volcano"].version
+    training_operator_version: str = ADDONS["training_operator"].version
+    trainer_version: str = ADDONS["trainer"].version
+    # The Volcano queue the smoke test's gangs wait in (the volcano add-on creates it).
+    volcano_queue: str = "cluster-bootstrap"
+    # How long an add-on phase waits for its CRDs to be Established and its controllers Available.
+    timeout_s: int = Field(default=600, ge=30)
+
+    @field_validator("enabled", mode="before")
+    @classmethod
+    def _listed_once(cls, value: object) -> object:
+        if isinstance(value, str):
+            raise ValueError(f"write it as a list, e.g. [{value}]")
+        if isinstance(value, (list, tuple)) and len(set(map(str, value))) != len(value):
+            raise ValueError(f"{list(value)} names an add-on twice")
+        return value
+
+    @field_validator("volcano_version", "training_operator_version", "trainer_version")
+    @classmethod
+    def _release_tag(cls, value: str) -> str:
+        if not re.match(VERSION_PATTERN, value):
+            raise ValueError(f"'{value}' is not a release tag: write it as v1.2.3")
+        return value
+
+    @field_validator("volcano_queue")
+    @classmethod
+    def _queue_name(cls, value: str) -> str:
+        if not DNS_LABEL_RE.match(value) or len(value) > 63:
+            raise ValueError(f"'{value}' is not a valid queue name (lowercase letters, digits and '-')")
+        return value
+
+    def version(self, name: AddonName) -> str:
+        return str(getattr(self, f"{name}_version"))
+
+    @field_validator("image")
+    @classmethod
+    def _tagged_image(cls, value: str) -> str:
+        return _image(value, tagged=True)
 
 
 class VerifySettings(_Section):
@@ -174,6 +540,11 @@ class VerifySettings(_Section):
     timeout_s: int = Field(default=600, ge=10)
     # A small image with nslookup; the verify phase runs it once to prove cluster DNS answers.
     dns_probe_image: str = "docker.io/library/busybox:1.36"
+
+    @field_validator("dns_probe_image")
+    @classmethod
+    def _tagged_image(cls, value: str) -> str:
+        return _image(value, tagged=True)
 
 
 class AnsibleSettings(_Section):
@@ -188,9 +559,36 @@ class SshSettings(_Section):
     known_hosts_file: str = "~/.ssh/known_hosts"
     connect_timeout_s: int = Field(default=10, ge=1, le=300)
 
+    @field_validator("known_hosts_file")
+    @classmethod
+    def _known_hosts(cls, value: str) -> str:
+        problem = known_hosts_problem(value)
+        if problem:
+            raise ValueError(problem)
+        return value
+
     @property
     def known_hosts_path(self) -> Path:
         return Path(self.known_hosts_file).expanduser()
+
+
+def known_hosts_problem(value: str) -> str | None:
+    """Why `value` cannot be a known_hosts file (host keys are read from it and new ones appended), or None."""
+    if not value.strip() or any(c in value for c in "\n\r\0"):
+        return f"{shown(value)} is not a file name: name the known_hosts file, e.g. ~/.ssh/known_hosts"
+    try:
+        path = Path(value).expanduser()
+    except RuntimeError:
+        return f"{shown(value)} names a home directory that does not exist: write the path out"
+    try:
+        if path.exists() and not path.is_file():
+            return f"{path} is a directory, not a known_hosts file: name the file in it, e.g. {path / 'known_hosts'}"
+        blocker = next((p for p in path.parents if p.exists()), None)
+    except OSError as exc:
+        return f"{shown(value)} cannot name a file here ({exc.strerror})"
+    if blocker is not None and not blocker.is_dir():
+        return f"{path}: {blocker} is a file, so the known_hosts file cannot be there"
+    return None
 
 
 class PackagesSettings(_Section):
@@ -219,6 +617,7 @@ class Settings(_Section):
     calico: CalicoSettings = Field(default_factory=CalicoSettings)
     gpu: GpuSettings = Field(default_factory=GpuSettings)
     smoke_test: SmokeTestSettings = Field(default_factory=SmokeTestSettings)
+    addons: AddonsSettings = Field(default_factory=AddonsSettings)
     verify: VerifySettings = Field(default_factory=VerifySettings)
     ssh: SshSettings = Field(default_factory=SshSettings)
     firewall: FirewallSettings = Field(default_factory=FirewallSettings)
@@ -241,7 +640,8 @@ def _model_at(loc: tuple[Any, ...]) -> type[BaseModel] | None:
 
 def _describe(error: Mapping[str, Any], source: str) -> str:
     loc = error["loc"]
-    dotted = ".".join(str(p) for p in loc)
+    # A key the user wrote may be anything (a newline, markup): shown quoted unless it is a plain name.
+    dotted = ".".join(str(p) if re.fullmatch(r"[\w.-]{1,60}", str(p)) else shown(p) for p in loc)
     if error["type"] == "extra_forbidden":
         model = _model_at(loc)
         known = sorted(model.model_fields) if model else []
@@ -261,22 +661,26 @@ def parse_settings(data: Any, source: str = "cluster.yaml") -> Settings:
         raise InputError(f"{source}: the top level must be a mapping of sections (kubernetes:, mirrors:, ...)")
     # A section whose keys are all commented out reads as None: treat it as "all defaults".
     data = {key: value for key, value in data.items() if value is not None}
+    # A section written as a value: say what a section looks like (pydantic would name its class).
+    for key, value in data.items():
+        if not isinstance(value, dict) and key in Settings.model_fields:
+            raise InputError(f"{source}: {key}: must be a mapping of settings ({key}: followed by indented keys), "
+                             f"not {shown(value)}")
     try:
         return Settings.model_validate(data)
     except ValidationError as exc:
         raise InputError(_describe(exc.errors()[0], source)) from None
 
 
+def read_settings_document(path: Path) -> Any:
+    """cluster.yaml as YAML data (read safely: bounded, UTF-8, no duplicate keys), not yet validated."""
+    text = read_text(path, "settings file", "pass an existing cluster.yaml or leave --config out")
+    refuse_vault_file(text, path, "settings file")
+    return parse_yaml(text, str(path))
+
+
 def load_settings(path: Path | None) -> Settings:
     """Settings from cluster.yaml; None means every default."""
     if path is None:
         return Settings()
-    if not path.is_file():
-        raise InputError(f"{path}: settings file not found; pass an existing cluster.yaml or leave --config out")
-    try:
-        data = yaml.safe_load(path.read_text())
-    except yaml.YAMLError as exc:
-        mark = getattr(exc, "problem_mark", None)
-        where = f" at line {mark.line + 1}" if mark else ""
-        raise InputError(f"{path}: not valid YAML{where}: fix the syntax ({getattr(exc, 'problem', exc)})") from None
-    return parse_settings(data, str(path))
+    return parse_settings(read_settings_document(path), str(path))

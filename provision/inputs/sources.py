@@ -29,6 +29,12 @@ class Sources:
     # + /<calico version>/manifests/calico.yaml
     calico_manifest: str
     pip_index: str
+    # the CIFAR-10 python archive (a full URL; its md5 is smoke_test.cifar10_md5)
+    cifar10_archive: str
+    # + /<owner>/<repo>/<tag>/<path>   (raw GitHub files: Volcano's installer)
+    github_raw: str
+    # + /<addon>/<version>/<part>.yaml (add-on manifests rendered beforehand); None: from GitHub
+    addon_manifests: str | None
     # registry host -> mirror endpoints for containerd (docker.io, quay.io, nvcr.io, ...)
     registry_mirrors: dict[str, list[str]]
 
@@ -46,6 +52,9 @@ PROFILES: dict[MirrorProfile, dict[str, object]] = {
         "image_repository": "registry.k8s.io",
         "calico_manifest": "https://raw.githubusercontent.com/projectcalico/calico",
         "pip_index": "https://pypi.org/simple",
+        "cifar10_archive": "https://www.cs.toronto.edu/~kriz/cifar-10-python.tar.gz",
+        "github_raw": "https://raw.githubusercontent.com",
+        "addon_manifests": None,
         "registry_mirrors": {},
     },
     # Mirrors reachable from mainland China (Aliyun, Tsinghua, USTC, DaoCloud).
@@ -58,6 +67,12 @@ PROFILES: dict[MirrorProfile, dict[str, object]] = {
         "image_repository": "registry.aliyuncs.com/google_containers",
         "calico_manifest": "https://mirrors.tuna.tsinghua.edu.cn/github-raw/projectcalico/calico",
         "pip_index": "https://pypi.tuna.tsinghua.edu.cn/simple",
+        # Baidu's copy of the same archive (same md5), the one PaddlePaddle's datasets download.
+        "cifar10_archive": "https://dataset.bj.bcebos.com/cifar/cifar-10-python.tar.gz",
+        # The host calico_manifest uses above. The Kubeflow add-ons come from git (kustomize): no mirror of
+        # github.com is known here, so they need addon_manifests (docs/addons.md) where GitHub is out of reach.
+        "github_raw": "https://mirrors.tuna.tsinghua.edu.cn/github-raw",
+        "addon_manifests": None,
         "registry_mirrors": {
             "docker.io": ["https://docker.m.daocloud.io"],
             "quay.io": ["https://quay.m.daocloud.io"],
@@ -82,6 +97,9 @@ def resolve_sources(settings: Settings) -> Sources:
             image_repository=offline.image_repository or settings.mirrors.image_repository or "registry.k8s.io",
             calico_manifest=f"{base}/calico",
             pip_index=f"{base}/pypi/simple",
+            cifar10_archive=f"{base}/cifar10/cifar-10-python.tar.gz",
+            github_raw=f"{base}/github-raw",
+            addon_manifests=f"{base}/addons",
             registry_mirrors=dict(settings.container_runtime.registry_mirrors),
         )
     chosen = dict(PROFILES[settings.mirrors.profile])

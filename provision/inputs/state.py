@@ -49,11 +49,13 @@ def check_state_root() -> Path:
 
 
 def private_dir(path: Path) -> Path:
-    """Create `path` (and the state directory above it) readable by this user only."""
+    """Create `path` (and the state directory above it) readable by this user only. A directory that exists
+    keeps its mode: the state directory may be one the user named (--state-dir ~ must not close their home)."""
     root = check_state_root()
     for directory in (root, path):
-        directory.mkdir(parents=True, exist_ok=True, mode=0o700)
-        directory.chmod(0o700)
+        if not directory.is_dir():
+            directory.mkdir(parents=True, mode=0o700)
+            directory.chmod(0o700)
     return path
 
 
@@ -110,6 +112,8 @@ class ClusterState:
     gpus: dict[str, int] | None = None
     # Name -> outcome of the last time each phase ran.
     phases: dict[str, PhaseRecord] = field(default_factory=dict)
+    # Node name -> the link speed (Gb/s) multi-node training crosses there, where preflight could read it.
+    link_gbps: dict[str, float] = field(default_factory=dict)
 
     @classmethod
     def load(cls, cluster: Cluster) -> ClusterState:
@@ -119,7 +123,8 @@ class ClusterState:
         try:
             data = json.loads(path.read_text())
             return cls(gpus=data.get("gpus"),
-                       phases={k: PhaseRecord(**v) for k, v in (data.get("phases") or {}).items()})
+                       phases={k: PhaseRecord(**v) for k, v in (data.get("phases") or {}).items()},
+                       link_gbps=dict(data.get("link_gbps") or {}))
         except (ValueError, TypeError) as exc:
             raise BootstrapError(f"{path}: unreadable state ({exc}); delete it and re-run `bootstrap up`") from None
 
@@ -127,7 +132,8 @@ class ClusterState:
         path = cluster_dir(cluster) / "state.json"
         tmp = path.with_suffix(".tmp")
         tmp.write_text(json.dumps({"gpus": self.gpus,
-                                   "phases": {k: asdict(v) for k, v in self.phases.items()}}, indent=2))
+                                   "phases": {k: asdict(v) for k, v in self.phases.items()},
+                                   "link_gbps": self.link_gbps}, indent=2))
         tmp.replace(path)
 
 

@@ -20,6 +20,9 @@ OOM_KILLED = "OOMKilled"
 UNSCHEDULABLE = "Unschedulable"
 # Where an Indexed Job's pod carries its index: a label from Kubernetes 1.28 on, an annotation before.
 COMPLETION_INDEX_KEY = "batch.kubernetes.io/job-completion-index"
+# Where the Kubeflow Training Operator's pods say which replica they are (master 0, worker 0, 1, ...).
+REPLICA_TYPE_KEY = "training.kubeflow.org/replica-type"
+REPLICA_INDEX_KEY = "training.kubeflow.org/replica-index"
 
 
 def pod_name(pod: client.V1Pod) -> str:
@@ -45,6 +48,21 @@ def owner_kinds(pod: client.V1Pod) -> list[str]:
 def completion_index(pod: client.V1Pod) -> str:
     """The pod's index in an Indexed Job; "" for any other pod."""
     return pod_labels(pod).get(COMPLETION_INDEX_KEY) or pod_annotations(pod).get(COMPLETION_INDEX_KEY) or ""
+
+
+def node_rank(pod: client.V1Pod) -> str:
+    """The pod's rank among the nodes of a distributed run: an Indexed Job's index (a TrainJob's pods are one),
+    or a PyTorchJob's master (0) and workers (1, 2, ...); "" for any other pod."""
+    index = completion_index(pod)
+    if index:
+        return index
+    labels = pod_labels(pod)
+    replica, number = labels.get(REPLICA_TYPE_KEY, "").lower(), labels.get(REPLICA_INDEX_KEY, "")
+    if replica == "master" and number.isdigit():
+        return number
+    if replica == "worker" and number.isdigit():
+        return str(int(number) + 1)
+    return ""
 
 
 def node_name(pod: client.V1Pod) -> str | None:
@@ -92,6 +110,15 @@ def terminated_state(pod: client.V1Pod) -> client.V1ContainerStateTerminated | N
         for state in (status.state, status.last_state):
             if state and state.terminated:
                 return state.terminated
+    return None
+
+
+def terminated_container(pod: client.V1Pod) -> str | None:
+    """The name of the container terminated_state() describes."""
+    for status in container_statuses(pod):
+        for state in (status.state, status.last_state):
+            if state and state.terminated:
+                return status.name
     return None
 
 

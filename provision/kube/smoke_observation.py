@@ -1,8 +1,9 @@
 """What the smoke-test driver saw of a run at one poll, as plain data.
 
-The driver (smoke.py) builds an Observation from the API's objects after every poll: the Job's conditions,
-each pod's state, the trainer's log so far, and how long each trouble has lasted. The verdict
-(smoke_verdict.py) is a pure function of it, so a run can be recorded as JSON and judged again in a test.
+The driver (smoke.py) builds an Observation from the API's objects after every poll: the workload's
+conditions (a Job's, a TrainJob's or a PyTorchJob's), the Volcano PodGroup's when the run is a gang, each
+pod's state, the trainer's log so far, and how long each trouble has lasted. The verdict (smoke_verdict.py)
+is a pure function of it, so a run can be recorded as JSON and judged again in a test.
 """
 from __future__ import annotations
 
@@ -18,7 +19,8 @@ EPOCH_LINE = re.compile(r"^epoch (\d+)/(\d+)\b")
 
 @dataclass(frozen=True)
 class Condition:
-    """One of the Job's conditions (Complete, Failed, FailureTarget, ...) as the API states it."""
+    """One of the workload's conditions (Complete, Succeeded, Failed, FailureTarget, ...) or the PodGroup's
+    (Unschedulable, Scheduled), as the API states it."""
 
     type: str
     status: str
@@ -42,6 +44,8 @@ class Terminated:
     reason: str | None = None
     # The trainer writes its metrics (or its error) here; with FallbackToLogsOnError, the end of its log.
     message: str | None = None
+    # Which container it was (the trainer, or the init container that fetches the data).
+    container: str | None = None
 
 
 @dataclass(frozen=True)
@@ -78,12 +82,36 @@ class PodObservation:
 
 
 @dataclass(frozen=True)
+class PodGroupObservation:
+    """Volcano's PodGroup of the run: the gang that is scheduled whole or not at all."""
+
+    name: str
+    phase: str | None = None
+    min_member: int = 0
+    queue: str | None = None
+    conditions: tuple[Condition, ...] = ()
+    # Seconds into the run when the driver first saw the gang unschedulable.
+    unschedulable_since: float | None = None
+
+    @property
+    def unschedulable(self) -> str | None:
+        """Volcano's message while it cannot place the whole gang; None once it could."""
+        if self.phase in ("Running", "Completed"):
+            return None
+        found = next((c for c in self.conditions if c.type == "Unschedulable" and c.status == "True"), None)
+        return (found.message or found.reason or "Unschedulable") if found else None
+
+
+@dataclass(frozen=True)
 class Observation:
     namespace: str
     mode: Mode
     # Seconds since the run began (before its objects were created).
     elapsed_s: float
+    # The workload's conditions; `workload` is its kind (Job, TrainJob, PyTorchJob).
     job_conditions: tuple[Condition, ...] = ()
+    workload: str = "Job"
+    podgroup: PodGroupObservation | None = None
     # Ordered by Job index, then name: the first pod is the one whose log is followed.
     pods: tuple[PodObservation, ...] = ()
     # The followed pod's log, every line so far.

@@ -7,6 +7,7 @@ calls no API: the driver observes, this module decides, and tests feed it record
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, fields
 from enum import StrEnum
@@ -19,6 +20,26 @@ DEVICE_PLUGIN_HINT = ("check that the NVIDIA device plugin runs on the GPU nodes
                       "-l app.kubernetes.io/name=nvidia-device-plugin), or run the smoke test with --cpu")
 # How many lines of the trainer's log a verdict keeps.
 LOG_TAIL_LINES = 20
+# The init container that fetches CIFAR-10 into the cache (render/smoke_manifests.py names it).
+FETCH_CONTAINER = "fetch-data"
+# coreutils `timeout` exits with this when it stopped the command.
+TIMEOUT_EXIT = 124
+# An all-reduce's bus bandwidth under this fraction of the link speed is "far below" it.
+FAR_BELOW_LINK = 0.25
+# What torch and NCCL print when the ranks never meet, and when NCCL itself fails.
+RENDEZVOUS_ERRORS = re.compile(
+    r"RendezvousTimeoutError|RendezvousConnectionError|RendezvousClosedError|DistStoreError|DistNetworkError|"
+    r"Timed out after \d+ seconds waiting for clients|rendezvous host \S+ never resolved|"
+    r"The client socket has timed out|Connection refused.*(?:29500|rendezvous|TCPStore)", re.IGNORECASE)
+NCCL_ERRORS = re.compile(
+    r"NCCL error|ncclInternalError|ncclSystemError|ncclUnhandledCudaError|ncclRemoteError|ncclInvalidUsage|"
+    r"ncclInvalidArgument|NCCL WARN|ProcessGroupNCCL.*(?:error|timed? ?out|watchdog)|NCCL communicator was aborted|"
+    r"DistBackendError")
+RENDEZVOUS_HINT = ("a rank never joined: a pod could not start (run under Volcano, smoke_test.scheduler: volcano, so "
+                   "the pods start together or not at all), or the pods cannot reach each other on port 29500 (a "
+                   "firewall, a NetworkPolicy; with host_network, the nodes' own firewall)")
+NCCL_HINT = ("NCCL could not set up or keep its communicator: run with smoke_test.env {NCCL_DEBUG: INFO} to see why, "
+             "and check that NCCL_SOCKET_IFNAME / NCCL_IB_HCA name interfaces the nodes have")
 
 
 class FailureKind(StrEnum):
@@ -31,6 +52,15 @@ class FailureKind(StrEnum):
     POD_CONFIG = "pod-config"
     TIMEOUT = "timeout"
     API_ERROR = "api-error"
+    # Volcano cannot place the run's pods as one gang.
+    GANG_UNSCHEDULABLE = "unschedulable-gang"
+    # The ranks never met (torchrun's rendezvous), or NCCL failed between them.
+    RENDEZVOUS_TIMEOUT = "rendezvous-timeout"
+    NCCL_ERROR = "nccl-error"
+    # The init container did not fill the cache with CIFAR-10 (in its own deadline).
+    DATA_FETCH = "data-fetch"
+    # The workload or scheduler asked for is not installed on the cluster.
+    ADDON_MISSING = "addon-missing"
 
 
 @dataclass(frozen=True)
@@ -66,6 +96,35 @@ class TrainerMetrics:
 
 
 @dataclass(frozen=True)
+class Bandwidth:
+    """bandwidth.py's measurement of the all-reduce the multi-node run timed before training."""
+
+    busbw_gbps: float
+    algbw_gbps: float = 0.0
+    backend: str = ""
+    device: str = ""
+    world_size: int = 0
+    nodes: int = 0
+    size_bytes: int = 0
+    iterations: int = 0
+    seconds: float = 0.0
+    link_iface: str | None = None
+    link_gbps: float | None = None
+
+    @classmethod
+    def parse(cls, text: str | None) -> Bandwidth | None:
+        try:
+            data = json.loads(text or "")
+        except ValueError:
+            return None
+        report = data.get("allreduce") if isinstance(data, dict) else None
+        if not isinstance(report, dict) or not isinstance(report.get("busbw_gbps"), (int, float)):
+            return None
+        known = {f.name for f in fields(cls)}
+        return cls(**{k: v for k, v in report.items() if k in known})
+
+
+@dataclass(frozen=True)
 class Verdict:
     passed: bool
     summary: str
@@ -79,10 +138,19 @@ class Verdict:
     kept: bool = False
     cleanup_error: str | None = None
     log_tail: tuple[str, ...] = ()
+    # What ran the training (Job, TrainJob, PyTorchJob) and, for several nodes, its all-reduce bandwidth.
+    workload: str = "Job"
+    bandwidth: Bandwidth | None = None
+    link_gbps: float | None = None
+    # Said beside the verdict, never its cause: a slow link, a bandwidth far below the link.
+    warnings: tuple[str, ...] = ()
+    # `smoke-test --save DIR`: the files written there, or why they could not be.
+    saved: tuple[str, ...] = ()
+    save_error: str | None = None
 
     @property
     def exit_code(self) -> int:
-        return 0 if self.passed else 1
+        return 0 if self.passed and not self.save_error else 1
 
 
 @dataclass(frozen=True)
@@ -104,6 +172,11 @@ class Policy:
     deadline_margin_s: float
     # Polls in a row the API server may leave unanswered before the run is given up.
     api_errors_tolerated: int = 3
+    # The fetch into the cache's own deadline (a part of timeout_s); None when the run fetches nothing.
+    data_timeout_s: int | None = None
+    # The slowest link between the nodes as preflight read it (Gb/s), and the speed below which it is too slow.
+    link_gbps: float | None = None
+    min_link_gbps: float = 10.0
 
 
 def registry_of(image: str) -> str:
@@ -131,42 +204,99 @@ def judge(observation: Observation, policy: Policy) -> Verdict | None:
     return verdict
 
 
+def bandwidth_of(observation: Observation) -> Bandwidth | None:
+    """The all-reduce measurement rank 0 printed, if the run got that far."""
+    return next(filter(None, map(Bandwidth.parse, reversed(observation.log_lines))), None)
+
+
+def bandwidth_warnings(bandwidth: Bandwidth | None, link_gbps: float | None, min_link_gbps: float) -> tuple[str, ...]:
+    """What to say beside the verdict about the network between the nodes (seed 004's bottleneck)."""
+    if bandwidth is None or bandwidth.nodes < 2:
+        return ()
+    warnings = []
+    if link_gbps is not None and link_gbps < min_link_gbps:
+        warnings.append(f"the nodes are linked at {link_gbps:g} Gb/s, under {min_link_gbps:g} Gb/s: multi-node "
+                        f"training is throttled by its all-reduce ({bandwidth.busbw_gbps:.2f} Gb/s measured); train "
+                        "on one node or on a faster network")
+    if link_gbps is not None and bandwidth.busbw_gbps < FAR_BELOW_LINK * link_gbps:
+        warnings.append(f"the all-reduce's bus bandwidth, {bandwidth.busbw_gbps:.2f} Gb/s, is far below the link's "
+                        f"{link_gbps:g} Gb/s: NCCL may use a slower interface (smoke_test.env NCCL_SOCKET_IFNAME), "
+                        "TCP instead of RDMA (NCCL_IB_HCA, smoke_test.host_network, rdma resources), or the pod "
+                        "network's overlay")
+    return tuple(warnings)
+
+
 def _verdict(observation: Observation, passed: bool, summary: str, cause: FailureKind | None = None,
-             detail: str = "", metrics: TrainerMetrics | None = None) -> Verdict:
+             detail: str = "", metrics: TrainerMetrics | None = None, policy: Policy | None = None) -> Verdict:
+    bandwidth = bandwidth_of(observation)
+    link = (policy.link_gbps if policy else None) or (bandwidth.link_gbps if bandwidth else None)
+    warnings = bandwidth_warnings(bandwidth, link, policy.min_link_gbps if policy else 10.0)
     return Verdict(passed=passed, summary=summary, namespace=observation.namespace, mode=observation.mode,
                    elapsed_s=round(observation.elapsed_s, 1), cause=cause, detail=detail, metrics=metrics,
-                   log_tail=observation.log_lines[-LOG_TAIL_LINES:])
+                   log_tail=observation.log_lines[-LOG_TAIL_LINES:], workload=observation.workload,
+                   bandwidth=bandwidth, link_gbps=link, warnings=warnings)
 
 
 def _job_condition(observation: Observation, *types: str) -> Condition | None:
     return next((c for c in observation.job_conditions if c.type in types and c.status == "True"), None)
 
 
+def _past_deadline(condition: Condition) -> bool:
+    # Jobs and TrainJobs say DeadlineExceeded; the Training Operator says it in the message.
+    return condition.reason == "DeadlineExceeded" or "deadline" in (condition.message or "").lower()
+
+
+def _deadline(policy: Policy) -> str:
+    if policy.data_timeout_s:
+        return (f"{policy.timeout_s}s: {policy.timeout_s - policy.data_timeout_s}s of training and "
+                f"{policy.data_timeout_s}s for the data")
+    return f"{policy.timeout_s}s"
+
+
 def _judge_run(observation: Observation, policy: Policy) -> Verdict | None:
+    workload = observation.workload
     for pod in observation.pods:
         if pod.terminated and pod.terminated.reason == OOM_KILLED:
             node = f" on node {pod.node}" if pod.node else ""
-            return failed(FailureKind.OOM_KILLED, f"the trainer in pod {pod.name} was OOMKilled (memory limit "
+            which = "fetch of the data" if pod.terminated.container == FETCH_CONTAINER else "trainer"
+            return failed(FailureKind.OOM_KILLED, f"the {which} in pod {pod.name} was OOMKilled (memory limit "
                           f"{pod.memory_limit or 'none'}){node}: the node or the limit has too little memory for the "
                           "data set", observation)
-    if _job_condition(observation, "Complete"):
+    if _job_condition(observation, "Complete", "Succeeded"):
         return _judge_metrics(observation, policy)
     job_failed = _job_condition(observation, "Failed", "FailureTarget")
-    # The Job's deadline kills its pods too: such a pod failed because of the deadline, not of the trainer.
-    if job_failed and job_failed.reason == "DeadlineExceeded":
-        return failed(FailureKind.DEADLINE_EXCEEDED, f"the Job ran past its activeDeadlineSeconds "
-                      f"({policy.timeout_s}s) and was stopped; {_where_it_was(observation)}", observation)
+    # The deadline kills the pods too: such a pod failed because of the deadline, not of the trainer.
+    if job_failed and _past_deadline(job_failed):
+        return failed(FailureKind.DEADLINE_EXCEEDED, f"the {workload} ran past its activeDeadlineSeconds "
+                      f"({_deadline(policy)}) and was stopped; {_where_it_was(observation)}", observation)
     failed_pod = next((pod for pod in observation.pods if pod.phase == "Failed"), None)
     if failed_pod:
-        return _trainer_failed(failed_pod, observation)
+        return _trainer_failed(failed_pod, observation, policy)
     if job_failed:
-        return failed(FailureKind.TRAINER_FAILED, f"the Job failed: {job_failed.reason}: {job_failed.message}",
-                      observation)
+        text = f"{job_failed.reason}: {job_failed.message}"
+        kind, hint = _classify(text, observation)
+        return failed(kind, f"the {workload} failed: {text}{hint}", observation)
+    gang = _judge_gang(observation, policy)
+    if gang:
+        return gang
     for pod in observation.pods:
         verdict = _judge_not_started(pod, observation, policy)
         if verdict:
             return verdict
     return None
+
+
+def _judge_gang(observation: Observation, policy: Policy) -> Verdict | None:
+    group = observation.podgroup
+    message = group.unschedulable if group else None
+    if group is None or message is None or not _lasted(group.unschedulable_since, policy.unschedulable_grace_s,
+                                                       observation):
+        return None
+    hint = f"; {DEVICE_PLUGIN_HINT}" if GPU_RESOURCE in message else ""
+    return failed(FailureKind.GANG_UNSCHEDULABLE,
+                  f"the {group.min_member} pods of the {observation.workload} cannot be placed as one gang (PodGroup "
+                  f"{group.name} in queue {group.queue or 'default'}): {message}; none of them was started, so no "
+                  f"rank waits on a half-formed rendezvous{hint}", observation)
 
 
 def _lasted(since: float | None, grace_s: float, observation: Observation) -> bool:
@@ -175,14 +305,15 @@ def _lasted(since: float | None, grace_s: float, observation: Observation) -> bo
 
 
 def _judge_not_started(pod: PodObservation, observation: Observation, policy: Policy) -> Verdict | None:
-    if pod.unschedulable:
+    # Under Volcano the gang is judged whole (above): a pod of it waits as long as its PodGroup does.
+    if pod.unschedulable and observation.podgroup is None:
         if not _lasted(pod.unschedulable_since, policy.unschedulable_grace_s, observation):
             return None
         hint = f"; {DEVICE_PLUGIN_HINT}" if GPU_RESOURCE in pod.unschedulable else ""
         return failed(FailureKind.UNSCHEDULABLE, f"pod {pod.name} cannot be scheduled: {pod.unschedulable}{hint}",
                       observation)
     waiting = pod.waiting
-    if waiting is None:
+    if waiting is None or pod.unschedulable:
         return None
     if waiting.reason in IMAGE_PULL_REASONS:
         grace = 0.0 if waiting.reason in HOPELESS_IMAGE_REASONS else policy.image_pull_grace_s
@@ -212,22 +343,49 @@ def _where_it_was(observation: Observation) -> str:
     return f"the pods never started training ({observation.pods_summary()})"
 
 
-def _trainer_failed(pod: PodObservation, observation: Observation) -> Verdict:
-    terminated = pod.terminated
-    if terminated is None:
-        return failed(FailureKind.TRAINER_FAILED, f"pod {pod.name} failed: {pod.reason or 'Failed'}: "
-                      f"{pod.message or 'no message'}", observation)
-    message = (terminated.message or "").strip()
+def classify_failure(text: str) -> FailureKind:
+    """What a failed trainer's own words (its termination message, its log) say went wrong."""
+    if NCCL_ERRORS.search(text):
+        return FailureKind.NCCL_ERROR
+    if RENDEZVOUS_ERRORS.search(text):
+        return FailureKind.RENDEZVOUS_TIMEOUT
+    return FailureKind.TRAINER_FAILED
+
+
+def _classify(text: str, observation: Observation) -> tuple[FailureKind, str]:
+    kind = classify_failure("\n".join([text, *observation.log_lines[-LOG_TAIL_LINES:]]))
+    hint = {FailureKind.NCCL_ERROR: NCCL_HINT, FailureKind.RENDEZVOUS_TIMEOUT: RENDEZVOUS_HINT}.get(kind)
+    return kind, f"; {hint}" if hint else ""
+
+
+def _last_words(message: str, reason: str | None) -> str:
     try:
         reported = json.loads(message)
     except ValueError:
         reported = None
     if isinstance(reported, dict) and reported.get("error"):
-        cause = str(reported["error"])
-    else:
-        cause = message.splitlines()[-1] if message else (terminated.reason or "no message")
-    return failed(FailureKind.TRAINER_FAILED, f"the trainer in pod {pod.name} exited with code "
-                  f"{terminated.exit_code}: {cause}", observation)
+        return str(reported["error"])
+    return message.splitlines()[-1] if message else (reason or "no message")
+
+
+def _trainer_failed(pod: PodObservation, observation: Observation, policy: Policy) -> Verdict:
+    terminated = pod.terminated
+    if terminated is None:
+        return failed(FailureKind.TRAINER_FAILED, f"pod {pod.name} failed: {pod.reason or 'Failed'}: "
+                      f"{pod.message or 'no message'}", observation)
+    message = (terminated.message or "").strip()
+    cause = _last_words(message, terminated.reason)
+    if terminated.container == FETCH_CONTAINER:
+        node = f" on node {pod.node}" if pod.node else ""
+        if terminated.exit_code == TIMEOUT_EXIT:
+            return failed(FailureKind.DATA_FETCH, f"fetching CIFAR-10 into the cache{node} did not finish within its "
+                          f"{policy.data_timeout_s or '?'}s (smoke_test.data_timeout_s): a slow or unreachable source; "
+                          "set mirrors.cifar10_archive to a nearer copy", observation)
+        return failed(FailureKind.DATA_FETCH, f"fetching CIFAR-10 into the cache{node} failed (exit "
+                      f"{terminated.exit_code}): {cause}", observation)
+    kind, hint = _classify(message, observation)
+    return failed(kind, f"the trainer in pod {pod.name} exited with code {terminated.exit_code}: {cause}{hint}",
+                  observation)
 
 
 def _judge_metrics(observation: Observation, policy: Policy) -> Verdict:
@@ -242,7 +400,12 @@ def _judge_metrics(observation: Observation, policy: Policy) -> Verdict:
         detail = (f"test accuracy {metrics.test_accuracy:.4f} is under the threshold {policy.min_accuracy:.2f} "
                   f"after {metrics.epochs} epochs on {hardware}")
         return _verdict(observation, False, f"FAIL ({FailureKind.LOW_ACCURACY.value}): {detail}",
-                        FailureKind.LOW_ACCURACY, detail, metrics)
+                        FailureKind.LOW_ACCURACY, detail, metrics, policy)
     summary = (f"PASS: test accuracy {metrics.test_accuracy:.2%} in {metrics.train_time_s:.1f}s of training "
                f"({metrics.images_per_s:,.0f} images/s, {metrics.epochs} epochs) on {hardware}")
-    return _verdict(observation, True, summary, metrics=metrics)
+    bandwidth = bandwidth_of(observation)
+    if bandwidth and bandwidth.nodes > 1:
+        link = policy.link_gbps or bandwidth.link_gbps
+        summary += (f"; all-reduce {bandwidth.busbw_gbps:.2f} Gb/s bus bandwidth"
+                    + (f" on a {link:g} Gb/s link" if link else ""))
+    return _verdict(observation, True, summary, metrics=metrics, policy=policy)

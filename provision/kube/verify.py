@@ -211,7 +211,7 @@ def _device_plugin_cause(node: str, expect: Expectations) -> str:
             "runtime in /etc/containerd/config.toml (`nvidia-ctk runtime configure --runtime=containerd`)")
 
 
-def _pod_problem(pod: client.V1Pod, expect: Expectations) -> Problem | None:
+def pod_problem(pod: client.V1Pod, expect: Expectations) -> Problem | None:
     phase = pod_phase(pod)
     if phase == "Succeeded":
         return None
@@ -279,7 +279,7 @@ def _gpu_problems(nodes: dict[str, client.V1Node], pods: list[client.V1Pod], exp
                                     f"is {name} labelled nvidia.com/gpu.present=true and the DaemonSet applied? "
                                     "`bootstrap up --only gpu` does both"))
         else:
-            plugin_problem = _pod_problem(plugin, expect)
+            plugin_problem = pod_problem(plugin, expect)
             problems.append(Problem(name, f"no {GPU_RESOURCE} allocatable"
                                     + (f" ({plugin_problem.what})" if plugin_problem else ""),
                                     _device_plugin_cause(name, expect),
@@ -307,7 +307,7 @@ def _snapshot(api: client.ApiClient, expect: Expectations, checks: tuple[Check, 
                 continue
             if pod_labels(pod).get("app.kubernetes.io/name") == "dns-probe":
                 continue
-            problem = _pod_problem(pod, expect)
+            problem = pod_problem(pod, expect)
             # The GPU check already says what a failing device plugin means on that node.
             if problem and not (_pod_component(pod) == "nvidia-device-plugin" and problem.subject in gpu_nodes):
                 report.problems.append(problem)
@@ -362,7 +362,7 @@ def check_dns(api: client.ApiClient, expect: Expectations, timeout_s: float, *,
                 return Problem(node, f"cluster DNS did not answer for {target}",
                                f"{log[-1] if log else 'no output'}; check the CoreDNS pods and that kube-proxy "
                                f"and calico-node run on {node}", settled=True)
-            problem = _pod_problem(current, expect)
+            problem = pod_problem(current, expect)
             if problem and "cannot pull" in problem.what:
                 return Problem(node, f"the DNS probe image {expect.dns_probe_image} cannot be pulled",
                                "set verify.dns_probe_image to an image (with nslookup) your registry serves",

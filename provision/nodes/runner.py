@@ -20,9 +20,10 @@ from typing import Any
 import yaml
 
 from provision.errors import BootstrapError
-from provision.inputs.inventory import Cluster, Node
+from provision.inputs.inventory import Cluster, Node, ansible_inventory_env
 from provision.inputs.settings import Settings
 from provision.inputs.state import private_dir, runs_root
+from provision.nodes.ssh import ansible_ssh_common_args
 from provision.nodes.tally import EventTally, HostTally, TaskFailure
 from provision.render.playbook_vars import playbook_vars
 from provision.resources import ANSIBLE_CFG, PLAYBOOKS_DIR, ROLES_DIR
@@ -116,13 +117,13 @@ KEEPALIVE_COUNT = 4
 
 def ssh_args(settings: Settings) -> str:
     """SSH options for Ansible: multiplexed connections, host keys checked (never silently accepted), and a dead
-    connection noticed within seconds."""
+    connection noticed within seconds. The known_hosts file and a bastion are per host (ansible_ssh_common_args, in
+    _groups_inventory)."""
     ssh = settings.ssh
     strict = "accept-new" if ssh.accept_new_host_keys else "yes"
     return " ".join([
         "-o ControlMaster=auto -o ControlPersist=60s",
         f"-o StrictHostKeyChecking={strict}",
-        f"-o UserKnownHostsFile={shlex.quote(str(ssh.known_hosts_path))}",
         f"-o ConnectTimeout={ssh.connect_timeout_s}",
         f"-o ServerAliveInterval={KEEPALIVE_INTERVAL_S} -o ServerAliveCountMax={KEEPALIVE_COUNT}",
     ])
@@ -180,11 +181,14 @@ def _ended_with_us(run_dir: Path) -> list[str]:
     return [str(bin_dir)]
 
 
-def _groups_inventory(cluster: Cluster, run_dir: Path) -> Path:
+def _groups_inventory(cluster: Cluster, settings: Settings, run_dir: Path) -> Path:
     """The canonical groups our playbooks target, laid over the user's inventory (which keeps its vars)."""
     def host_vars(node: Node) -> dict[str, str]:
+        # The SSH route as bootstrap's own connections take it (known_hosts, bastion), replacing the inventory's
+        # common and extra args, which it folds in.
+        found = {"ansible_ssh_common_args": ansible_ssh_common_args(node, settings.ssh), "ansible_ssh_extra_args": ""}
         # Key paths are resolved against the inventory file; ssh would resolve them against its own cwd.
-        return {"ansible_ssh_private_key_file": str(node.key_file)} if node.key_file else {}
+        return found | ({"ansible_ssh_private_key_file": str(node.key_file)} if node.key_file else {})
 
     groups = {
         "all": {
@@ -253,7 +257,7 @@ def run_playbook(
         # bound to end with this process.
         "PATH": os.pathsep.join([*_ended_with_us(run_dir), str(Path(sys.executable).parent),
                                  os.environ.get("PATH", "")]),
-    } | executor_envvars(settings)
+    } | executor_envvars(settings) | ansible_inventory_env(cluster.inventory_path, cluster.inventory_format)
     passwords = {}
     if become_password is not None:
         passwords = {r"^BECOME password.*:\s*?$": become_password}
@@ -263,7 +267,7 @@ def run_playbook(
         result = ansible_runner.run(
             private_data_dir=str(run_dir),
             playbook=str(playbook_path),
-            inventory=[str(cluster.inventory_path.resolve()), str(_groups_inventory(cluster, run_dir))],
+            inventory=[str(cluster.inventory_path.resolve()), str(_groups_inventory(cluster, settings, run_dir))],
             limit=",".join(limit) if limit else None,
             extravars=all_vars,
             envvars=envvars,

@@ -1,9 +1,13 @@
 """Run a command on a node: the one interface for "run this there", over SSH (fabric + paramiko).
 
-Host keys are always checked against the known_hosts file the settings name: an unknown key is refused
-unless `ssh.accept_new_host_keys` is set (then it is appended to that file), and a changed key is always
-refused. sudo never prompts: it runs as `sudo -n`, or with a become password the caller supplies, which is
-fed on stdin and never appears in a command line, a log or an error message.
+Host keys are always checked against the known_hosts file the settings name (or the host's own, from
+`-o UserKnownHostsFile=` in its ansible_ssh_common_args): an unknown key is refused unless
+`ssh.accept_new_host_keys` is set (then it is appended to that file), and a changed key is always refused. A
+node behind a bastion (`-o ProxyJump=`) is reached through an SSH connection to the bastion, whose host key is
+checked the same way, against the same file; Ansible is given the same route (`ansible_ssh_common_args`).
+
+sudo never prompts: it runs as `sudo -n`, or with a become password the caller supplies, which is fed on stdin
+and never appears in a command line, a log or an error message.
 
 Every failure a user can act on becomes one BootstrapError line that names the host and the fix.
 """
@@ -26,6 +30,7 @@ from invoke.exceptions import CommandTimedOut
 from provision.errors import BootstrapError
 from provision.inputs.inventory import Node
 from provision.inputs.settings import SshSettings
+from provision.inputs.ssh_options import Jump
 
 # Serialises appends to a known_hosts file between the threads of one run (a file lock covers other runs).
 _KNOWN_HOSTS_LOCK = threading.Lock()
@@ -67,9 +72,35 @@ def _host_key_name(address: str, port: int) -> str:
     return address if port == 22 else f"[{address}]:{port}"
 
 
-def _keyscan_fix(address: str, port: int, known_hosts: Path) -> str:
+def _keyscan_fix(address: str, port: int, known_hosts: Path, jump: Jump | None = None) -> str:
     port_flag = f"-p {port} " if port != 22 else ""
-    return f"ssh-keyscan {port_flag}{address} >> {known_hosts}"
+    # Behind a bastion the node answers only there: scan it from the bastion.
+    through = f"ssh {'-p ' + str(jump.port) + ' ' if jump.port != 22 else ''}{jump.user + '@' if jump.user else ''}" \
+              f"{jump.host} " if jump else ""
+    return f"{through}ssh-keyscan {port_flag}{address} >> {known_hosts}"
+
+
+def known_hosts_for(node: Node, settings: SshSettings) -> Path:
+    """The known_hosts file a node's host key (and its bastion's) is checked against."""
+    return node.ssh.known_hosts_file or settings.known_hosts_path
+
+
+def ansible_ssh_common_args(node: Node, settings: SshSettings) -> str:
+    """The node's ansible_ssh_common_args as bootstrap runs Ansible: its known_hosts file, its bastion, and
+    the other options the inventory gave (host-key checking itself is in the global SSH options)."""
+    known_hosts = known_hosts_for(node, settings)
+    words = ["-o", f"UserKnownHostsFile={known_hosts}"]
+    jump = node.ssh.jump
+    if jump is not None:
+        # Not ProxyJump: OpenSSH starts the jump's ssh without our options, so the bastion's host key would be
+        # checked against the default known_hosts (or not at all). This command checks it like the node's.
+        strict = "accept-new" if settings.accept_new_host_keys else "yes"
+        proxy = ["ssh", "-W", "%h:%p", "-o", "BatchMode=yes", "-o", f"StrictHostKeyChecking={strict}",
+                 "-o", f"UserKnownHostsFile={known_hosts}", "-o", f"ConnectTimeout={settings.connect_timeout_s}",
+                 "-p", str(jump.port), *(["-i", str(node.key_file)] if node.key_file else []),
+                 f"{jump.user or node.user}@{jump.host}"]
+        words += ["-o", f"ProxyCommand={shlex.join(proxy)}"]
+    return shlex.join([*words, *node.ssh.passed])
 
 
 class SshError(BootstrapError):
@@ -105,6 +136,93 @@ class _HostKeyPolicy(paramiko.MissingHostKeyPolicy):
             handle.write(line)
 
 
+@dataclass(frozen=True)
+class _Endpoint:
+    """One SSH server on the way to a node: the node itself, or its bastion."""
+
+    where: str
+    address: str
+    port: int
+    user: str
+    key_file: Path | None
+    # How the fixes name it: "the node" or "the bastion"; and the inventory variables that say where it is.
+    what: str
+    address_setting: str
+    port_setting: str
+    jump: Jump | None = None
+    # Said before each problem, so that a report that shows only the problem still names the bastion.
+    prefix: str = ""
+
+
+def _connection(endpoint: _Endpoint, ssh: SshSettings, known_hosts: Path,
+                gateway: Connection | None = None) -> Connection:
+    timeout = ssh.connect_timeout_s
+    connect_kwargs: dict[str, object] = {
+        # A host that accepts TCP but never speaks SSH must not hang the run either.
+        "banner_timeout": timeout, "auth_timeout": timeout,
+        "look_for_keys": endpoint.key_file is None,
+    }
+    if endpoint.key_file is not None:
+        connect_kwargs["key_filename"] = str(endpoint.key_file)
+    connection = Connection(endpoint.address, user=endpoint.user, port=endpoint.port, connect_timeout=timeout,
+                            connect_kwargs=connect_kwargs, gateway=gateway)
+    if known_hosts.is_file():
+        connection.client.load_host_keys(str(known_hosts))
+    connection.client.set_missing_host_key_policy(_HostKeyPolicy(known_hosts, ssh.accept_new_host_keys))
+    return connection
+
+
+def _open(connection: Connection, endpoint: _Endpoint, ssh: SshSettings, known_hosts: Path) -> None:
+    """Connect and authenticate, or close and raise one SshError line saying why not and what to do."""
+    timeout = ssh.connect_timeout_s
+    keyscan = _keyscan_fix(endpoint.address, endpoint.port, known_hosts, endpoint.jump)
+    try:
+        connection.open()
+    except _UnknownHostKey as exc:
+        connection.close()
+        raise SshError(endpoint.where, endpoint.prefix + f"host key {_fingerprint(exc.key)} is unknown (not in {known_hosts})",
+                       f"after checking it, add it with `{keyscan}`, or pass --accept-new-host-keys") from None
+    except paramiko.BadHostKeyException as exc:
+        connection.close()
+        name = _host_key_name(endpoint.address, endpoint.port)
+        raise SshError(endpoint.where, endpoint.prefix + f"host key CHANGED: {endpoint.what} offers {_fingerprint(exc.key)}, "
+                       f"{known_hosts} has {_fingerprint(exc.expected_key)}",
+                       f"if the machine was reinstalled, remove the old key with `ssh-keygen -R '{name}' -f "
+                       f"{known_hosts}` and add the new one with `{keyscan}`") from None
+    except paramiko.AuthenticationException:
+        connection.close()
+        key = f"key {endpoint.key_file}" if endpoint.key_file else "your SSH agent and default keys"
+        raise SshError(endpoint.where, endpoint.prefix + f"SSH authentication failed with {key}",
+                       "check ansible_user and ansible_ssh_private_key_file, and that the public key is in "
+                       f"~{endpoint.user}/.ssh/authorized_keys") from None
+    except TimeoutError:
+        connection.close()
+        raise SshError(endpoint.where, endpoint.prefix + f"unreachable: no SSH answer within {timeout} s",
+                       f"check {endpoint.address_setting}, that the machine is up and that port {endpoint.port} is "
+                       "open (ssh.connect_timeout_s sets the wait)") from None
+    except paramiko.ChannelException as exc:
+        # Only a gateway opens channels while connecting: the bastion could not reach the node.
+        connection.close()
+        raise SshError(endpoint.where, endpoint.prefix + f"unreachable from the bastion: {exc.text}",
+                       f"check {endpoint.address_setting} and that the bastion reaches port {endpoint.port} "
+                       "on it") from None
+    except (paramiko.ssh_exception.NoValidConnectionsError, OSError) as exc:
+        connection.close()
+        reason = getattr(exc, "strerror", None) or str(exc) or type(exc).__name__
+        raise SshError(endpoint.where, endpoint.prefix + f"unreachable: {reason}",
+                       f"check {endpoint.address_setting} and that sshd listens on port {endpoint.port}") from None
+    except paramiko.SSHException as exc:
+        transport = connection.client.get_transport()
+        # paramiko's own message for a peer that never sends a banner is "No existing session".
+        silent = transport is None or not transport.remote_version
+        connection.close()
+        problem = (f"no SSH server answered on port {endpoint.port} within {timeout} s" if silent
+                   else f"SSH handshake failed: {exc}")
+        raise SshError(endpoint.where, endpoint.prefix + problem,
+                       f"check that {endpoint.address_setting} and {endpoint.port_setting} point at "
+                       f"{endpoint.what}'s sshd (ssh.connect_timeout_s sets the wait)") from None
+
+
 class SshShell:
     """An SSH connection to one inventory node; use as a context manager, or call open() and close()."""
 
@@ -114,72 +232,41 @@ class SshShell:
         self.settings = settings
         self._become_password = become_password
         self._connection: Connection | None = None
+        self._gateway: Connection | None = None
 
     @property
     def where(self) -> str:
         return f"{self.node.name} ({self.node.user}@{self.node.address}:{self.node.port})"
 
     def open(self) -> None:
-        """Connect and authenticate, or raise one BootstrapError line saying why not and what to do."""
+        """Connect and authenticate (through the bastion, if the node has one), or raise one BootstrapError
+        line saying why not and what to do."""
         if self._connection is not None:
             return
         node, ssh = self.node, self.settings
-        timeout = ssh.connect_timeout_s
-        connect_kwargs: dict[str, object] = {
-            # A host that accepts TCP but never speaks SSH must not hang the run either.
-            "banner_timeout": timeout, "auth_timeout": timeout,
-            "look_for_keys": node.key_file is None,
-        }
-        if node.key_file is not None:
-            connect_kwargs["key_filename"] = str(node.key_file)
-        connection = Connection(node.address, user=node.user, port=node.port, connect_timeout=timeout,
-                                connect_kwargs=connect_kwargs)
-        client = connection.client
-        if ssh.known_hosts_path.is_file():
-            client.load_host_keys(str(ssh.known_hosts_path))
-        client.set_missing_host_key_policy(_HostKeyPolicy(ssh.known_hosts_path, ssh.accept_new_host_keys))
+        known_hosts = known_hosts_for(node, ssh)
+        jump = node.ssh.jump
+        gateway = None
+        if jump is not None:
+            # As Ansible's ProxyCommand does: the ProxyJump user (else the node's), the node's key (and the agent).
+            bastion = _Endpoint(
+                where=self.where, address=jump.host, port=jump.port,
+                user=jump.user or node.user, key_file=node.key_file, what="the bastion",
+                address_setting="the ProxyJump host in ansible_ssh_common_args",
+                port_setting="its port", prefix=f"bastion {jump}: ")
+            gateway = _connection(bastion, ssh, known_hosts)
+            _open(gateway, bastion, ssh, known_hosts)
+        target = _Endpoint(where=self.where, address=node.address, port=node.port, user=node.user,
+                           key_file=node.key_file, what="the node", address_setting="ansible_host",
+                           port_setting="ansible_port", jump=jump)
+        connection = _connection(target, ssh, known_hosts, gateway)
         try:
-            connection.open()
-        except _UnknownHostKey as exc:
-            connection.close()
-            raise SshError(self.where, f"host key {_fingerprint(exc.key)} is unknown (not in {ssh.known_hosts_path})",
-                           f"after checking it, add it with `{_keyscan_fix(node.address, node.port, ssh.known_hosts_path)}`"
-                           ", or pass --accept-new-host-keys") from None
-        except paramiko.BadHostKeyException as exc:
-            connection.close()
-            name = _host_key_name(node.address, node.port)
-            raise SshError(self.where, f"host key CHANGED: the node offers {_fingerprint(exc.key)}, "
-                           f"{ssh.known_hosts_path} has {_fingerprint(exc.expected_key)}",
-                           f"if the machine was reinstalled, remove the old key with `ssh-keygen -R '{name}' -f "
-                           f"{ssh.known_hosts_path}` and add the new one with "
-                           f"`{_keyscan_fix(node.address, node.port, ssh.known_hosts_path)}`") from None
-        except paramiko.AuthenticationException:
-            connection.close()
-            key = f"key {node.key_file}" if node.key_file else "your SSH agent and default keys"
-            raise SshError(self.where, f"SSH authentication failed with {key}",
-                           "check ansible_user and ansible_ssh_private_key_file, and that the public key is in "
-                           f"~{node.user}/.ssh/authorized_keys") from None
-        except TimeoutError:
-            connection.close()
-            raise SshError(self.where, f"unreachable: no SSH answer within {timeout} s",
-                           f"check ansible_host, that the machine is up and that port {node.port} is open "
-                           "(ssh.connect_timeout_s sets the wait)") from None
-        except (paramiko.ssh_exception.NoValidConnectionsError, OSError) as exc:
-            connection.close()
-            reason = getattr(exc, "strerror", None) or str(exc) or type(exc).__name__
-            raise SshError(self.where, f"unreachable: {reason}",
-                           f"check ansible_host and that sshd listens on port {node.port}") from None
-        except paramiko.SSHException as exc:
-            transport = client.get_transport()
-            # paramiko's own message for a peer that never sends a banner is "No existing session".
-            silent = transport is None or not transport.remote_version
-            connection.close()
-            problem = (f"no SSH server answered on port {node.port} within {timeout} s" if silent
-                       else f"SSH handshake failed: {exc}")
-            raise SshError(self.where, problem,
-                           "check that ansible_host and ansible_port point at the node's sshd "
-                           "(ssh.connect_timeout_s sets the wait)") from None
-        self._connection = connection
+            _open(connection, target, ssh, known_hosts)
+        except SshError:
+            if gateway is not None:
+                gateway.close()
+            raise
+        self._connection, self._gateway = connection, gateway
 
     def run(self, command: str, *, sudo: bool = False, timeout_s: float = 60) -> CommandResult:
         """Run a shell command (as root through sudo when asked); never raises for a non-zero exit code."""
@@ -228,6 +315,9 @@ class SshShell:
         if self._connection is not None:
             self._connection.close()
             self._connection = None
+        if self._gateway is not None:
+            self._gateway.close()
+            self._gateway = None
 
     def __enter__(self) -> SshShell:
         self.open()

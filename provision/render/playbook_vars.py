@@ -34,6 +34,8 @@ def playbook_vars(cluster: Cluster, settings: Settings) -> dict[str, Any]:
         "cb_download_attempts": settings.downloads.attempts,
         "cb_calico_version": settings.calico.version,
         "cb_gpu": settings.gpu.model_dump(),
+        # The smoke test's data cache on the nodes (a hostPath): reset removes it.
+        "cb_smoke_cache_path": settings.smoke_test.cache_path,
         "cb_control_plane": {"name": cluster.control_plane.name, "address": cluster.control_plane.address},
         "cb_cluster_nodes": [{"name": n.name, "address": n.address, "role": n.role} for n in cluster.nodes],
     }

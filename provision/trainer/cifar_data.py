@@ -1,8 +1,9 @@
-"""CIFAR-10 on disk: find it, fetch it (md5-checked), read it, or write a learnable synthetic set in its format.
+"""CIFAR-10 on disk: find it, fetch it, read it, or write a synthetic set in its format; md5-checked throughout.
 
 The on-disk format is the official `cifar-10-batches-py` folder: Python pickles `data_batch_1..5` and
 `test_batch`, each a dict with `data` (uint8, N x 3072, channel-major: 1024 red, 1024 green, 1024 blue
-values per image) and `labels` (N ints in 0..9), plus `batches.meta` with the class names.
+values per image) and `labels` (N ints in 0..9), plus `batches.meta` with the class names. The archive's
+md5 is checked before unpacking, and every batch file's md5 before use, also in a folder found unpacked.
 
 Only the standard library and numpy: no torchvision, so this module is importable everywhere.
 """
@@ -26,9 +27,24 @@ FOLDER_NAME = "cifar-10-batches-py"
 TRAIN_FILES = tuple(f"data_batch_{i}" for i in range(1, 6))
 TEST_FILE = "test_batch"
 META_FILE = "batches.meta"
+# The official folder's files (as published with the archive, and checked by torchvision alike).
+OFFICIAL_MD5 = {
+    "data_batch_1": "c99cafc152244af753f735de768cd75f",
+    "data_batch_2": "d4bba439e000b95fd0a9bffe97cbabec",
+    "data_batch_3": "54ebc095f3ab1f0389bbae665268c751",
+    "data_batch_4": "634d18415352ddfa80567beed471001a",
+    "data_batch_5": "482c414d41f54cd18b22e5b47cb7c3cb",
+    "test_batch": "40351d587109b95175f43aff81a1287e",
+    "batches.meta": "5ff9c542aee3614f3951f8cda6e48888",
+}
 CLASSES = ("airplane", "automobile", "bird", "cat", "deer", "dog", "frog", "horse", "ship", "truck")
 IMAGE_SHAPE = (3, 32, 32)
 IMAGE_BYTES = 3 * 32 * 32
+
+# The synthetic set (see synthetic_images): how noisy its pixels are, and the share of its labels that are wrong.
+SYNTHETIC_PIXEL_NOISE = 20.0
+SYNTHETIC_LABEL_NOISE = 0.05
+SYNTHETIC_CHUNK = 10_000   # images generated at a time, to bound memory
 
 # A download that stalls is abandoned after this long without a byte, and the whole fetch after the total.
 DOWNLOAD_STALL_TIMEOUT_S = 30
@@ -116,19 +132,50 @@ def _is_batches_folder(path: Path) -> bool:
     return path.is_dir() and (path / TEST_FILE).is_file()
 
 
-def locate(data_dir: Path, *, download_missing: bool = False, url: str = CIFAR_URL, md5: str = CIFAR_MD5) -> Path:
+def expected_md5(folder: Path) -> dict[str, str]:
+    """The md5 every file of the folder must have: the official ones, or for a synthetic set those
+    recorded in its batches.meta when it was written."""
+    if is_synthetic(folder):
+        with (folder / META_FILE).open("rb") as handle:
+            return dict(pickle.load(handle, encoding="latin1").get("md5") or {})
+    return dict(OFFICIAL_MD5)
+
+
+def verify_folder(folder: Path) -> Path:
+    """Check every batch file's md5 before anything is read from it: a folder found unpacked may be
+    incomplete, corrupt or changed since. A wrong file is named, with the way out."""
+    expected = expected_md5(folder)
+    if not expected:
+        raise DataError(f"{folder}: a synthetic set without recorded md5s (written by an older trainer); "
+                        "delete the folder and run with --synthetic again")
+    for name, md5 in expected.items():
+        path = folder / name
+        if not path.is_file():
+            raise DataError(f"{path}: missing; the {FOLDER_NAME} folder is incomplete: delete {folder} and "
+                            "unpack the archive again (or pass --download)")
+        actual = file_md5(path)
+        if actual != md5:
+            raise DataError(f"{path}: md5 {actual} does not match the expected {md5}; the file is corrupt or "
+                            f"was changed after unpacking: delete {folder} and unpack the archive again "
+                            "(or pass --download)")
+    return folder
+
+
+def locate(data_dir: Path, *, download_missing: bool = False, url: str = CIFAR_URL, md5: str = CIFAR_MD5,
+           verify: bool = True) -> Path:
     """The `cifar-10-batches-py` folder under data_dir: already unpacked, unpacked from the archive there,
-    or downloaded first when asked."""
+    or downloaded first when asked; every file md5-checked unless `verify` is False."""
     for candidate in (data_dir / FOLDER_NAME, data_dir):
         if _is_batches_folder(candidate):
-            return candidate
+            return verify_folder(candidate) if verify else candidate
     archive = data_dir / ARCHIVE_NAME
     if not archive.is_file():
         if not download_missing:
             raise DataError(f"no CIFAR-10 in {data_dir}: expected {data_dir / FOLDER_NAME}/ or "
                             f"{archive}; pass --download to fetch it, or --synthetic for a generated set")
         download(url, archive, md5)
-    return extract(archive, data_dir, md5)
+    folder = extract(archive, data_dir, md5)
+    return verify_folder(folder) if verify else folder
 
 
 def read_batch(path: Path) -> Split:
@@ -155,11 +202,7 @@ def read_batch(path: Path) -> Split:
 
 
 def read_classes(folder: Path) -> tuple[str, ...]:
-    meta = folder / META_FILE
-    if not meta.is_file():
-        return CLASSES
-    with meta.open("rb") as handle:
-        names = pickle.load(handle, encoding="latin1").get("label_names")
+    names = _meta(folder).get("label_names")
     return tuple(names) if names else CLASSES
 
 
@@ -180,39 +223,63 @@ def _write_pickle(path: Path, payload: dict) -> None:
     partial.replace(path)
 
 
-def synthetic_images(count: int, seed: int, *, noise: float = 48.0) -> Split:
-    """Images whose class is learnable but not trivial: each class is a fixed smooth colour pattern, shown
-    shifted by up to 4 pixels, with random contrast, brightness and heavy per-pixel noise."""
+def synthetic_images(count: int, seed: int, *, pixel_noise: float = SYNTHETIC_PIXEL_NOISE,
+                     label_noise: float = SYNTHETIC_LABEL_NOISE) -> Split:
+    """A set that only a working trainer learns. Each class is a fixed smooth colour pattern, shown shifted
+    by up to 4 pixels, with random brightness, random contrast and random polarity (the pattern or its
+    negative), under per-pixel noise. The polarity makes every class's mean image flat, so no linear function
+    of the pixels tells the classes apart: it takes learned convolutional features. Exactly `label_noise` of
+    the labels name another class, so the best accuracy possible is 1 - label_noise (accuracy_ceiling)."""
     rng = np.random.default_rng(seed)
     pattern_rng = np.random.default_rng(1234)  # the same class patterns for every split and seed
     coarse = pattern_rng.normal(size=(len(CLASSES), 3, 5, 5))
     patterns = coarse.repeat(8, axis=2).repeat(8, axis=3)[:, :, :36, :36]  # 36x36 so shifts stay inside
     patterns = (patterns - patterns.mean(axis=(1, 2, 3), keepdims=True)) / patterns.std(axis=(1, 2, 3), keepdims=True)
+    patterns = patterns.astype(np.float32)
     labels = rng.integers(0, len(CLASSES), size=count)
     shifts = rng.integers(0, 5, size=(count, 2))
-    images = np.empty((count, *IMAGE_SHAPE), dtype=np.float32)
-    for dy in range(5):
-        for dx in range(5):
-            chosen = (shifts[:, 0] == dy) & (shifts[:, 1] == dx)
-            images[chosen] = patterns[labels[chosen], :, dy:dy + 32, dx:dx + 32]
-    contrast = rng.uniform(20.0, 50.0, size=(count, 1, 1, 1))
-    brightness = rng.uniform(90.0, 160.0, size=(count, 1, 1, 1))
-    images *= contrast.astype(np.float32)
-    images += brightness.astype(np.float32)
-    images += noise * rng.standard_normal(size=images.shape, dtype=np.float32)
-    return Split(images=np.clip(images, 0, 255).round().astype(np.uint8), labels=labels.astype(np.int64))
+    contrast = rng.uniform(20.0, 50.0, size=count) * rng.choice([-1.0, 1.0], size=count)
+    brightness = rng.uniform(90.0, 160.0, size=count)
+    images = np.empty((count, *IMAGE_SHAPE), dtype=np.uint8)
+    for start in range(0, count, SYNTHETIC_CHUNK):
+        rows = slice(start, min(count, start + SYNTHETIC_CHUNK))
+        chunk = np.empty((rows.stop - rows.start, *IMAGE_SHAPE), dtype=np.float32)
+        for dy in range(5):
+            for dx in range(5):
+                chosen = (shifts[rows, 0] == dy) & (shifts[rows, 1] == dx)
+                chunk[chosen] = patterns[labels[rows][chosen], :, dy:dy + 32, dx:dx + 32]
+        chunk *= contrast[rows].astype(np.float32).reshape(-1, 1, 1, 1)
+        chunk += brightness[rows].astype(np.float32).reshape(-1, 1, 1, 1)
+        chunk += pixel_noise * rng.standard_normal(size=chunk.shape, dtype=np.float32)
+        images[rows] = np.clip(chunk, 0, 255).round().astype(np.uint8)
+    wrong = rng.permutation(count)[:round(label_noise * count)]
+    labels[wrong] = (labels[wrong] + rng.integers(1, len(CLASSES), size=len(wrong))) % len(CLASSES)
+    return Split(images=images, labels=labels.astype(np.int64))
+
+
+def _meta(folder: Path) -> dict:
+    """batches.meta's content; empty when it is missing or unreadable (the md5 check then names it)."""
+    try:
+        with (folder / META_FILE).open("rb") as handle:
+            loaded = pickle.load(handle, encoding="latin1")
+    except (OSError, pickle.UnpicklingError, EOFError, ValueError, TypeError, AttributeError, ImportError):
+        return {}
+    return loaded if isinstance(loaded, dict) else {}
 
 
 def is_synthetic(folder: Path) -> bool:
-    meta = folder / META_FILE
-    if not meta.is_file():
-        return False
-    with meta.open("rb") as handle:
-        return bool(pickle.load(handle, encoding="latin1").get("synthetic"))
+    return bool(_meta(folder).get("synthetic"))
+
+
+def accuracy_ceiling(folder: Path) -> float | None:
+    """The best test accuracy the set allows: 1 - its label noise for a synthetic set; None for the real one."""
+    meta = _meta(folder)
+    return round(1.0 - float(meta.get("label_noise", 0.0)), 4) if meta.get("synthetic") else None
 
 
 def write_synthetic(into: Path, *, train_size: int = 50_000, test_size: int = 10_000, seed: int = 0) -> Path:
-    """Write a generated set as a `cifar-10-batches-py` folder under `into`; returns the folder."""
+    """Write a generated set as a `cifar-10-batches-py` folder under `into`, its files' md5s recorded in
+    batches.meta; returns the folder."""
     folder = into / FOLDER_NAME
     if _is_batches_folder(folder) and not is_synthetic(folder):
         raise DataError(f"{folder} holds a real CIFAR-10 set; --synthetic will not overwrite it: pass another "
@@ -237,6 +304,7 @@ def write_synthetic(into: Path, *, train_size: int = 50_000, test_size: int = 10
     })
     _write_pickle(folder / META_FILE, {
         "label_names": list(CLASSES), "num_cases_per_batch": int(bounds[1]), "num_vis": IMAGE_BYTES,
-        "synthetic": True,
+        "synthetic": True, "label_noise": SYNTHETIC_LABEL_NOISE,
+        "md5": {name: file_md5(folder / name) for name in (*TRAIN_FILES, TEST_FILE)},
     })
     return folder

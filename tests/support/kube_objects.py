@@ -66,3 +66,29 @@ def healthy_pods(gpu_nodes: tuple[str, ...] = ("w1",)) -> list[dict[str, Any]]:
     pods += [pod(f"nvidia-device-plugin-{n}", n, {"app.kubernetes.io/name": "nvidia-device-plugin"}, owner="DaemonSet")
              for n in gpu_nodes]
     return pods
+
+
+def crd(name: str, *, established: bool = True) -> dict[str, Any]:
+    """A CustomResourceDefinition named plural.group, Established (or still accepting its names)."""
+    plural, group = name.split(".", 1)
+    condition = {"type": "Established", "status": "True" if established else "False",
+                 "reason": "InitialNamesAccepted" if established else "Installing",
+                 "message": "the initial names have been accepted" if established else "the names are not accepted yet"}
+    return {"apiVersion": "apiextensions.k8s.io/v1", "kind": "CustomResourceDefinition", "metadata": {"name": name},
+            "spec": {"group": group, "scope": "Namespaced", "names": {"plural": plural, "kind": plural.title()},
+                     "versions": [{"name": "v1", "served": True, "storage": True}]},
+            "status": {"conditions": [condition]}}
+
+
+def deployment(name: str, namespace: str, image: str, *, ready: int = 1, replicas: int = 1) -> dict[str, Any]:
+    """A Deployment of one container, Available when every replica is ready."""
+    available = ready >= replicas
+    return {"apiVersion": "apps/v1", "kind": "Deployment", "metadata": {"name": name, "namespace": namespace},
+            "spec": {"replicas": replicas, "selector": {"matchLabels": {"app": name}},
+                     "template": {"metadata": {"labels": {"app": name}},
+                                  "spec": {"containers": [{"name": "main", "image": image}]}}},
+            "status": {"replicas": replicas, "readyReplicas": ready,
+                       "conditions": [{"type": "Available", "status": "True" if available else "False",
+                                       "reason": "MinimumReplicasAvailable" if available else "MinimumReplicasUnavailable",
+                                       "message": "Deployment has minimum availability." if available else
+                                       "Deployment does not have minimum availability."}]}}

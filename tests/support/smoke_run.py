@@ -7,10 +7,17 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from provision.kube.smoke_observation import Condition, Observation, PodObservation, Terminated, Waiting
-from provision.render.smoke_manifests import RUN_LABEL
+from provision.kube.smoke_observation import (
+    Condition,
+    Observation,
+    PodGroupObservation,
+    PodObservation,
+    Terminated,
+    Waiting,
+)
+from provision.render.smoke_manifests import CUSTOM_KINDS, RUN_LABEL
 from tests.support.apiserver import FakeApiServer, RecordedRequest, Response, object_list, status
-from tests.support.kube_objects import node, pod
+from tests.support.kube_objects import STARTED, crd, node, pod
 from tests.support.paths import REPO_ROOT
 
 NS = "cb-smoke-test01"
@@ -48,15 +55,40 @@ def job(*conditions: tuple[str, str, str]) -> dict[str, Any]:
                                       for t, r, m in conditions]}}
 
 
+def workload(kind: str, *conditions: tuple[str, str, str], name: str = JOB) -> dict[str, Any]:
+    """A TrainJob or PyTorchJob (as the custom objects API returns it) with these conditions, all True."""
+    group, version, _ = CUSTOM_KINDS[kind]
+    return {"apiVersion": f"{group}/{version}", "kind": kind, "metadata": {"name": name, "namespace": NS},
+            "spec": {}, "status": {"conditions": [{"type": t, "status": "True", "reason": r, "message": m,
+                                                   "lastTransitionTime": STARTED} for t, r, m in conditions]}}
+
+
+def podgroup(phase: str, unschedulable: str | None = None, *, min_member: int = 2,
+             queue: str = "cluster-bootstrap", name: str = JOB) -> dict[str, Any]:
+    """Volcano's PodGroup of the run; `unschedulable`: the scheduler's message while the gang cannot be placed."""
+    conditions = [{"type": "Unschedulable", "status": "True", "reason": "NotEnoughResources",
+                   "message": unschedulable, "transitionID": "1", "lastTransitionTime": STARTED}] if unschedulable else []
+    return {"apiVersion": "scheduling.volcano.sh/v1beta1", "kind": "PodGroup", "metadata": {"name": name, "namespace": NS},
+            "spec": {"minMember": min_member, "queue": queue}, "status": {"phase": phase, "conditions": conditions}}
+
+
 @dataclass
 class Cluster:
-    """A scripted cluster: each poll of the driver sees the next (job, pods, log) step; the last one stays.
+    """A scripted cluster: each poll of the driver sees the next (workload, pods, log) step; the last one stays.
 
-    The driver reads the pods, then the log, then the Job: reading the Job ends a poll."""
+    The driver reads the pods, then the log, then the workload (a Job, or the TrainJob / PyTorchJob named by
+    `kind`): reading the workload ends a poll. `crds` are the add-ons' CRDs it serves (none: a plain cluster),
+    `queues` Volcano's queues, `default_storage_class` its default StorageClass; `podgroups` are served in turn
+    for the run's PodGroup."""
 
     nodes: list[dict[str, Any]] = field(default_factory=lambda: [node("gpu-1", gpus=1)])
     steps: list[tuple[dict[str, Any], list[dict[str, Any]], str]] = field(default_factory=list)
     step: int = 0
+    kind: str = "Job"
+    crds: tuple[str, ...] = ()
+    queues: tuple[str, ...] = ()
+    default_storage_class: str | None = None
+    podgroups: list[Any] = field(default_factory=list)
 
     def current(self) -> tuple[dict[str, Any], list[dict[str, Any]], str]:
         return self.steps[min(self.step, len(self.steps) - 1)]
@@ -74,11 +106,31 @@ class Cluster:
         api.add("POST", "/api/v1/namespaces", echo)
         api.add("POST", "/api/v1/namespaces/{ns}/configmaps", echo)
         api.add("POST", "/api/v1/namespaces/{ns}/services", echo)
+        api.add("POST", "/api/v1/namespaces/{ns}/persistentvolumeclaims", echo)
         api.add("POST", "/apis/batch/v1/namespaces/{ns}/jobs", echo)
-        api.add("GET", "/apis/batch/v1/namespaces/{ns}/jobs/{name}/status", read_job)
         api.add("GET", "/api/v1/namespaces/{ns}/pods", lambda _: object_list("PodList", self.current()[1]))
         api.add("GET", "/api/v1/namespaces/{ns}/pods/{pod}/log", lambda _: self.current()[2])
         api.add("DELETE", "/api/v1/namespaces/{ns}", status(200, "", "deleted"))
+        for crd_name in self.crds:
+            api.add("GET", f"/apis/apiextensions.k8s.io/v1/customresourcedefinitions/{crd_name}", crd(crd_name))
+        for queue in self.queues:
+            api.add("GET", f"/apis/scheduling.volcano.sh/v1beta1/queues/{queue}",
+                    {"apiVersion": "scheduling.volcano.sh/v1beta1", "kind": "Queue", "metadata": {"name": queue}})
+        classes = [{"metadata": {"name": self.default_storage_class,
+                                 "annotations": {"storageclass.kubernetes.io/is-default-class": "true"}},
+                    "provisioner": "example.com/nfs"}] if self.default_storage_class else []
+        api.add("GET", "/apis/storage.k8s.io/v1/storageclasses", object_list("StorageClassList", classes))
+        for group, version, plural in CUSTOM_KINDS.values():
+            api.add("POST", f"/apis/{group}/{version}/namespaces/{{ns}}/{plural}", echo)
+            api.add("DELETE", f"/apis/{group}/{version}/namespaces/{{ns}}/{plural}/{{name}}", status(200, "", "deleted"))
+        if self.kind == "Job":
+            api.add("GET", "/apis/batch/v1/namespaces/{ns}/jobs/{name}/status", read_job)
+        else:
+            group, version, plural = CUSTOM_KINDS[self.kind]
+            api.add("GET", f"/apis/{group}/{version}/namespaces/{{ns}}/{plural}/{{name}}/status", read_job)
+        if self.podgroups:
+            api.add("GET", "/apis/scheduling.volcano.sh/v1beta1/namespaces/{ns}/podgroups/{name}/status",
+                    *self.podgroups)
 
 
 def load_observation(path: Path) -> Observation:
@@ -90,6 +142,9 @@ def load_observation(path: Path) -> Observation:
         return PodObservation(**fields | {"waiting": Waiting(**waiting) if waiting else None,
                                           "terminated": Terminated(**terminated) if terminated else None})
 
+    group = data.get("podgroup")
+    podgroup = PodGroupObservation(**group | {"conditions": tuple(Condition(**c) for c in group.get("conditions", ()))}) \
+        if group else None
     return Observation(**data | {"job_conditions": tuple(Condition(**c) for c in data.get("job_conditions", ())),
                                  "pods": tuple(pod_seen(p) for p in data.get("pods", ())),
-                                 "log_lines": tuple(data.get("log_lines", ()))})
+                                 "log_lines": tuple(data.get("log_lines", ())), "podgroup": podgroup})

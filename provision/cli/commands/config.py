@@ -3,12 +3,12 @@ from __future__ import annotations
 
 import typer
 import yaml
-from rich.console import Console
 from rich.syntax import Syntax
 from rich.table import Table
 
 from provision.cli.options import ConfigOption, InventoryOption, Output, OutputOption
 from provision.cli.support import echo_json
+from provision.cli.views import literal_console
 from provision.inputs.settings import load_settings
 from provision.inputs.sources import resolve_sources
 from provision.inputs.validation import load_cluster
@@ -26,7 +26,7 @@ def register(app: typer.Typer) -> None:
             echo_json(document)
             return
         text = yaml.safe_dump(document, sort_keys=False)
-        console = Console()
+        console = literal_console()
         if console.is_terminal:
             console.print(Syntax(text, "yaml"))
         else:
@@ -51,7 +51,7 @@ def register(app: typer.Typer) -> None:
             table.add_column(column)
         for node in cluster.nodes:
             table.add_row(node.name, node.role.replace("_", "-"), f"{node.address}:{node.port}", node.user, node.gpu)
-        Console().print(table)
+        literal_console().print(table)
         typer.echo(f"Kubernetes {settings.kubernetes.version}, pods {settings.kubernetes.pod_cidr}, "
                    f"services {settings.kubernetes.service_cidr}, mirrors: {settings.mirrors.profile}")
 

@@ -143,6 +143,6 @@ def register(app: typer.Typer) -> None:
     ) -> None:
         inventory, config = init_files(directory, _addresses(control_plane), _addresses(workers), user=user, key=key,
                                        port=port, gpu=gpu.value, profile=profile.value)
-        console.print(f"wrote {inventory} and {config}; next:", markup=False)
-        console.print(f"  bootstrap preflight --inventory {inventory} --config {config}", markup=False)
-        console.print(f"  bootstrap up --inventory {inventory} --config {config}", markup=False)
+        console.print(f"wrote {inventory} and {config}; next:")
+        console.print(f"  bootstrap preflight --inventory {inventory} --config {config}")
+        console.print(f"  bootstrap up --inventory {inventory} --config {config}")

@@ -7,14 +7,13 @@ from pathlib import Path
 from typing import Annotated, Any
 
 import typer
-import yaml
-from rich.markup import escape
 from rich.table import Table
+from rich.text import Text
 
 from provision.cli.options import ConfigOption, VerboseOption, YesOption
 from provision.cli.views import console
 from provision.errors import BootstrapError, InputError
-from provision.inputs.settings import load_settings
+from provision.inputs.settings import parse_settings, read_settings_document
 from provision.lab.vagrant import Lab, LabFiles, LabOptions
 
 
@@ -22,8 +21,9 @@ def _base_settings(config: Path | None) -> dict[str, Any]:
     """The user's own cluster.yaml, checked, as the mapping the lab lays its keys over."""
     if config is None:
         return {}
-    load_settings(config)
-    return yaml.safe_load(config.read_text()) or {}
+    document = read_settings_document(config)
+    parse_settings(document, str(config))
+    return document or {}
 
 
 def _cluster_up(files: LabFiles, verbose: bool) -> Path:
@@ -36,6 +36,14 @@ def _cluster_up(files: LabFiles, verbose: bool) -> Path:
 
     run_up_command(NodeOptions(inventory=files.inventory, config=files.settings, verbose=verbose))
     return admin_kubeconfig_path(load_inventory(files.inventory))
+
+
+def _lab_line(text: str) -> Text:
+    return Text.assemble(("lab:", "bold"), f" {text}")
+
+
+def _vagrant_line(line: str) -> None:
+    console.print(Text(f"  {line}", style="dim"), soft_wrap=True)
 
 
 def register(app: typer.Typer) -> None:
@@ -72,10 +80,9 @@ def register(app: typer.Typer) -> None:
                              libvirt_driver=libvirt_driver, network=network)
         base = _base_settings(config)
         lab = Lab()
-        console.print("[bold]lab:[/] vagrant up (the first run downloads the box)")
-        files = lab.up(options, base, on_line=lambda line: console.print(f"  [dim]{escape(line)}[/]", markup=True,
-                                                                          highlight=False, soft_wrap=True))
-        console.print(f"[bold]lab:[/] machines answer SSH; inventory {files.inventory}, settings {files.settings}",
+        console.print(_lab_line("vagrant up (the first run downloads the box)"))
+        files = lab.up(options, base, on_line=_vagrant_line)
+        console.print(_lab_line(f"machines answer SSH; inventory {files.inventory}, settings {files.settings}"),
                       soft_wrap=True)
         if machines_only:
             console.print(f"next: bootstrap up --inventory {files.inventory} --config {files.settings}",
@@ -83,19 +90,19 @@ def register(app: typer.Typer) -> None:
             return
         kubeconfig = _cluster_up(files, verbose)
         # The API server listens on the control plane's private address, which this machine reaches directly.
-        console.print(f"[bold]lab:[/] the cluster is up. From this machine:\n"
-                      f"  export KUBECONFIG={kubeconfig}\n  kubectl get nodes -o wide\n"
-                      "  bootstrap lab ssh lab-control-plane     # log in to a machine\n"
-                      "  bootstrap lab down --yes                # destroy the machines and the lab's files",
-                      highlight=False, soft_wrap=True)
+        console.print(_lab_line(f"the cluster is up. From this machine:\n"
+                                f"  export KUBECONFIG={kubeconfig}\n  kubectl get nodes -o wide\n"
+                                "  bootstrap lab ssh lab-control-plane     # log in to a machine\n"
+                                "  bootstrap lab down --yes                # destroy the machines and the lab's files"),
+                      soft_wrap=True)
 
     @lab_app.command("down")
     def down(yes: YesOption = False) -> None:
         """Destroy the lab's machines and remove its inventory, known_hosts and settings."""
         if not yes and not typer.confirm("Destroy the lab machines?", default=False):
             raise typer.Exit(1)
-        Lab().down(on_line=lambda line: console.print(f"  [dim]{escape(line)}[/]", highlight=False, soft_wrap=True))
-        console.print("[bold]lab:[/] machines destroyed, generated files removed")
+        Lab().down(on_line=_vagrant_line)
+        console.print(_lab_line("machines destroyed, generated files removed"))
 
     @lab_app.command("status")
     def status() -> None:

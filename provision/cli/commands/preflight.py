@@ -1,5 +1,7 @@
-"""`bootstrap preflight`: check every node over SSH and show one table row per node."""
+"""`bootstrap preflight`: check every node over SSH and show one table row per node, problems below it."""
 from __future__ import annotations
+
+import textwrap
 
 import typer
 from rich.console import Console
@@ -9,8 +11,8 @@ from rich.text import Text
 from provision.cli.options import NodeOptions, Output, OutputOption, node_options
 from provision.cli.support import ask_become_password, echo_json, load_inputs
 from provision.cli.views import console as progress_console
+from provision.cli.views import literal_console
 from provision.errors import BootstrapError
-from provision.nodes.preflight.checks import FAMILIES, CheckResult
 from provision.nodes.preflight.run import NodeReport, PreflightReport, run_preflight
 
 STATUS_STYLE = {"ok": "green", "warn": "yellow", "fail": "bold red"}
@@ -31,40 +33,44 @@ Example:
 """
 
 
-def _cell(report: NodeReport, family: str) -> Text:
-    checks = report.family(family)
-    if not checks:
-        return Text("-", style="dim")
-    status = "fail" if any(c.status == "fail" for c in checks) else \
-        "warn" if any(c.status == "warn" for c in checks) else "ok"
-    shown = [c for c in checks if c.status != "ok"] or _ok_summary(family, checks)
-    detail = ", ".join(c.detail for c in shown)
-    return Text(f"{STATUS_MARK[status]} {detail}".strip(), style=STATUS_STYLE[status])
+# kubectl's shape: a few columns, one row per node, within 80 columns (NODE and OS cut short past their widths);
+# what is wrong, and the fix, in lines below the table (all of it in -o json).
+COLUMNS = {"NODE": 24, "ROLE": 13, "STATUS": 8, "OS": 22, "GPUS": 4}
 
 
-def _ok_summary(family: str, checks: list[CheckResult]) -> list[CheckResult]:
-    # Identity values are long and only interesting when they clash.
-    if family == "unique":
-        return []
-    return checks
+def _status(node: NodeReport) -> Text:
+    problems = sum(c.status != "ok" for c in node.checks)
+    text = STATUS_MARK[node.status] + (f" ({problems})" if problems > 1 else "")
+    return Text(text, style=STATUS_STYLE[node.status])
+
+
+def row(node: NodeReport) -> list[Text | str]:
+    """One node's row: the facts an operator scans for (its problems are listed under the table)."""
+    os_name = node.check("os")
+    probed = node.check("gpu") is not None
+    return [node.name, node.role.replace("_", "-"), _status(node), os_name.detail if os_name else "-",
+            str(node.gpu_count) if probed else "-"]
+
+
+def _wrapped(text: str, indent: int, width: int) -> str:
+    return textwrap.fill(text, width=max(width, 40), subsequent_indent=" " * indent, break_on_hyphens=False)
 
 
 def render(report: PreflightReport, console: Console) -> None:
-    table = Table(title=f"preflight: {len(report.nodes)} nodes in {report.elapsed_s:.1f} s", title_justify="left")
-    table.add_column("node", style="bold")
-    table.add_column("role")
-    for family in FAMILIES:
-        table.add_column(family)
+    console.print(f"preflight: {len(report.nodes)} nodes in {report.elapsed_s:.1f} s", style="bold")
+    table = Table(box=None, pad_edge=False, header_style="bold")
+    for column, width in COLUMNS.items():
+        table.add_column(column, no_wrap=True, overflow="ellipsis", max_width=width)
     for node in report.nodes:
-        table.add_row(node.name, node.role.replace("_", "-"), *(_cell(node, family) for family in FAMILIES))
+        table.add_row(*row(node))
     console.print(table)
     for problem in report.blocking + report.warnings:
-        style = STATUS_STYLE[problem.check.status]
-        line = Text.assemble((f"{STATUS_MARK[problem.check.status]} ", style),
-                             f"{problem.node}: {problem.check.name}: {problem.check.detail}")
-        console.print(line, soft_wrap=True)
+        mark = STATUS_MARK[problem.check.status]
+        line = Text(_wrapped(f"{mark} {problem.node}: {problem.check.name}: {problem.check.detail}", 5, console.width))
+        line.stylize(STATUS_STYLE[problem.check.status], 0, len(mark))
+        console.print(line)
         if problem.check.fix:
-            console.print(Text(f"     fix: {problem.check.fix}", style="dim"), soft_wrap=True)
+            console.print(Text(_wrapped(f"     fix: {problem.check.fix}", 10, console.width), style="dim"))
 
 
 def report_document(report: PreflightReport) -> dict[str, object]:
@@ -87,7 +93,7 @@ def run_preflight_command(nodes: NodeOptions, output: Output = Output.text) -> P
     if output is Output.json:
         echo_json(report_document(report))
     else:
-        render(report, Console(soft_wrap=False))
+        render(report, literal_console())
     if report.blocking:
         count = len(report.blocking)
         raise BootstrapError(f"preflight: {count} blocking problem{'s' if count > 1 else ''} (fixes listed above); "

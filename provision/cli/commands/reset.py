@@ -13,7 +13,7 @@ from provision.inputs.inventory import Cluster
 from provision.phases import RESET_PHASES
 
 WHAT_RESET_REMOVES = ("kubeadm reset, /etc/kubernetes, /var/lib/kubelet, /var/lib/etcd, CNI and Calico state, "
-                      "KUBE-*/cali-* iptables chains, Calico interfaces")
+                      "KUBE-*/cali-* iptables chains, Calico interfaces, the smoke test's data cache")
 
 
 def forget_local_cluster(cluster: Cluster) -> list[str]:
@@ -44,7 +44,7 @@ def reset_nodes(nodes: NodeOptions, names: list[str] | None, *, yes: bool, title
     run_pipeline(RESET_PHASES, cluster, settings, nodes, title=title, targets=targets, output=output)
     if cluster.control_plane.name in targets:
         for note in forget_local_cluster(cluster):
-            console.print(note, markup=False)
+            console.print(note)
 
 
 def register(app: typer.Typer) -> None:

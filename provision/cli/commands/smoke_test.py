@@ -9,19 +9,20 @@ from pathlib import Path
 from typing import Annotated, Literal
 
 import typer
-from rich.console import Console, Group
+from rich.console import Group
 from rich.live import Live
 from rich.table import Table
 from rich.text import Text
 
 from provision.cli.options import ConfigOption
+from provision.cli.views import literal_console
 from provision.inputs.settings import load_settings
-from provision.kube.smoke import SmokeProgress, build_spec, new_namespace, run_smoke_test
+from provision.kube.smoke import CACHE_NAMESPACE, Choices, SmokeProgress, build_spec, new_namespace, run_smoke_test
 from provision.kube.smoke_observation import Mode
-from provision.kube.smoke_verdict import TrainerMetrics, Verdict
-from provision.render.smoke_manifests import Variant, render, to_yaml
+from provision.kube.smoke_verdict import Bandwidth, TrainerMetrics, Verdict
+from provision.render.smoke_manifests import RUN_LABEL, Scheduler, Workload, render, to_yaml
 
-console = Console(stderr=True, highlight=False)
+console = literal_console(stderr=True)
 
 KubeconfigOption = Annotated[Path, typer.Option(
     "--kubeconfig", help="Kubeconfig of the cluster to test.", envvar="KUBECONFIG")]
@@ -45,8 +46,8 @@ def progress_view(progress: SmokeProgress) -> Group:
 
 
 def log_lines(progress: SmokeProgress) -> list[str]:
-    """The trainer's new log lines, less its final metrics JSON (the verdict shows those as a table)."""
-    return [line for line in progress.new_lines if TrainerMetrics.parse(line) is None]
+    """The trainer's new log lines, less its JSON reports (the verdict shows those as a table)."""
+    return [line for line in progress.new_lines if TrainerMetrics.parse(line) is None and Bandwidth.parse(line) is None]
 
 
 @contextmanager
@@ -61,13 +62,13 @@ def live_view() -> Iterator[Callable[[SmokeProgress], None]]:
                 console.print(f"[{progress.elapsed:5.1f}s] {progress.stage}")
                 last_stage = progress.stage
             for line in log_lines(progress):
-                console.print(f"  {line}", markup=False)
+                console.print(f"  {line}")
         yield plain
         return
     with Live(console=console, refresh_per_second=8, transient=True) as live:
         def update(progress: SmokeProgress) -> None:
             for line in log_lines(progress):
-                live.console.print(f"  {line}", markup=False)
+                live.console.print(f"  {line}")
             live.update(progress_view(progress))
         yield update
 
@@ -88,19 +89,35 @@ def print_verdict(verdict: Verdict) -> None:
             ("device", f"{metrics.device} x{metrics.gpu_count or metrics.world_size} on {metrics.nodes} node(s)"),
             ("torch / CUDA", f"{metrics.torch_version} / {metrics.cuda_version or 'none'}"),
             ("dataset", metrics.dataset),
+            ("workload", verdict.workload),
         ]
+        bandwidth = verdict.bandwidth
+        if bandwidth:
+            link = f"{verdict.link_gbps:g} Gb/s" if verdict.link_gbps else "link speed unknown"
+            rows.append(("all-reduce", f"{bandwidth.busbw_gbps:.2f} Gb/s bus bandwidth ({bandwidth.backend}, "
+                                       f"{bandwidth.world_size} processes on {bandwidth.nodes} nodes; {link})"))
         for key, value in rows:
             table.add_row(key, value)
         console.print(table)
+    for warning in verdict.warnings:
+        console.print(Text.assemble(("warning:", "yellow"), f" {warning}"), soft_wrap=True)
     if not verdict.passed and verdict.log_tail:
-        console.print("[dim]last lines of the trainer's log:[/]")
+        console.print(Text("last lines of the trainer's log:", style="dim"))
         for line in verdict.log_tail[-8:]:
             console.print(f"  {line}", markup=False)
-    if verdict.kept:
+    if verdict.kept and verdict.namespace == CACHE_NAMESPACE:
+        console.print(f"kept: the run's objects in namespace {verdict.namespace}, which also holds the cache (kubectl "
+                      f"-n {verdict.namespace} get all -l {RUN_LABEL}; delete them by that label when done)",
+                      soft_wrap=True, markup=False)
+    elif verdict.kept:
         console.print(f"kept: namespace {verdict.namespace} (kubectl -n {verdict.namespace} get pods; "
                       f"kubectl delete namespace {verdict.namespace} when done)")
     if verdict.cleanup_error:
         console.print(Text.assemble(("warning:", "yellow"), f" {verdict.cleanup_error}"))
+    if verdict.saved:
+        console.print(f"saved: {', '.join(verdict.saved)}", soft_wrap=True, markup=False)
+    if verdict.save_error:
+        console.print(Text.assemble(("not saved:", "red"), f" {verdict.save_error}"), soft_wrap=True)
 
 
 def register(app: typer.Typer) -> None:
@@ -116,26 +133,43 @@ def register(app: typer.Typer) -> None:
         image: Annotated[str | None, typer.Option("--image", help="Trainer image (default: smoke_test.image).")] = None,
         epochs: Annotated[int | None, typer.Option("--epochs", min=1, help="Training epochs.")] = None,
         timeout: Annotated[int | None, typer.Option("--timeout", min=60, help="Seconds before the Job is stopped.")] = None,
-        print_manifests: Annotated[Variant | None, typer.Option(
-            "--print-manifests", metavar="job|pytorchjob",
-            help="Print the objects the test would create (the Job, or a Kubeflow PyTorchJob) and exit.")] = None,
+        workload: Annotated[Workload | None, typer.Option(
+            "--workload", help="What runs the training (default: smoke_test.workload; auto: a TrainJob when Kubeflow "
+                               "Trainer is installed, else a Job).")] = None,
+        scheduler: Annotated[Scheduler | None, typer.Option(
+            "--scheduler", help="default, or volcano: the pods are one gang (default: smoke_test.scheduler; auto: "
+                                "Volcano when installed).")] = None,
+        save: Annotated[Path | None, typer.Option(
+            "--save", metavar="DIR", help="Copy the trained model and its metrics here (with the trainer's code, "
+            "for `python -m trainer.infer --model DIR/model.pt --image PICTURE`). Not --output: that is the format.",
+            show_default=False)] = None,
+        print_manifests: Annotated[Workload | None, typer.Option(
+            "--print-manifests", metavar="job|pytorchjob|trainjob",
+            help="Print the objects the test would create (a Job, a Kubeflow PyTorchJob or TrainJob) and exit; "
+                 "with --scheduler volcano, as a gang.")] = None,
         output: Annotated[Literal["text", "json"], typer.Option(
             "--output", "-o", help="text: the verdict for people; json: the verdict as one JSON document on stdout "
             "(the live view stays on stderr).")] = "text",
     ) -> None:
         """Train CIFAR-10 on the cluster's GPUs and judge the run: PASS with accuracy and time, or FAIL with
-        the cause read from the API. Exit code 0 on PASS, 1 on FAIL."""
+        the cause read from the API. Exit code 0 on PASS, 1 on FAIL (or when --save could not copy the model)."""
         settings = load_settings(config)
         if print_manifests is not None:
             # Without a cluster to ask, "auto" means GPU unless --cpu or the settings say CPU.
             mode: Mode = "cpu" if cpu or settings.smoke_test.mode == "cpu" else "gpu"
+            smoke = settings.smoke_test
+            needed = smoke.dataset == "cifar10" or save is not None
+            cache = "none" if not needed else "hostpath" if smoke.cache == "auto" else smoke.cache
+            chosen = Choices(workload=print_manifests, scheduler=scheduler or (
+                "volcano" if smoke.scheduler == "volcano" else "default"), cache=cache)
             spec = build_spec(settings, mode, namespace=new_namespace(), gpus=gpus, nodes=nodes, image=image,
-                              epochs=epochs, timeout_s=timeout)
-            typer.echo(to_yaml(render(spec, print_manifests)), nl=False)
+                              epochs=epochs, timeout_s=timeout, choices=chosen, keep_results=save is not None)
+            typer.echo(to_yaml(render(spec)), nl=False)
             return
         with live_view() as on_progress:
             verdict = run_smoke_test(kubeconfig.expanduser(), settings, gpus=gpus, nodes=nodes, cpu=cpu, keep=keep,
-                                     on_progress=on_progress, image=image, epochs=epochs, timeout_s=timeout)
+                                     on_progress=on_progress, image=image, epochs=epochs, timeout_s=timeout,
+                                     workload=workload, scheduler=scheduler, save_dir=save.expanduser() if save else None)
         if output == "json":
             typer.echo(json.dumps(asdict(verdict), indent=2))
         else:

@@ -30,15 +30,14 @@ def run_up_command(nodes: NodeOptions, *, from_phase: str | None = None, only: s
     finally:
         # Even after a later phase failed, the operator gets the kubeconfig to look at the cluster with.
         if kubeconfig.exists():
-            console.print(f"admin kubeconfig (mode 0600): {kubeconfig}", soft_wrap=True, markup=False)
+            console.print(f"admin kubeconfig (mode 0600): {kubeconfig}", soft_wrap=True)
             if merge_kubeconfig:
                 name = context or kubeconfigs.default_context_name(cluster)
                 merged = kubeconfigs.merge_kubeconfig(kubeconfig, name)
-                console.print(f"merged into {merged} as context '{name}' (now current)", soft_wrap=True,
-                              markup=False)
+                console.print(f"merged into {merged} as context '{name}' (now current)", soft_wrap=True)
             else:
                 console.print(f"  export KUBECONFIG={kubeconfig}   # or re-run with --merge-kubeconfig",
-                              soft_wrap=True, markup=False)
+                              soft_wrap=True)
 
 
 def register(app: typer.Typer) -> None:

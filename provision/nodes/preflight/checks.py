@@ -7,6 +7,7 @@ from dataclasses import dataclass
 from typing import Literal
 
 from provision.inputs.inventory import Node
+from provision.nodes.nic import check_links
 from provision.nodes.preflight.probe import NVIDIA_VENDOR, NodeFacts
 
 Status = Literal["ok", "warn", "fail"]
@@ -39,19 +40,6 @@ OLD_RHEL_FIX = {
          "the node with Rocky Linux 9, AlmaLinux 9 or CentOS Stream 9 (same RPM family)",
     "8": "EL8 cannot be managed by ansible-core 2.19 (its dnf Python bindings exist only for Python 3.6): upgrade "
          "the node to EL9 (Rocky Linux 9, AlmaLinux 9 or CentOS Stream 9)",
-}
-
-# The column each check is shown in (`bootstrap preflight` draws one column per family).
-FAMILIES: dict[str, tuple[str, ...]] = {
-    "access": ("ssh", "sudo", "facts"),
-    "os": ("os",),
-    "resources": ("cpu", "memory"),
-    "unique": ("hostname", "product_uuid", "mac"),
-    "ports": ("ports",),
-    "clock": ("clock",),
-    "swap": ("swap",),
-    "selinux": ("selinux",),
-    "gpu": ("gpu",),
 }
 
 # --- which problems block: the one place that decides ------------------------------------------------------
@@ -225,14 +213,22 @@ def judge(node: Node, finding: Finding) -> CheckResult:
     return CheckResult(finding.name, severity(finding.name, node), finding.detail, finding.fix)
 
 
-def evaluate(nodes: list[Node], facts_by_node: dict[str, NodeFacts]) -> dict[str, tuple[list[CheckResult], int]]:
-    """Judge the facts of the nodes that could be probed: per node, its checks and GPU count."""
+def check_network(facts: NodeFacts, *, multi_node: bool, min_gbps: float) -> Finding:
+    problem, detail, fix = check_links(facts.links, multi_node=multi_node, min_gbps=min_gbps)
+    return Finding("network", problem, detail, fix)
+
+
+def evaluate(nodes: list[Node], facts_by_node: dict[str, NodeFacts], *, multi_node: bool = False,
+             min_link_gbps: float = 10.0) -> dict[str, tuple[list[CheckResult], int]]:
+    """Judge the facts of the nodes that could be probed: per node, its checks and GPU count. `multi_node`: the
+    smoke test will train across nodes, so links under min_link_gbps are warned about."""
     unique = check_unique(facts_by_node)
     results = {}
     for node in nodes:
         facts = facts_by_node[node.name]
         gpu_finding, gpu_count = check_gpu(facts, node)
         findings = [check_os(facts), check_cpu(facts), check_memory(facts), *unique[node.name],
-                    check_ports(facts, node), check_clock(facts), check_swap(facts), check_selinux(facts), gpu_finding]
+                    check_ports(facts, node), check_clock(facts), check_swap(facts), check_selinux(facts), gpu_finding,
+                    check_network(facts, multi_node=multi_node, min_gbps=min_link_gbps)]
         results[node.name] = ([judge(node, f) for f in findings], gpu_count)
     return results

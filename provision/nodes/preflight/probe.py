@@ -6,7 +6,10 @@ from __future__ import annotations
 import re
 import shlex
 from collections.abc import Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+
+from provision.nodes.nic import PROBE_SECTION as NIC_PROBE_SECTION
+from provision.nodes.nic import Links, parse_links
 
 # PCI vendor id of NVIDIA; a GPU is a device of that vendor in the display class (0x03xxxx).
 NVIDIA_VENDOR = "10de"
@@ -40,6 +43,8 @@ class NodeFacts:
     # Node clock minus the operator's, and how precisely that is known (half the probe's round trip).
     clock_offset_s: float = 0.0
     clock_uncertainty_s: float = 0.0
+    # NIC speeds and RDMA devices (nodes/nic.py).
+    links: Links = field(default_factory=Links)
 
 
 # Runs as root through sudo; POSIX sh; every section is optional so a missing tool only empties its section.
@@ -73,8 +78,7 @@ done
 section lspci; command -v lspci >/dev/null 2>&1 && lspci -mm -d "$nvidia_vendor:" 2>/dev/null
 section nvidia_driver; head -n 1 /proc/driver/nvidia/version 2>/dev/null
 section kube; for f in /etc/kubernetes/admin.conf /etc/kubernetes/kubelet.conf; do [ -f "$f" ] && echo "$f"; done
-section end
-"""
+""" + NIC_PROBE_SECTION + "section end\n"
 
 
 def _sections(text: str) -> dict[str, list[str]]:
@@ -178,5 +182,6 @@ def parse_facts(text: str) -> NodeFacts:
         gpus=tuple(gpus),
         nvidia_driver=next((line.strip() for line in sections.get("nvidia_driver", []) if line.strip()), None),
         kube_configs=tuple(line.strip() for line in sections.get("kube", []) if line.strip()),
+        links=parse_links(sections, default_iface),
         node_time_s=next((t for t in map(_float_or_none, sections.get("time", [])) if t is not None), None),
     )

@@ -10,7 +10,7 @@ from dataclasses import dataclass, field, replace
 
 from provision.inputs.inventory import Cluster, Node
 from provision.inputs.settings import Settings
-from provision.nodes.preflight.checks import FAMILIES, CheckResult, Finding, Status, evaluate, judge, worst
+from provision.nodes.preflight.checks import CheckResult, Finding, Status, evaluate, judge, worst
 from provision.nodes.preflight.probe import PROBE_SCRIPT, NodeFacts, parse_facts
 from provision.nodes.runner import RunProgress
 from provision.nodes.ssh import SshError, SshShell
@@ -36,12 +36,11 @@ class NodeReport:
     address: str
     checks: tuple[CheckResult, ...]
     gpu_count: int = 0
+    # The speed multi-node training crosses at (nodes/nic.py); None when unknown.
+    link_gbps: float | None = None
 
     def check(self, name: str) -> CheckResult | None:
         return next((c for c in self.checks if c.name == name), None)
-
-    def family(self, family: str) -> list[CheckResult]:
-        return [c for c in self.checks if c.name in FAMILIES[family]]
 
     @property
     def status(self) -> Status:
@@ -71,6 +70,10 @@ class PreflightReport:
     @property
     def gpu_counts(self) -> dict[str, int]:
         return {n.name: n.gpu_count for n in self.nodes}
+
+    @property
+    def link_speeds(self) -> dict[str, float]:
+        return {n.name: n.link_gbps for n in self.nodes if n.link_gbps is not None}
 
     def node(self, name: str) -> NodeReport:
         return next(n for n in self.nodes if n.name == name)
@@ -148,12 +151,16 @@ def run_preflight(cluster: Cluster, settings: Settings, *, nodes: list[str] | No
     with ThreadPoolExecutor(max_workers=max(1, min(max_parallel, len(probed_nodes)))) as pool:
         probes = {p.node.name: p for p in pool.map(probe, probed_nodes)}
     facts_by_node = {name: p.facts for name, p in probes.items() if p.facts is not None}
-    judged = evaluate([n for n in targets if n.name in facts_by_node], facts_by_node)
+    smoke = settings.smoke_test
+    judged = evaluate([n for n in targets if n.name in facts_by_node], facts_by_node,
+                      multi_node=smoke.enabled and smoke.nodes > 1, min_link_gbps=smoke.min_link_gbps)
     reports = []
     for node in targets:
         checks, gpu_count = judged.get(node.name, ([], 0))
         all_checks = tuple(probes[node.name].checks + checks)
-        reports.append(NodeReport(node.name, node.role, node.address, all_checks, gpu_count))
+        facts = facts_by_node.get(node.name)
+        reports.append(NodeReport(node.name, node.role, node.address, all_checks, gpu_count,
+                                  facts.links.link_gbps if facts else None))
         if on_progress:
             with lock:
                 tally = progress.tally[node.name]

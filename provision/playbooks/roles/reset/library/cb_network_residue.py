@@ -169,10 +169,16 @@ def clean_links(module: AnsibleModule, result: dict) -> None:
         if module.check_mode:
             continue
         rc, _, _ = module.run_command(["ip", "link", "delete", name])
-        if rc != 0:
+        # Deleting one end of a veth pair deletes the other, which may be listed too: gone is done.
+        if rc != 0 and _link_exists(module, name):
             _run(module, ["ip", "link", "set", name, "down"])
             _run(module, ["ip", "address", "flush", "dev", name])
             result["interfaces_left_down"].append(name)
+
+
+def _link_exists(module: AnsibleModule, name: str) -> bool:
+    rc, _, _ = module.run_command(["ip", "link", "show", "dev", name])
+    return rc == 0
 
 
 def _has_addresses(module: AnsibleModule, name: str) -> bool:
@@ -198,7 +204,10 @@ def clean_netns(module: AnsibleModule, result: dict) -> None:
         if name.startswith("cni-"):
             result["netns"].append(name)
             if not module.check_mode:
-                _run(module, ["ip", "netns", "delete", name])
+                rc, _, err = module.run_command(["ip", "netns", "delete", name])
+                # A namespace removed meanwhile (its pod's sandbox went away) is as good as deleted.
+                if rc != 0 and os.path.exists(os.path.join(directory, name)):
+                    module.fail_json(msg=f"ip netns delete {name} failed (rc {rc}): {err.strip()}")
 
 
 def main() -> None:

@@ -1,0 +1,61 @@
+"""`bootstrap preflight`'s table reads on an 80-column terminal, kubectl-style: one line per node with a few
+columns, each problem and its fix on lines of their own below the table, nothing wider than the terminal."""
+from __future__ import annotations
+
+import io
+
+from provision.cli.commands.preflight import COLUMNS, render
+from provision.cli.views import literal_console
+from provision.nodes.preflight.checks import CheckResult
+from provision.nodes.preflight.run import NodeReport, PreflightReport
+
+PORTS_FIX = ("stop what listens there (`ss -ltnp 'sport = :6443'` on the node shows it), or run `bootstrap reset` if "
+             "it is left from an earlier cluster")
+
+
+def _node(name: str, role: str, *, os_name: str = "Debian GNU/Linux 12", gpus: int = 0,
+          problems: tuple[CheckResult, ...] = ()) -> NodeReport:
+    checks = (CheckResult("ssh", "ok", "as ops"), CheckResult("sudo", "ok", "sudo"), CheckResult("os", "ok", os_name),
+              CheckResult("cpu", "ok", "16 CPUs"), CheckResult("memory", "ok", "64150 MB"),
+              CheckResult("gpu", "ok", f"{gpus} NVIDIA GPUs (driver 550.54.15)" if gpus else "none"), *problems)
+    return NodeReport(name, role, "10.0.0.1", checks, gpus)
+
+
+REPORT = PreflightReport((
+    _node("control-plane-1", "control_plane", problems=(
+        CheckResult("ports", "fail", "in use: 6443 (python3 pid 2231)", PORTS_FIX),
+        CheckResult("swap", "warn", "/etc/fstab: /swapfile none swap sw 0 0", "prepare turns swap off"))),
+    _node("gpu-worker-in-rack-b-with-a-long-name-17", "worker", os_name="Ubuntu 22.04.4 LTS (Jammy Jellyfish)", gpus=8),
+    NodeReport("ghost", "worker", "10.0.0.99",
+               (CheckResult("ssh", "fail", "unreachable: no SSH answer within 10 s", "check ansible_host"),)),
+), 3.2)
+
+
+def _rendered(width: int) -> list[str]:
+    console = literal_console(file=io.StringIO(), width=width)
+    render(REPORT, console)
+    assert isinstance(console.file, io.StringIO)
+    return console.file.getvalue().splitlines()
+
+
+def test_the_table_fits_80_columns_with_one_line_per_node() -> None:
+    lines = _rendered(80)
+    assert max(len(line) for line in lines) <= 80, lines
+    header = lines[1].split()
+    assert header == list(COLUMNS)
+    rows = lines[2:5]
+    assert [row.split()[0] for row in rows] == ["control-plane-1", "gpu-worker-in-rack-b-wi…", "ghost"]
+    assert rows[0].split()[1:4] == ["control-plane", "FAIL", "(2)"] and rows[0].split()[-1] == "0"
+    assert rows[1].split()[-1] == "8" and rows[2].split()[-1] == "-"
+
+
+def test_problems_and_fixes_are_listed_below_whole_and_wrapped() -> None:
+    text = "\n".join(_rendered(80))
+    below = " ".join(text.split("\n", 5)[5].split())
+    assert "FAIL control-plane-1: ports: in use: 6443 (python3 pid 2231)" in below
+    assert f"fix: {PORTS_FIX}" in below
+    assert "FAIL ghost: ssh: unreachable: no SSH answer within 10 s fix: check ansible_host" in below
+    assert "warn control-plane-1: swap" in below
+    # Continuation lines are indented under their line, not flush left.
+    assert all(line.startswith(("FAIL ", "warn ", "     ")) for line in _rendered(80)[5:])
+
