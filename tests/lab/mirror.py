@@ -29,7 +29,7 @@ from typing import Any
 class _Handler(http.server.SimpleHTTPRequestHandler):
     server: MirrorServer
 
-    def log_message(self, format: str, *args: Any) -> None:  # noqa: A002 - http.server's own signature
+    def log_message(self, format: str, *args: Any) -> None:
         pass
 
     def _log(self, status: int | str) -> None:
