@@ -171,49 +171,65 @@ def test_a_lock_held_past_a_short_bound_fails_naming_the_lock_its_holder_and_the
 
 # --- a node's link cut mid-run -----------------------------------------------------------------------------
 
-def test_a_node_whose_link_is_cut_mid_run_is_named_unreachable_while_the_others_finish(
-        lab: Lab, lab_config: Path) -> None:
+# How a node is lost in the middle of a run, and brought back.
+LOSSES: dict[str, tuple[Callable[[LabNode], None], Callable[[LabNode], None]]] = {
+    "link cut": (LabNode.cut_link, LabNode.restore_link),
+    "machine stopped": (LabNode.stop, LabNode.start),
+}
+
+
+@pytest.mark.parametrize(("loss", "executor"), [("link cut", "auto"), ("machine stopped", "auto"),
+                                                ("link cut", "stock")])
+def test_a_node_lost_mid_run_is_named_unreachable_while_the_others_finish_and_a_rerun_completes(
+        lab: Lab, lab_config: Path, tmp_path: Path, loss: str, executor: str) -> None:
     n3 = lab.node("n3")
+    lose, bring_back = LOSSES[loss]
     # Something for n3 to do: its container runtime is gone (the others have nothing to install).
     n3.ssh("DEBIAN_FRONTEND=noninteractive apt-get remove -y -q docker.io containerd runc", timeout=180)
-    cut_at: list[float] = []
+    config = write_config(lab, tmp_path / "cluster.yaml", mirrors={"kubernetes_repo": load_settings(
+        lab_config).mirrors.kubernetes_repo}, container_runtime={"docker_source": "docker.io"},
+                          ansible={"executor": executor})
+    lost_at: list[float] = []
 
-    def cut_when_n3_installs(progress: RunProgress) -> None:
-        # Once n3 has found what it misses and waited for the package manager, apt runs there: cut it off then.
+    def lose_n3_while_it_installs(progress: RunProgress) -> None:
+        # Once n3 has found what it misses and waited for the package manager, apt runs there: lose it then.
         n3_tasks = [r.task for r in progress.results if r.host == "n3"]
         found = [i for i, task in enumerate(n3_tasks) if task.startswith("Find the packages still missing: containerd")]
-        if not cut_at and found and "Wait for the package manager's locks" in n3_tasks[found[0]:]:
+        if not lost_at and found and "Wait for the package manager's locks" in n3_tasks[found[0]:]:
             time.sleep(1)
-            n3.cut_link()
-            cut_at.append(time.monotonic())
+            lose(n3)
+            lost_at.append(time.monotonic())
 
     gpus = {node.name: 0 for node in lab.nodes}
     try:
         with pytest.raises(BootstrapError) as failed:
-            prepare(load_inventory(lab.inventory_path), load_settings(lab_config), gpus=gpus,
-                    on_progress=cut_when_n3_installs)
-        noticed = time.monotonic() - cut_at[0]
+            prepare(load_inventory(lab.inventory_path), load_settings(config), gpus=gpus,
+                    on_progress=lose_n3_while_it_installs)
+        ended = time.monotonic() - lost_at[0]
     finally:
-        n3.restore_link()
+        bring_back(n3)
     message = str(failed.value)
     assert failed.value.nodes == {"n3": "unreachable"}, message
     assert re.match(r"prepare failed: n3: unreachable at 'Install the missing packages \(apt\): containerd", message)
     assert message.endswith(")") and "(once it answers again, re-run)" in message
-    print(f"the closing error: {message}")
     # The others finished their play: each sent its report, and it says it is ready.
     run_dir = Path(message.rsplit("(full log: ", 1)[1].rstrip(")")).parent
     assert set(read_reports(run_dir)) == {"n1", "n2"}
-    assert noticed < 120
-    print(f"n3's cut link noticed and the run ended {noticed:.0f} s after the cut")
+    assert ended < 120
+    print(f"{loss} ({executor}): the run ended {ended:.0f} s after; the closing error: {message}")
 
     # Back again, a re-run finishes the job.
     for _ in range(50):
         if n3.ssh("true", check=False, timeout=10).returncode == 0:
             break
         time.sleep(0.2)
-    again = prepare(load_inventory(lab.inventory_path), load_settings(lab_config), gpus=gpus)
+    again = prepare(load_inventory(lab.inventory_path), load_settings(config), gpus=gpus)
     assert again.playbook.ok and set(again.reports) == {"n1", "n2", "n3"}
     assert n3.ssh("systemctl is-active containerd docker").stdout.split() == ["active", "active"]
+    finished = [line for line in (again.playbook.run_dir / "run.log").read_text().splitlines()
+                if line.startswith("n3\t") and ("RETRYING" in line or "Finish the package configuration" in line)
+                and "skipped" not in line]
+    print("  the re-run on n3: " + ("; ".join(line[:120] for line in finished) or "nothing left half-done"))
 
 
 # --- mirrors that fail -------------------------------------------------------------------------------------

@@ -71,7 +71,7 @@ def retry_note(task: str, result: Mapping[str, Any]) -> str:
 
 def unreachable_message(result: Mapping[str, Any]) -> str:
     """Why a host became unreachable; Mitogen's long apology for a connection lost mid-task said in a few words."""
-    text = failure_message(result)
+    text = failure_message(result).removeprefix("Task failed: ")
     if "Mitogen was disconnected" in text:
         original = text.split("Original error was:", 1)[1].strip() if "Original error was:" in text else ""
         return "the connection to it was lost in the middle of the task" + (f" ({original})" if original else "")
