@@ -144,11 +144,14 @@ def _preflight(ctx: PhaseContext) -> str:
 
     report = run_preflight(ctx.cluster, ctx.settings, nodes=list(ctx.target_nodes), on_progress=ctx.on_progress,
                            become_password=ctx.become_password)
+    ctx.facts["preflight"] = report
     gpus = dict(ctx.state.gpus or {})
     gpus.update({name: int(report.gpu_counts.get(name, 0)) for name in ctx.target_nodes})
     ctx.state.gpus = gpus
     ctx.state.link_gbps = {name: speed for name, speed in ctx.state.link_gbps.items() if name not in ctx.target_nodes} \
         | report.link_speeds
+    pythons = {name: python for name, python in ctx.state.pythons.items() if name not in ctx.target_nodes}
+    ctx.state.pythons = pythons | report.pythons
     if report.blocking:
         more = (f" (and {len(report.blocking) - 1} more; `bootstrap preflight` lists them)"
                 if len(report.blocking) > 1 else "")
@@ -450,6 +453,7 @@ def _run_one(phase: Phase, ctx: PhaseContext) -> PhaseOutcome:
             result = run_playbook(phase.playbook, ctx.cluster, ctx.settings, phase=phase.name,
                                   limit=phase.limit(ctx) if phase.limit else None,
                                   extra_vars=phase.extra_vars(ctx) if phase.extra_vars else None,
+                                  pythons=ctx.state.pythons,
                                   on_progress=ctx.on_progress, verbose=ctx.verbose,
                                   become_password=ctx.become_password)
             ctx.playbook_results.append(result)

@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import importlib.util
+import sys
 from pathlib import Path
 
 import pytest
@@ -9,6 +10,14 @@ import pytest
 from tests.lab.fixtures import lab3, lab_factory, mark_lab_tests, rpm_tree
 
 __all__ = ["lab3", "lab_factory", "rpm_tree"]
+
+
+@pytest.fixture
+def builtin_sys_intern(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Importing Ansible in-process (inventories, modules) replaces sys.intern process-wide with a callable object
+    (ansible.module_utils._internal._patches), and torch's dynamo, which torch.optim imports on first use, refuses
+    to register one. Tests that train in-process get the builtin back for their duration."""
+    monkeypatch.setattr(sys, "intern", getattr(sys.intern, "unpatched_implementation", sys.intern))
 
 
 @pytest.fixture(autouse=True)

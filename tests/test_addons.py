@@ -252,6 +252,10 @@ elif verb == "delete":
 '''
 
 
+# An inventory may not make a node's tasks run on this machine (bad input): the tests ask for it as an extra variable.
+LOCAL = {"ansible_connection": "local"}
+
+
 @pytest.fixture
 def control_plane(tmp_path: Path, monkeypatch: pytest.MonkeyPatch):  # type: ignore[no-untyped-def]
     """A local-connection control plane whose kubectl is the stand-in above."""
@@ -265,7 +269,7 @@ def control_plane(tmp_path: Path, monkeypatch: pytest.MonkeyPatch):  # type: ign
     monkeypatch.setenv("FAKE_KUBECTL_STATE", str(tmp_path / "kubectl"))
     inventory = tmp_path / "hosts.ini"
     inventory.write_text("[control_plane]\ncp1 ansible_host=127.0.0.11\n"
-                         f"[all:vars]\nansible_connection=local\nansible_python_interpreter={sys.executable}\n"
+                         f"[all:vars]\nansible_python_interpreter={sys.executable}\n"
                          "ansible_become=false\n")
     return load_inventory(inventory), tmp_path
 
@@ -274,7 +278,7 @@ def run_role(control_plane, settings: Settings, name: AddonName, state: str):  #
     cluster, tmp_path = control_plane
     plan = replace(addon_plan(settings, name), directory=str(tmp_path / "addons" / name))
     return run_playbook("addon.yml", cluster, settings, phase=name,
-                        extra_vars={"cb_addon": plan.as_vars(), "cb_addon_state": state, "cb_addon_timeout_s": 5})
+                        extra_vars=LOCAL | {"cb_addon": plan.as_vars(), "cb_addon_state": state, "cb_addon_timeout_s": 5})
 
 
 def kubectl_calls(tmp_path: Path) -> list[list[str]]:
@@ -327,7 +331,7 @@ def test_a_release_the_control_plane_cannot_fetch_is_named_with_the_fix(control_
     broken = replace(plan, directory=str(tmp_path / "addons" / "to"),
                      parts=tuple(replace(p, source="https://unreachable.example/x") for p in plan.parts))
     result = run_playbook("addon.yml", cluster, settings, phase="training_operator",
-                          extra_vars={"cb_addon": broken.as_vars(), "cb_addon_state": "present",
+                          extra_vars=LOCAL | {"cb_addon": broken.as_vars(), "cb_addon_state": "present",
                                       "cb_addon_timeout_s": 5})
     assert not result.ok
     message = result.failures[0].message

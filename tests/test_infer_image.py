@@ -71,7 +71,7 @@ def model(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 def pictures(count: int, seed: int = 77) -> tuple[np.ndarray, np.ndarray]:
     """Pictures of the synthetic set's classes (H x W x 3), with less noise than training saw."""
-    split = cifar_data.synthetic_images(count, seed, noise=16.0)
+    split = cifar_data.synthetic_images(count, seed, pixel_noise=16.0, label_noise=0.0)
     return split.images.transpose(0, 2, 3, 1), split.labels
 
 

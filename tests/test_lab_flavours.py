@@ -3,6 +3,12 @@
 Each flavour boots one node (shared by this module's tests), answers SSH with checked host keys, and tells
 Ansible the distribution it stands for. sid brings containerd 2 from Debian's archive; the RHEL-shaped nodes
 install from the lab's signed RPM repositories (tests/lab/repos.py) with every signature check on.
+
+`bootstrap prepare` (preflight, then the prepare playbook) runs for real, twice, on a Rocky-9-shaped and an
+EL8-shaped node under ansible-core 2.21: repository files and key import, dnf installs and versionlock, firewalld
+ports on a running firewalld, the SELinux config file set to permissive, chrony; on the EL8 node Python 3.12 is
+installed first and runs every module while dnf runs on platform-python. Under ansible-core 2.19 the EL8 node is
+refused with the reason before anything changes. What such nodes cannot show: tests/lab/README.md.
 """
 from __future__ import annotations
 
@@ -17,13 +23,17 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
+import ansible
 import pytest
 import yaml
 
 from provision.errors import BootstrapError
 from provision.inputs.inventory import load_inventory
 from provision.inputs.settings import load_settings
+from provision.inputs.state import ClusterState
+from provision.nodes.preflight.run import PreflightReport
 from provision.nodes.prepare import PrepareResult, prepare
+from provision.phases import PhaseContext, run_phases, select_phases
 from provision.resources import ROLES_DIR
 from tests.lab.lab import FLAVOURS, Lab
 from tests.lab.repos import RpmTree
@@ -32,6 +42,10 @@ from tests.support.paths import REPO_ROOT
 
 ANSIBLE = Path(sys.executable).parent / "ansible"
 ROLES = ROLES_DIR
+MODERN = tuple(int(part) for part in ansible.__version__.split(".")[:2]) >= (2, 21)
+# The ports prepare opens on a control plane (os_prep's defaults), and Calico's IP-in-IP.
+CONTROL_PLANE_PORTS = {"6443/tcp", "2379-2380/tcp", "10250/tcp", "10257/tcp", "10259/tcp", "10256/tcp",
+                       "30000-32767/tcp", "179/tcp", "4789/udp", "5473/tcp"}
 
 
 @pytest.fixture(scope="module")
@@ -58,7 +72,7 @@ def ansible(lab: Lab, module: str, args: str = "") -> dict[str, object]:
                         "ANSIBLE_PIPELINING": "True"}
     with tempfile.TemporaryDirectory() as tree:
         command = [str(ANSIBLE), "all", "-i", str(lab.inventory_path), "--tree", tree, "-m", module,
-                   *(["-a", args] if args else [])]
+                   "-e", f"ansible_python_interpreter={lab.flavour.python}", *(["-a", args] if args else [])]
         run = subprocess.run(command, capture_output=True, text=True, env=env, timeout=300, cwd=REPO_ROOT)
         result = Path(tree) / lab.nodes[0].name
         if not result.is_file():
@@ -177,62 +191,164 @@ def test_el8_has_the_dnf_bindings_only_in_platform_python(flavour_lab: Callable[
     assert node.ssh("/usr/libexec/platform-python -c 'import dnf; print(dnf.Base().conf.releasever)'"
                     ).stdout.strip() == "8"
     interpreter = FLAVOURS["el8"].python
-    assert f"ansible_python_interpreter={interpreter}" in lab.inventory_path.read_text()
     refused = node.ssh(f"{interpreter} -c 'import dnf'", check=False)
     assert refused.returncode != 0 and "No module named 'dnf'" in refused.stderr
     assert "PLATFORM_ID=\"platform:el8\"" in node.ssh("cat /etc/os-release").stdout
+    # As in a user's inventory: no interpreter named, the product chooses one per node.
+    assert "ansible_python_interpreter" not in lab.inventory_path.read_text()
+    assert node.ssh("command -v python3.12", check=False).returncode != 0
 
 
-def test_el8_is_refused_by_prepare_with_the_reason(flavour_lab: Callable[[str], Lab]) -> None:
+def controller_219() -> Path | None:
+    """A `bootstrap` whose ansible-core is older than 2.21: this one, or the checkout's .venv (scripts/setup.sh)."""
+    for bin_dir in (Path(sys.executable).parent, REPO_ROOT / ".venv" / "bin"):
+        probe = subprocess.run([str(bin_dir / "python"), "-c", "import ansible; print(ansible.__version__)"],
+                               capture_output=True, text=True, check=False)
+        version = tuple(int(part) for part in probe.stdout.strip().split(".")[:2] if part.isdigit())
+        if probe.returncode == 0 and version < (2, 21) and (bin_dir / "bootstrap").exists():
+            return bin_dir / "bootstrap"
+    return None
+
+
+def test_under_ansible_core_2_19_an_el8_node_is_refused_with_the_reason_before_anything_changes(
+        flavour_lab: Callable[[str], Lab], tmp_path: Path) -> None:
+    bootstrap = controller_219()
+    if bootstrap is None:
+        pytest.skip("no ansible-core 2.19 controller here (scripts/setup.sh makes .venv with one)")
     lab = flavour_lab("el8")
-    with pytest.raises(BootstrapError, match="cannot manage EL8"):
-        prepare(load_inventory(lab.inventory_path), load_settings(lab.config_path), gpus=no_gpus(lab))
-
-
-def no_gpus(lab: Lab) -> dict[str, int]:
-    """What preflight counts on lab nodes: no NVIDIA device on PCI."""
-    return {node.name: 0 for node in lab.nodes}
+    node = lab.nodes[0]
+    config = tmp_path / "cluster.yaml"
+    config.write_text(yaml.safe_dump(yaml.safe_load(lab.config_path.read_text()) | {"offline": {"source": lab.repo_url}}))
+    before = node.ssh("hostname; ls /etc/yum.repos.d; rpm -qa | sort | md5sum").stdout
+    run = subprocess.run([str(bootstrap), "--state-dir", str(tmp_path / "state"), "prepare", "--inventory",
+                          str(lab.inventory_path), "--config", str(config)], capture_output=True, text=True,
+                         timeout=300, env=os.environ | {"COLUMNS": "200"})
+    said = " ".join((run.stdout + run.stderr).split())
+    assert run.returncode != 0
+    assert "EL8-family nodes need ansible-core 2.21 (Python >= 3.12 on this machine)" in said
+    assert "run bootstrap from .venv-modern / install with Python 3.12+" in said
+    # Preflight refused it: no playbook ran, nothing was installed, no repository was written.
+    assert not list((tmp_path / "state").glob("runs/*-prepare"))
+    assert node.ssh("hostname; ls /etc/yum.repos.d; rpm -qa | sort | md5sum").stdout == before
 
 
 @dataclass
-class PreparedRocky:
+class Prepared:
     lab: Lab
     config: Path
+    preflight: PreflightReport
     first: PrepareResult
     second: PrepareResult
 
 
+def bootstrap_prepare(lab: Lab, config: Path) -> tuple[PreflightReport, PrepareResult]:
+    """`bootstrap prepare` as `up` runs it: the phase pipeline, preflight first."""
+    cluster = load_inventory(lab.inventory_path)
+    ctx = PhaseContext(cluster=cluster, settings=load_settings(config), state=ClusterState.load(cluster))
+    result = run_phases(select_phases(("preflight", "prepare")), ctx)
+    if result.error:
+        raise result.error
+    return ctx.facts["preflight"], ctx.facts["prepare"]
+
+
 @pytest.fixture(scope="module")
-def prepared_rocky9(lab_factory: Callable[..., Lab], rpm_tree: RpmTree,
-                    tmp_path_factory: pytest.TempPathFactory) -> PreparedRocky:
-    """A rocky9 node after the whole prepare phase, twice, with `offline.source` the lab's RPM tree."""
-    lab = lab_factory(1, flavour="rocky9", rpm_tree=rpm_tree)
-    config = tmp_path_factory.mktemp("rocky9") / "cluster.yaml"
-    config.write_text(yaml.safe_dump(yaml.safe_load(lab.config_path.read_text()) | {"offline": {"source": lab.repo_url}}))
-    first = prepare(load_inventory(lab.inventory_path), load_settings(config), gpus=no_gpus(lab))
-    again = prepare(load_inventory(lab.inventory_path), load_settings(config), gpus=no_gpus(lab))
-    return PreparedRocky(lab, config, first, again)
+def prepared(lab_factory: Callable[..., Lab], rpm_tree: RpmTree,
+             tmp_path_factory: pytest.TempPathFactory) -> Callable[[str], Prepared]:
+    """A RHEL-shaped node after `bootstrap prepare`, twice, with `offline.source` the lab's RPM tree, firewalld
+    running and SELinux's config file saying enforcing (as on a real node); one lab per flavour."""
+    done: dict[str, Prepared] = {}
+
+    def get(flavour: str) -> Prepared:
+        if flavour not in done:
+            lab = lab_factory(1, flavour=flavour, rpm_tree=rpm_tree)
+            node = lab.nodes[0]
+            node.ssh("systemctl start dbus firewalld && firewall-cmd --state")
+            node.ssh("mkdir -p /etc/selinux && printf 'SELINUX=enforcing\\nSELINUXTYPE=targeted\\n' > /etc/selinux/config")
+            tmp = tmp_path_factory.mktemp(flavour)
+            config = tmp / "cluster.yaml"
+            config.write_text(yaml.safe_dump(yaml.safe_load(lab.config_path.read_text())
+                                             | {"offline": {"source": lab.repo_url}}))
+            with pytest.MonkeyPatch.context() as patch:
+                patch.setenv("BOOTSTRAP_STATE_DIR", str(tmp / "state"))
+                preflight, first = bootstrap_prepare(lab, config)
+                _, second = bootstrap_prepare(lab, config)
+            done[flavour] = Prepared(lab, config, preflight, first, second)
+        return done[flavour]
+
+    return get
 
 
-def test_prepare_runs_for_real_on_a_rocky9_node_and_a_second_run_changes_nothing(prepared_rocky9: PreparedRocky) -> None:
-    """OS stand-ins from rocky.repo switched to offline.source, Docker's repository (containerd.io 2 and dockerd
-    running), the Kubernetes packages version-locked; every repository with its signatures checked."""
-    lab, first = prepared_rocky9.lab, prepared_rocky9.first
+@pytest.fixture(scope="module")
+def prepared_rocky9(prepared: Callable[[str], Prepared]) -> Prepared:
+    return prepared("rocky9")
+
+
+def assert_prepared_for_real(run: Prepared, major: str) -> None:
+    """What prepare must leave on a RHEL-shaped node, read on the node itself."""
+    lab, first = run.lab, run.first
     node = lab.nodes[0]
     assert first.playbook.ok and first.changed[node.name] > 0
     report = first.reports[node.name]
-    assert (report.unit("containerd").active, report.unit("docker").active, report.unit("kubelet").enabled,
-            report.containerd.cri) == ("active", "active", "enabled", "ok")
-    assert {name for name, package in report.packages.items() if package.held} == {"kubeadm", "kubelet", "kubectl"}
-    assert node.ssh("rpm -q --qf '%{VERSION}' containerd.io").stdout.startswith("2.")
+    assert (report.unit("containerd").active, report.unit("docker").active, report.unit("kubelet").enabled) == (
+        "active", "active", "enabled")
+    assert report.containerd.cri == "ok" and report.containerd.systemd_cgroup
+    assert {name: (package.installed, package.held) for name, package in report.packages.items()} == \
+        dict.fromkeys(("kubeadm", "kubelet", "kubectl"), (True, True))
+    # Repository files, every signature check on, and the lab's key imported by dnf.
+    docker_repo = node.ssh("cat /etc/yum.repos.d/cb-docker.repo").stdout.replace(" = ", "=")
+    assert f"baseurl={lab.repo_url}/docker/rhel/{major}/$basearch/stable" in docker_repo and "\ngpgcheck=1" in docker_repo
     kubernetes_repo = node.ssh("cat /etc/yum.repos.d/cb-kubernetes.repo").stdout.replace(" = ", "=")
     assert f"baseurl={lab.repo_url}/kubernetes/v1.31/rpm/" in kubernetes_repo
     assert "\ngpgcheck=1" in kubernetes_repo and "\nrepo_gpgcheck=1" in kubernetes_repo
-    assert prepared_rocky9.second.changed[node.name] == 0
+    assert "cluster-bootstrap lab" in node.ssh("rpm -qi gpg-pubkey").stdout
+    assert node.ssh("rpm -q --qf '%{VERSION}' containerd.io").stdout.startswith("2.")
+    locked = node.ssh("dnf -q versionlock list").stdout.split()
+    assert sorted(entry.split("-0:")[0] for entry in locked) == ["kubeadm", "kubectl", "kubelet"], locked
+    # firewalld, running: the ports open now and permanently.
+    for listing in ("firewall-cmd --list-ports", "firewall-cmd --permanent --list-ports"):
+        assert set(node.ssh(listing).stdout.split()) >= CONTROL_PLANE_PORTS, listing
+    assert "ipip" in node.ssh("firewall-cmd --list-protocols").stdout.split()
+    # SELinux: the file says permissive (enforcement itself cannot run in a container: getenforce says Disabled).
+    assert "SELINUX=permissive" in node.ssh("cat /etc/selinux/config").stdout.splitlines()
+    assert node.ssh("getenforce").stdout.strip() == "Disabled"
+    assert node.ssh("systemctl is-active chronyd").stdout.strip() == "active"
+    assert " -x" in node.ssh("cat /etc/sysconfig/chronyd").stdout
+    assert run.second.playbook.ok and run.second.changed[node.name] == 0
+
+
+def test_prepare_runs_for_real_on_a_rocky9_node_and_a_second_run_changes_nothing(prepared_rocky9: Prepared) -> None:
+    """OS stand-ins from rocky.repo switched to offline.source, Docker's repository (containerd.io 2 and dockerd
+    running), the Kubernetes packages version-locked; every repository with its signatures checked."""
+    assert_prepared_for_real(prepared_rocky9, "9")
+    python = prepared_rocky9.preflight.node(prepared_rocky9.lab.nodes[0].name).check("python")
+    assert python is not None and python.detail.startswith("/usr/bin/python3 (3.")
+
+
+@pytest.mark.skipif(not MODERN, reason="EL8-family nodes need ansible-core 2.21 (the 2.19 refusal is tested above)")
+def test_prepare_runs_for_real_on_an_el8_node_with_python_3_12_and_a_second_run_changes_nothing(
+        prepared: Callable[[str], Prepared]) -> None:
+    """The EL8 path: preflight finds no python3.12 and names platform-python's dnf bindings; prepare installs it from
+    the offline source's AppStream (raw, before facts), every module runs on it, dnf on platform-python."""
+    run = prepared("el8")
+    node = run.lab.nodes[0]
+    chosen = run.preflight.node(node.name).check("python")
+    assert chosen is not None and chosen.detail == "/usr/bin/python3.12: prepare installs python3.12 first"
+    assert_prepared_for_real(run, "8")
+    assert node.ssh("rpm -q --qf '%{NAME}' python3.12").stdout == "python3.12"
+    assert node.ssh("/usr/bin/python3.12 -c 'import dnf'", check=False).returncode != 0
+    groups = yaml.safe_load((run.first.playbook.run_dir / "groups.yml").read_text())
+    host = groups["all"]["children"]["control_plane"]["hosts"][node.name]
+    assert host["ansible_python_interpreter"] == "/usr/bin/python3.12" and "dnf -y -q" in host["cb_python_bootstrap"]
+    first = run.first.playbook.run_dir / "run.log"
+    assert re.search(r"\tchanged\tInstall the node's Python where preflight found it missing", first.read_text())
+    # The second preflight found it: nothing to install, the same interpreter.
+    second_groups = yaml.safe_load((run.second.playbook.run_dir / "groups.yml").read_text())
+    again = second_groups["all"]["children"]["control_plane"]["hosts"][node.name]
+    assert again == {k: v for k, v in host.items() if k != "cb_python_bootstrap"}
 
 
 def test_a_gpu_node_on_rocky9_gets_nvidias_stack_and_the_verdict_names_the_missing_gpu(
-        prepared_rocky9: PreparedRocky) -> None:
+        prepared_rocky9: Prepared, tmp_path: Path) -> None:
     """NVIDIA's path for the RHEL family runs to its end against the placeholders: the CUDA and toolkit
     repositories, EPEL and kernel headers, the driver's dnf module stream, the toolkit. The placeholders have no
     GPU and nvidia-ctk changes nothing, and prepare's own check says so."""
@@ -241,9 +357,11 @@ def test_a_gpu_node_on_rocky9_gets_nvidias_stack_and_the_verdict_names_the_missi
     inventory = lab.inventory_path.with_name("inventory-gpu.ini")
     inventory.write_text(lab.inventory_path.read_text().replace(f"ansible_host={node.ip}",
                                                                 f"ansible_host={node.ip} gpu=true"))
+    # Preflight would refuse gpu=true without a GPU on the bus: the playbook runs on its own here, with
+    # preflight's interpreter.
+    pythons = prepared_rocky9.preflight.pythons
     with pytest.raises(BootstrapError, match="nvidia-smi lists no GPU"):
-        # gpu=true in the inventory makes it a GPU node whatever preflight would count.
-        prepare(load_inventory(inventory), load_settings(prepared_rocky9.config), gpus=no_gpus(lab))
+        prepare(load_inventory(inventory), load_settings(prepared_rocky9.config), gpus={node.name: 0}, pythons=pythons)
     installed = node.ssh("rpm -q epel-release kernel-headers nvidia-driver nvidia-driver-cuda "
                          "nvidia-container-toolkit --qf '%{NAME}\\n'").stdout.split()
     assert installed == ["epel-release", "kernel-headers", "nvidia-driver", "nvidia-driver-cuda",
@@ -251,7 +369,7 @@ def test_a_gpu_node_on_rocky9_gets_nvidias_stack_and_the_verdict_names_the_missi
     assert "565-dkms [e]" in node.ssh("dnf -q module list --enabled nvidia-driver").stdout
 
 
-def test_a_rhel_shaped_lab_leaves_nothing_behind(prepared_rocky9: PreparedRocky, rpm_tree: RpmTree) -> None:
+def test_a_rhel_shaped_lab_leaves_nothing_behind(prepared_rocky9: Prepared, rpm_tree: RpmTree) -> None:
     """down() removes every trace, the hub's repository server included (this module's last use of the lab)."""
     lab = prepared_rocky9.lab
     slot, cgroups, server = lab.slot, lab_cgroups(lab), f" {lab.hub_ip} {rpm_tree.root}"
@@ -263,6 +381,7 @@ def test_a_rhel_shaped_lab_leaves_nothing_behind(prepared_rocky9: PreparedRocky,
 
 def test_the_rpm_tree_holds_every_package_the_roles_install_on_the_rhel_family(rpm_tree: RpmTree) -> None:
     os_vars = yaml.safe_load((ROLES / "os_prep/vars/RedHat.yml").read_text())
+    package_sets = {"8": "el8", "9": "el9"}
     runtime = yaml.safe_load((ROLES / "container_runtime/defaults/main.yml").read_text())
     nvidia = yaml.safe_load((ROLES / "nvidia/defaults/main.yml").read_text())
     kubernetes = yaml.safe_load((ROLES / "kubernetes_packages/defaults/main.yml").read_text())
@@ -271,16 +390,17 @@ def test_the_rpm_tree_holds_every_package_the_roles_install_on_the_rhel_family(r
         os_repos = rpm_tree.root / f"os/rockylinux/{releasever}"
         os_names = set().union(*(rpm_names(os_repos / f"{repo}/x86_64/os") for repo in ("BaseOS", "AppStream",
                                                                                          "extras")))
-        assert set(os_vars["os_prep_packages_by_major"][releasever]) | {os_vars["os_prep_firewalld_python"],
-                                                                        "epel-release", "kernel-headers"} <= os_names
-        assert set(docker_ce) <= rpm_names(rpm_tree.root / f"docker/centos/{releasever}/x86_64/stable")
+        assert set(os_vars["os_prep_packages_by_set"][package_sets[releasever]]) | {
+            "epel-release", "kernel-headers", "python3.12"} <= os_names
+        for layout in ("centos", "rhel"):
+            assert set(docker_ce) <= rpm_names(rpm_tree.root / f"docker/{layout}/{releasever}/x86_64/stable")
         cuda = rpm_tree.root / f"nvidia-cuda/rhel{releasever}/x86_64"
         assert (cuda / "D42D0685.pub").is_file() and "nvidia-driver" in rpm_names(cuda)
         assert "stream: \"565-dkms\"" in (cuda / "modules.yaml").read_text()
     assert set(kubernetes["kubernetes_packages_names"]) | {"cri-tools"} <= \
         rpm_names(rpm_tree.root / f"kubernetes/v{rpm_tree.kube_minor}/rpm")
     assert set(nvidia["nvidia_toolkit_packages"]) <= rpm_names(rpm_tree.root / "nvidia-container-toolkit/rpm/x86_64")
-    for key in ("docker/centos/gpg", "nvidia-container-toolkit/gpgkey",
+    for key in ("docker/centos/gpg", "docker/rhel/gpg", "nvidia-container-toolkit/gpgkey",
                 f"kubernetes/v{rpm_tree.kube_minor}/rpm/repodata/repomd.xml.key"):
         assert (rpm_tree.root / key).read_text() == rpm_tree.key.read_text()
 
@@ -290,8 +410,8 @@ def test_every_repository_in_the_rpm_tree_has_signed_metadata(rpm_tree: RpmTree,
     subprocess.run(["gpg", "--batch", "--yes", "--dearmor", "--output", str(keyring), str(rpm_tree.key)],
                    check=True, capture_output=True)
     repomds = sorted(rpm_tree.root.rglob("repodata/repomd.xml"))
-    # per releasever: BaseOS, AppStream, extras, Docker, CUDA; once: Kubernetes, the NVIDIA toolkit
-    assert len(repomds) == 5 * len(rpm_tree.releasevers) + 2
+    # per releasever: BaseOS, AppStream, extras, Docker (centos and rhel), CUDA; once: Kubernetes, the NVIDIA toolkit
+    assert len(repomds) == 6 * len(rpm_tree.releasevers) + 2
     for repomd in repomds:
         check = subprocess.run(["gpgv", "--keyring", str(keyring), f"{repomd}.asc", str(repomd)],
                                capture_output=True, text=True)

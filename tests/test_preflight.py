@@ -9,13 +9,17 @@ import pytest
 
 from provision.errors import BootstrapError
 from provision.inputs.inventory import Node
+from provision.inputs.platforms import X86_64_LEVEL_FLAGS, NodePython, PythonFound
 from provision.inputs.settings import SshSettings
 from provision.nodes.preflight.checks import (
     check_clock,
     check_gpu,
+    check_isa,
     check_os,
     check_ports,
+    check_python,
     check_selinux,
+    check_support,
     check_swap,
     check_unique,
     evaluate,
@@ -31,6 +35,7 @@ from provision.nodes.preflight.probe import (
 )
 from provision.nodes.ssh import LocalShell, SshShell
 
+CORE = "2.21.5"  # the controller's ansible-core, where a check depends on it
 CONTROL_PLANE = Node(name="cp1", address="10.0.0.1", role="control_plane", user="ops")
 WORKER = Node(name="w1", address="10.0.0.2", role="worker", user="ops")
 
@@ -77,10 +82,22 @@ Enforcing
 af:00.0 "3D controller" "NVIDIA Corporation" "GA100 [A100 PCIe 40GB]" -ra1 "NVIDIA Corporation" "Device 145f"
 @@nvidia_driver
 NVRM version: NVIDIA UNIX x86_64 Kernel Module  565.57.01  Thu Oct 10 12:29:05 UTC 2024
+@@arch
+x86_64
+@@cpu_flags
+ fpu vme de pse tsc msr pae mce cx8 apic sep mtrr pge mca cmov pat pse36 clflush mmx fxsr sse sse2 ss ht syscall nx lm
+@@python
+/usr/bin/python3 3.6
 @@kube
 /etc/kubernetes/kubelet.conf
 @@end
 """
+PLATFORM_PYTHON = PythonFound("/usr/libexec/platform-python", (3, 6), frozenset({"dnf", "selinux"}))
+PYTHON312 = PythonFound("/usr/bin/python3.12", (3, 12))
+
+
+def os_release(os_id: str, version: str, name: str = "") -> dict[str, str]:
+    return {"ID": os_id, "VERSION_ID": version, "NAME": name or os_id}
 
 
 def facts(**changes: object) -> NodeFacts:
@@ -103,6 +120,8 @@ def test_probe_output_is_parsed_into_facts() -> None:
     assert found.gpus == ("0000:3b:00.0 GA100 [A100 PCIe 40GB]", "0000:af:00.0 GA100 [A100 PCIe 40GB]")
     assert found.kube_configs == ("/etc/kubernetes/kubelet.conf",)
     assert found.node_time_s == 1700000000.25
+    assert found.arch == "x86_64" and {"sse2", "lm"} <= found.cpu_flags and "avx2" not in found.cpu_flags
+    assert found.pythons == (PythonFound("/usr/bin/python3", (3, 6)),)
 
 
 def test_cut_short_probe_output_is_refused() -> None:
@@ -116,34 +135,106 @@ def test_the_probe_runs_and_parses_on_this_machine() -> None:
     found = parse_facts(result.stdout)
     assert found.cpus >= 1 and found.memory_mb > 0 and found.hostname
     assert found.os_release.get("ID")
+    # This machine's own python3 answers the probe's question (it has no dnf bindings).
+    python3 = found.python("/usr/bin/python3")
+    assert found.arch and python3 is not None and python3.version >= (3, 9) and "dnf" not in python3.modules
 
 
 @pytest.mark.parametrize(("os_id", "version", "supported"), [
-    ("centos", "9", True), ("centos", "8", False), ("rocky", "8.10", False), ("rocky", "9.4", True),
-    ("almalinux", "9.4", True), ("rocky", "10.0", False), ("ubuntu", "22.04", True), ("ubuntu", "24.04", True),
-    ("ubuntu", "20.04", False), ("ubuntu", "22.10", False), ("debian", "12", True), ("debian", "11", False),
-    ("fedora", "40", False), ("", "", False),
+    ("centos", "9", True), ("centos", "10", True), ("centos", "8", False), ("rocky", "8.10", True),
+    ("rocky", "9.4", True), ("rocky", "10.0", True), ("almalinux", "10.0", True), ("rhel", "8.10", True),
+    ("ol", "9.5", True), ("anolis", "8.8", True), ("alinux", "3", True), ("openEuler", "22.03", True),
+    ("openEuler", "24.03", True), ("openeuler", "24.03", True), ("ubuntu", "22.04", True), ("ubuntu", "24.04", True),
+    ("ubuntu", "20.04", False), ("ubuntu", "22.10", False), ("debian", "12", True), ("debian", "13", True),
+    ("debian", "11", False), ("fedora", "40", False), ("", "", False), ("centos", "7", False), ("rhel", "7.9", False),
 ])
 def test_supported_systems(os_id: str, version: str, supported: bool) -> None:
-    finding = check_os(facts(os_release={"ID": os_id, "VERSION_ID": version, "NAME": os_id}))
+    finding = check_os(facts(os_release=os_release(os_id, version)), CORE)
     assert finding.problem is not supported
     if not supported:
-        # The fix names what to use instead: the whole list, or for old RHEL releases the RPM-family successor.
-        assert "Ubuntu 22.04/24.04" in finding.fix or "Rocky Linux 9" in finding.fix
+        # The fix names what to use instead: the whole list, or for an old release its successor.
+        assert "Rocky Linux" in finding.fix or "Ubuntu 22.04" in finding.fix or "Debian 12" in finding.fix
 
 
-def test_centos_7_and_el8_are_refused_with_the_reason_and_the_way_out() -> None:
-    finding = check_os(facts())
-    assert finding.problem
-    assert "ansible-core 2.19" in finding.fix and "Rocky Linux 9" in finding.fix
-    el8 = check_os(facts(os_release={"ID": "almalinux", "VERSION_ID": "8.10", "NAME": "AlmaLinux"}))
-    assert el8.problem and "dnf Python bindings" in el8.fix and "upgrade the node to EL9" in el8.fix
+def test_centos_7_is_refused_with_the_reasons_and_the_way_out() -> None:
+    finding = check_os(facts(), CORE)
+    assert finding.problem and finding.detail.startswith("CentOS 7: ")
+    for reason in ("end of life since June 2024", "no Python 3.9 or newer for ansible-core", "kernel 3.10 runs cgroup "
+                   "v1 only, which the kubelet refuses from Kubernetes 1.35", "no containerd 2 packages"):
+        assert reason in finding.detail
+    assert "Rocky Linux or AlmaLinux 9 or 10" in finding.fix
+    assert "Alibaba Cloud Linux 3 / Anolis OS 8 with `mirrors.profile: cn`" in finding.fix
+    assert severity("os", WORKER) == "fail"
+
+
+@pytest.mark.parametrize(("os_id", "version"), [("rocky", "8.10"), ("almalinux", "8.9"), ("rhel", "8.10"),
+                                                ("ol", "8.10"), ("anolis", "8.8"), ("alinux", "3")])
+def test_el8_family_nodes_need_ansible_core_2_21_and_are_refused_with_the_way_out_under_2_19(
+        os_id: str, version: str) -> None:
+    node = facts(os_release=os_release(os_id, version))
+    refused = check_os(node, "2.19.14")
+    assert refused.problem
+    assert "EL8-family nodes need ansible-core 2.21 (Python >= 3.12 on this machine)" in refused.detail
+    assert "this machine runs ansible-core 2.19.14" in refused.detail
+    assert refused.fix == "run bootstrap from .venv-modern / install with Python 3.12+"
+    assert not check_os(node, "2.21.0").problem
+    # Every other supported system is managed by 2.19 as well.
+    assert not check_os(facts(os_release=os_release("rocky", "9.4")), "2.19.14").problem
+
+
+def test_the_python_the_node_is_managed_with_comes_from_the_table_and_the_probe() -> None:
+    el8 = facts(os_release=os_release("rocky", "8.10"))
+    finding, chosen = check_python(replace(el8, pythons=(PLATFORM_PYTHON,)))
+    # Missing: prepare installs it before anything needs it; dnf keeps running on platform-python.
+    assert chosen == NodePython("/usr/bin/python3.12", "python3.12", "rocky", "8")
+    assert not finding.problem and "prepare installs python3.12 first" in finding.detail
+    finding, chosen = check_python(replace(el8, pythons=(PLATFORM_PYTHON, PYTHON312)))
+    assert chosen == NodePython("/usr/bin/python3.12", None, "rocky", "8") and "3.12" in finding.detail
+    # Without the dnf bindings anywhere, nothing could be installed.
+    finding, chosen = check_python(replace(el8, pythons=(PYTHON312,)))
+    assert chosen is None and finding.problem and "python3-dnf" in finding.fix
+    el9 = replace(el8, os_release=os_release("rocky", "9.4"))
+    _, chosen = check_python(replace(el9, pythons=(PythonFound("/usr/bin/python3", (3, 9), frozenset({"dnf"})),)))
+    assert chosen == NodePython("/usr/bin/python3", None, "rocky", "9")
+    finding, chosen = check_python(replace(el9, pythons=(PythonFound("/usr/bin/python3", (3, 9)),)))
+    assert chosen is None and "/usr/bin/python3 cannot import dnf" in finding.detail
+    debian = replace(el8, os_release=os_release("debian", "12"))
+    finding, chosen = check_python(replace(debian, pythons=()))
+    assert chosen is None and finding.problem and "apt-get install python3" in finding.fix
+    finding, chosen = check_python(replace(debian, pythons=(PythonFound("/usr/bin/python3", (3, 8)),)))
+    assert chosen is None and "older than ansible-core manages" in finding.detail
+    # A refused system gets no interpreter, and no second problem.
+    finding, chosen = check_python(facts())
+    assert chosen is None and not finding.problem
+
+
+def test_el10_needs_x86_64_v3_and_preflight_names_the_missing_cpu_features() -> None:
+    v2, v3 = X86_64_LEVEL_FLAGS[2], X86_64_LEVEL_FLAGS[3]
+    rocky10 = facts(os_release=os_release("rocky", "10.0", "Rocky Linux"), cpu_flags=v2 | {"sse2", "lm"})
+    refused = check_isa(rocky10)
+    assert refused.problem and "Rocky Linux 10 needs x86-64-v3" in refused.detail
+    assert "avx2" in refused.detail and "host-passthrough" in refused.fix and "x86_64_v2" in refused.fix
+    assert not check_isa(replace(rocky10, cpu_flags=v3)).problem
+    # AlmaLinux 10 is also built for x86-64-v2; EL9 has no such baseline; other architectures are not judged.
+    assert not check_isa(replace(rocky10, os_release=os_release("almalinux", "10.0"))).problem
+    assert not check_isa(replace(rocky10, os_release=os_release("rocky", "9.4"))).problem
+    assert not check_isa(replace(rocky10, arch="aarch64")).problem
+    assert severity("isa", WORKER) == "fail"
+
+
+def test_debian_testing_runs_with_a_warning_that_says_why() -> None:
+    sid = facts(os_release={"ID": "debian", "PRETTY_NAME": "Debian GNU/Linux forky/sid", "NAME": "Debian GNU/Linux"})
+    assert not check_os(sid, CORE).problem
+    warned = check_support(sid)
+    assert warned.problem and "changes every day" in warned.detail and "Debian 13" in warned.fix
+    results = {c.name: c.status for c in evaluate([WORKER], {"w1": sid}, CORE)["w1"].checks}
+    assert results["support"] == "warn" and results["os"] == "ok"
 
 
 def test_cpu_and_memory_block_on_the_control_plane_and_warn_on_workers() -> None:
     small = facts(cpus=1, memory_mb=1024)
-    cp = {c.name: c for c in evaluate([CONTROL_PLANE], {"cp1": small})["cp1"][0]}
-    worker = {c.name: c for c in evaluate([WORKER], {"w1": small})["w1"][0]}
+    cp = {c.name: c for c in evaluate([CONTROL_PLANE], {"cp1": small}, CORE)["cp1"].checks}
+    worker = {c.name: c for c in evaluate([WORKER], {"w1": small}, CORE)["w1"].checks}
     assert (cp["cpu"].status, cp["memory"].status) == ("fail", "fail")
     assert (worker["cpu"].status, worker["memory"].status) == ("warn", "warn")
     assert "1700 MB" in cp["memory"].detail
@@ -195,7 +286,7 @@ def test_swap_and_selinux_warn_with_what_prepare_will_do() -> None:
     assert not check_swap(facts(swaps_active=(), fstab_swaps=())).problem
     assert check_selinux(facts()).problem
     assert not check_selinux(facts(selinux="permissive")).problem
-    results = {c.name: c.status for c in evaluate([CONTROL_PLANE], {"cp1": facts()})["cp1"][0]}
+    results = {c.name: c.status for c in evaluate([CONTROL_PLANE], {"cp1": facts()}, CORE)["cp1"].checks}
     assert results["swap"] == results["selinux"] == "warn"
 
 

@@ -23,49 +23,68 @@ from provision.render.playbook_vars import playbook_vars, prepare_vars
 from provision.resources import PLAYBOOKS_DIR
 
 ROLES = ("os_prep", "container_runtime", "kubernetes_packages", "nvidia")
+
+
+def facts(family: str, distribution: str, version: str, release: str, kernel: str) -> dict[str, str]:
+    """What Ansible's fact gathering reports for a release (ansible/module_utils/facts/system/distribution.py)."""
+    return {"ansible_os_family": family, "ansible_distribution": distribution, "ansible_distribution_version": version,
+            "ansible_distribution_major_version": version.split(".")[0], "ansible_distribution_release": release,
+            "ansible_kernel": kernel}
+
+
 FACTS = {
-    "rocky8": {"ansible_os_family": "RedHat", "ansible_distribution": "Rocky", "ansible_distribution_major_version": "8",
-               "ansible_distribution_version": "8.10", "ansible_distribution_release": "Green Obsidian",
-               "ansible_kernel": "4.18.0-553.el8_10.x86_64"},
-    "rocky9": {"ansible_os_family": "RedHat", "ansible_distribution": "Rocky", "ansible_distribution_major_version": "9",
-               "ansible_distribution_version": "9.4", "ansible_distribution_release": "Blue Onyx",
-               "ansible_kernel": "5.14.0-427.13.1.el9_4.x86_64"},
-    "rhel9": {"ansible_os_family": "RedHat", "ansible_distribution": "RedHat", "ansible_distribution_major_version": "9",
-              "ansible_distribution_version": "9.4", "ansible_distribution_release": "Plow",
-              "ansible_kernel": "5.14.0-427.el9.x86_64"},
-    "centos7": {"ansible_os_family": "RedHat", "ansible_distribution": "CentOS", "ansible_distribution_major_version": "7",
-                "ansible_distribution_version": "7.9", "ansible_distribution_release": "Core",
-                "ansible_kernel": "3.10.0-1160.el7.x86_64"},
-    "ubuntu2204": {"ansible_os_family": "Debian", "ansible_distribution": "Ubuntu", "ansible_distribution_major_version": "22",
-                   "ansible_distribution_version": "22.04", "ansible_distribution_release": "jammy",
-                   "ansible_kernel": "5.15.0-105-generic"},
-    "debian12": {"ansible_os_family": "Debian", "ansible_distribution": "Debian", "ansible_distribution_major_version": "12",
-                 "ansible_distribution_version": "12.5", "ansible_distribution_release": "bookworm",
-                 "ansible_kernel": "6.1.0-21-amd64"},
+    "rocky8": facts("RedHat", "Rocky", "8.10", "Green Obsidian", "4.18.0-553.el8_10.x86_64"),
+    "alma8": facts("RedHat", "AlmaLinux", "8.10", "Cerulean Leopard", "4.18.0-553.el8_10.x86_64"),
+    # Anolis OS names itself in /etc/redhat-release, and Ansible's os_family map does not know the name.
+    "anolis8": facts("Anolis", "Anolis", "8.8", "", "5.10.134-13.an8.x86_64"),
+    "alinux3": facts("RedHat", "Alibaba", "3", "Soaring Falcon", "5.10.134-16.al8.x86_64"),
+    "rocky9": facts("RedHat", "Rocky", "9.4", "Blue Onyx", "5.14.0-427.13.1.el9_4.x86_64"),
+    "rhel9": facts("RedHat", "RedHat", "9.4", "Plow", "5.14.0-427.el9.x86_64"),
+    "centos9": facts("RedHat", "CentOS", "9", "Stream", "5.14.0-570.el9.x86_64"),
+    "ol9": facts("RedHat", "OracleLinux", "9.4", "", "5.15.0-206.153.7.el9uek.x86_64"),
+    "rocky10": facts("RedHat", "Rocky", "10.0", "Red Quartz", "6.12.0-55.el10_0.x86_64"),
+    "alma10": facts("RedHat", "AlmaLinux", "10.0", "Purple Lion", "6.12.0-55.el10_0.x86_64"),
+    "openeuler2203": facts("RedHat", "openEuler", "22.03", "LTS-SP4", "5.10.0-216.0.0.115.oe2203sp4.x86_64"),
+    "openeuler2403": facts("RedHat", "openEuler", "24.03", "LTS-SP1", "6.6.0-72.0.0.76.oe2403sp1.x86_64"),
+    "centos7": facts("RedHat", "CentOS", "7.9", "Core", "3.10.0-1160.el7.x86_64"),
+    "ubuntu2004": facts("Debian", "Ubuntu", "20.04", "focal", "5.4.0-182-generic"),
+    "ubuntu2204": facts("Debian", "Ubuntu", "22.04", "jammy", "5.15.0-105-generic"),
+    "ubuntu2404": facts("Debian", "Ubuntu", "24.04", "noble", "6.8.0-45-generic"),
+    "debian11": facts("Debian", "Debian", "11.11", "bullseye", "5.10.0-32-amd64"),
+    "debian12": facts("Debian", "Debian", "12.5", "bookworm", "6.1.0-21-amd64"),
+    "debian13": facts("Debian", "Debian", "13.1", "trixie", "6.12.48+deb13-amd64"),
 }
+SUPPORTED = [os for os in FACTS if os not in ("centos7", "ubuntu2004", "debian11")]
 CLUSTER = Cluster(inventory_path=Path("hosts.ini"), nodes=(
     Node(name="cp1", address="192.0.2.10", role="control_plane", user="root"),
     Node(name="gpu-1", address="192.0.2.11", role="worker", user="root"),
 ))
+GROUP_VARS = PLAYBOOKS_DIR / "group_vars" / "all.yml"
+
+
+def role_files(family: str) -> list[Path]:
+    return [PLAYBOOKS_DIR / "roles" / role / part for role in ROLES
+            for part in ("defaults/main.yml", f"vars/{family}.yml")
+            if (PLAYBOOKS_DIR / "roles" / role / part).exists()]
 
 
 class Rendered:
-    """Role variables (defaults, then the OS family's vars) plus facts and cb_* vars, rendered on demand."""
+    """Role variables (defaults, then the node's family's vars) plus the playbooks' group_vars, facts and cb_* vars,
+    rendered on demand. The family is the platform table's (node_family), as the roles load it."""
 
     def __init__(self, os: str, settings: dict[str, Any] | None = None, **extra: Any) -> None:
         loader = DataLoader()
-        variables: dict[str, Any] = {}
-        for role in ROLES:
-            for part in ("defaults/main.yml", f"vars/{FACTS[os]['ansible_os_family']}.yml"):
-                path = PLAYBOOKS_DIR / "roles" / role / part
-                if path.exists():
-                    variables |= loader.load_from_file(str(path), trusted_as_template=True) or {}
+        variables: dict[str, Any] = loader.load_from_file(str(GROUP_VARS), trusted_as_template=True)
         # As the prepare playbook gets them: preflight found a GPU on gpu-1.
         variables |= playbook_vars(CLUSTER, parse_settings(settings or {})) | prepare_vars(CLUSTER, {"gpu-1": 1})
         variables |= FACTS[os] | {"ansible_architecture": "x86_64", "inventory_hostname": "gpu-1",
                                   "groups": {"control_plane": ["cp1"], "workers": ["gpu-1"]},
-                                  "ansible_managed": "Ansible managed"}
-        variables |= extra
+                                  "ansible_managed": "Ansible managed", "ansible_version": {"full": "2.21.5"}}
+        self.family = Templar(loader=loader, variables=variables).template(trust_as_template("{{ node_family }}"))
+        role_vars: dict[str, Any] = {}
+        for path in role_files(self.family):
+            role_vars |= loader.load_from_file(str(path), trusted_as_template=True) or {}
+        variables = role_vars | variables | extra
         self.templar = Templar(loader=loader, variables=variables)
 
     def __call__(self, expression: str) -> Any:
@@ -76,6 +95,11 @@ class Rendered:
         return self.templar.copy_with_new_env(available_variables=self.templar.available_variables | extra) \
             .template(trust_as_template(text))
 
+    def task(self, path: str, index: int, module: str, key: str) -> Any:
+        """A task's argument (a role's tasks/<path>), templated for this node."""
+        tasks = DataLoader().load_from_file(str(PLAYBOOKS_DIR / "roles" / path), trusted_as_template=True)
+        return self.templar.template(tasks[index][module][key])
+
 
 CN = {"mirrors": {"profile": "cn"}}
 
@@ -84,8 +108,8 @@ CN = {"mirrors": {"profile": "cn"}}
 def test_rhel_family_repositories_point_at_upstream_by_default(os: str) -> None:
     r = Rendered(os)
     el = r("ansible_distribution_major_version")
-    assert r("container_runtime_docker_repo.uri") == "https://download.docker.com/linux/centos/$releasever/$basearch/stable"
-    assert r("container_runtime_docker_repo.key_url") == "https://download.docker.com/linux/centos/gpg"
+    assert r("container_runtime_docker_repo.uri") == f"https://download.docker.com/linux/rhel/{el}/$basearch/stable"
+    assert r("container_runtime_docker_repo.key_url") == "https://download.docker.com/linux/rhel/gpg"
     assert r("kubernetes_packages_repo.uri") == "https://pkgs.k8s.io/core:/stable:/v1.31/rpm/"
     assert r("kubernetes_packages_repo.key_url") == "https://pkgs.k8s.io/core:/stable:/v1.31/rpm/repodata/repomd.xml.key"
     assert r("nvidia_cuda_repo.uri") == f"https://developer.download.nvidia.com/compute/cuda/repos/rhel{el}/x86_64"
@@ -102,8 +126,8 @@ def test_rhel_family_repositories_switch_to_aliyun_tsinghua_and_ustc_with_the_cn
     r = Rendered(os, CN)
     el = r("ansible_distribution_major_version")
     assert r("container_runtime_docker_repo.uri") == \
-        "https://mirrors.aliyun.com/docker-ce/linux/centos/$releasever/$basearch/stable"
-    assert r("container_runtime_docker_repo.key_url") == "https://mirrors.aliyun.com/docker-ce/linux/centos/gpg"
+        f"https://mirrors.aliyun.com/docker-ce/linux/rhel/{el}/$basearch/stable"
+    assert r("container_runtime_docker_repo.key_url") == "https://mirrors.aliyun.com/docker-ce/linux/rhel/gpg"
     assert r("kubernetes_packages_repo.uri") == "https://mirrors.aliyun.com/kubernetes-new/core/stable/v1.31/rpm/"
     assert r("kubernetes_packages_repo.key_url") == \
         "https://mirrors.aliyun.com/kubernetes-new/core/stable/v1.31/rpm/repodata/repomd.xml.key"
@@ -111,7 +135,7 @@ def test_rhel_family_repositories_switch_to_aliyun_tsinghua_and_ustc_with_the_cn
     assert r("nvidia_toolkit_repo.uri") == "https://mirrors.ustc.edu.cn/libnvidia-container/stable/rpm/$basearch"
     assert r("nvidia_toolkit_repo.key_url") == "https://mirrors.ustc.edu.cn/libnvidia-container/gpgkey"
     assert r("os_prep_rpm_mirror_base") == "https://mirrors.aliyun.com/rockylinux"
-    assert r("os_prep_rpm_mirror_layouts[ansible_distribution].files") == "[Rr]ocky*.repo"
+    assert r("node_platform.os_mirror.files") == "[Rr]ocky*.repo"
     assert r("container_runtime_sandbox_image") == "registry.aliyuncs.com/google_containers/pause:3.10"
     assert r("cb_sources.registry_mirrors['docker.io']") == ["https://docker.m.daocloud.io"]
 
@@ -119,7 +143,7 @@ def test_rhel_family_repositories_switch_to_aliyun_tsinghua_and_ustc_with_the_cn
 def test_an_offline_source_replaces_every_repository_and_its_key() -> None:
     r = Rendered("rocky9", {"offline": {"source": "/srv/offline"}})
     assert r("kubernetes_packages_repo.uri") == "file:///srv/offline/kubernetes/v1.31/rpm/"
-    assert r("container_runtime_docker_repo.uri") == "file:///srv/offline/docker/centos/$releasever/$basearch/stable"
+    assert r("container_runtime_docker_repo.uri") == "file:///srv/offline/docker/rhel/9/$basearch/stable"
     assert r("nvidia_cuda_repo.key_url") == "file:///srv/offline/nvidia-cuda/rhel9/x86_64/D42D0685.pub"
     assert r("nvidia_toolkit_repo.key_url") == "file:///srv/offline/nvidia-container-toolkit/gpgkey"
     assert r("os_prep_rpm_mirror_base") == "file:///srv/offline/os/rockylinux"
@@ -132,12 +156,17 @@ def test_an_offline_source_replaces_every_repository_and_its_key() -> None:
 def test_rhel_package_names_differ_between_releases_8_and_9() -> None:
     el8, el9 = Rendered("rocky8")("os_prep_packages"), Rendered("rocky9")("os_prep_packages")
     for common in ("conntrack-tools", "socat", "ipset", "ethtool", "chrony", "iproute-tc",
-                   "python3-dnf-plugin-versionlock", "python3-libselinux"):
+                   "python3-dnf-plugin-versionlock"):
         assert common in el8 and common in el9
     # ebtables: a package of its own on 8, part of iptables-nft on 9.
     assert {"iptables", "iptables-ebtables"} <= set(el8) and "iptables-nft" not in el8
     assert "iptables-nft" in el9 and "iptables-ebtables" not in el9
     assert Rendered("rocky9")("os_prep_chrony_service") == "chronyd"
+    # EL10 takes EL9's names; Anolis OS 8 and Alibaba Cloud Linux 3, EL8's; openEuler has its own.
+    assert Rendered("rocky10")("os_prep_packages") == el9
+    assert Rendered("anolis8")("os_prep_packages") == Rendered("alinux3")("os_prep_packages") == el8
+    euler = Rendered("openeuler2203")("os_prep_packages")
+    assert {"iproute", "ebtables", "iptables"} <= set(euler) and "iproute-tc" not in euler
 
 
 def test_rhel_driver_toolkit_and_kubernetes_package_specs() -> None:
@@ -154,16 +183,94 @@ def test_rhel_driver_toolkit_and_kubernetes_package_specs() -> None:
     assert Rendered("rocky9")("kubernetes_packages_install") == ["kubeadm", "kubelet", "kubectl"]
 
 
-def test_centos_7_is_refused_before_anything_is_changed() -> None:
-    centos7 = Rendered("centos7")
-    assert centos7("ansible_distribution_major_version in os_prep_supported[ansible_distribution]") is False
+def refusal(os: str, core: str = "2.21.5") -> str | None:
+    """os_prep's first assert for this node and controller: None when it passes, else its message."""
+    r = Rendered(os, ansible_version={"full": core})
     tasks = DataLoader().load_from_file(str(PLAYBOOKS_DIR / "roles/os_prep/tasks/0000-preflight.yml"),
                                         trusted_as_template=True)
-    message = centos7.templar.template(tasks[1]["ansible.builtin.assert"]["fail_msg"])
-    assert "CentOS 7.9" in message and "end-of-life" in message and "ansible-core 2.19 cannot manage it" in message
-    assert Rendered("rocky8")("ansible_distribution_major_version in os_prep_supported[ansible_distribution]") is False
-    for supported in ("rocky9", "rhel9", "ubuntu2204", "debian12"):
-        assert Rendered(supported)("ansible_distribution_major_version in os_prep_supported[ansible_distribution]")
+    check = tasks[0]["ansible.builtin.assert"]
+    for condition in check["that"]:
+        if not r.templar.evaluate_conditional(trust_as_template(condition)):
+            return str(r.templar.template(check["fail_msg"]))
+    return None
+
+
+def test_centos_7_is_refused_with_the_reasons_and_the_way_out() -> None:
+    message = refusal("centos7")
+    assert message is not None and "CentOS 7.9" in message
+    for reason in ("end of life since June 2024", "no Python 3.9 or newer", "cgroup v1", "no containerd 2 packages"):
+        assert reason in message
+    assert "Rocky Linux or AlmaLinux 9 or 10" in message and "mirrors.profile: cn" in message
+
+
+def test_the_assert_reads_the_platform_table_for_every_os() -> None:
+    for supported in SUPPORTED:
+        assert refusal(supported) is None, supported
+    assert "do-release-upgrade" in (refusal("ubuntu2004") or "")
+    assert "Debian 12 or 13" in (refusal("debian11") or "")
+    # A system the table does not list: no row, and the assert names the supported ones.
+    arch = Rendered("debian12", ansible_distribution="Archlinux", ansible_distribution_major_version="")
+    assert arch("node_platform") == {}
+
+
+def test_debian_testing_runs_with_the_tables_warning() -> None:
+    """Ansible reports Debian testing/unstable's major version as "<codename>/sid" (the lab's sid flavour)."""
+    sid = Rendered("debian13", ansible_distribution_major_version="forky/sid", ansible_distribution_release="sid")
+    assert sid("node_platform.name") == "Debian testing/unstable" and sid("node_platform.support") == "warned"
+    assert sid("node_family") == "Debian"
+    message = sid.task("os_prep/tasks/0000-preflight.yml", 1, "ansible.builtin.debug", "msg")
+    assert "use Debian 13 for a cluster you keep" in message
+
+
+def test_el8_family_nodes_are_refused_under_ansible_core_2_19_with_the_way_out() -> None:
+    for os in ("rocky8", "alma8", "anolis8", "alinux3"):
+        message = refusal(os, core="2.19.14")
+        assert message is not None, os
+        assert "EL8-family nodes need ansible-core 2.21 (Python >= 3.12 on this machine)" in message
+        assert "runs ansible-core 2.19.14" in message and ".venv-modern" in message
+    for os in ("rocky9", "rocky10", "openeuler2403", "debian12", "ubuntu2404"):
+        assert refusal(os, core="2.19.14") is None, os
+
+
+def test_the_family_comes_from_the_table_not_from_ansible_os_family() -> None:
+    """Anolis OS reports ansible_os_family "Anolis": the roles still load the RHEL family's variables."""
+    anolis = Rendered("anolis8")
+    assert anolis.family == "RedHat" and anolis("ansible_os_family") == "Anolis"
+    assert anolis("container_runtime_docker_repo.uri") == "https://download.docker.com/linux/rhel/8/$basearch/stable"
+    assert anolis("nvidia_cuda_repo.uri") == "https://developer.download.nvidia.com/compute/cuda/repos/rhel8/x86_64"
+    assert anolis("kubernetes_packages_repo.uri") == "https://pkgs.k8s.io/core:/stable:/v1.31/rpm/"
+
+
+def test_alibaba_cloud_linux_3_and_openeuler_take_dockers_tree_of_their_el_release() -> None:
+    """Alibaba Cloud Linux's $releasever is 3 and openEuler's is its own: the tree is named, not $releasever."""
+    alinux = Rendered("alinux3", CN)
+    assert alinux("container_runtime_docker_repo.uri") == \
+        "https://mirrors.aliyun.com/docker-ce/linux/rhel/8/$basearch/stable"
+    assert alinux("nvidia_cuda_repo.uri") == "https://mirrors.aliyun.com/nvidia-cuda/rhel8/x86_64"
+    # Its repositories already point at Aliyun's mirrors: they are kept as they are.
+    assert alinux("node_platform.os_mirror") is None
+    for os in ("openeuler2203", "openeuler2403"):
+        assert Rendered(os)("container_runtime_docker_repo.uri") == \
+            "https://download.docker.com/linux/rhel/9/$basearch/stable"
+    assert Rendered("centos9")("container_runtime_docker_repo.uri") == \
+        "https://download.docker.com/linux/centos/9/$basearch/stable"
+
+
+@pytest.mark.parametrize(("os", "reason"), [
+    ("rocky10", "without dnf module streams"), ("openeuler2203", "no CUDA repository for openEuler")])
+def test_a_gpu_node_without_a_usable_cuda_repository_is_refused_with_the_reason(os: str, reason: str) -> None:
+    r = Rendered(os)
+    assert r("nvidia_cuda_distribution") == ""
+    message = r.task("nvidia/tasks/0000-preflight.yml", 1, "ansible.builtin.assert", "fail_msg")
+    assert reason in message and "gpu=false" in message
+
+
+def test_each_cuda_repository_has_its_own_key() -> None:
+    assert Rendered("debian13")("nvidia_cuda_repo.key_url") == \
+        "https://developer.download.nvidia.com/compute/cuda/repos/debian13/x86_64/8793F200.pub"
+    assert Rendered("debian12")("nvidia_cuda_repo.key_url").endswith("/debian12/x86_64/3bf863cc.pub")
+    assert Rendered("rocky8")("nvidia_cuda_repo.key_url").endswith("/rhel8/x86_64/D42D0685.pub")
+    assert Rendered("ol9")("nvidia_driver_prerequisites")[0] == "kernel-devel-5.15.0-206.153.7.el9uek.x86_64"
 
 
 def test_debian_family_sources_for_both_profiles() -> None:
@@ -240,19 +347,18 @@ def test_registry_mirror_hosts_file_lists_every_mirror() -> None:
     assert r("container_runtime_docker_daemon")["registry-mirrors"] == []
 
 
-@pytest.mark.parametrize("os", ["rocky8", "rocky9", "rhel9", "ubuntu2204", "debian12"])
+@pytest.mark.parametrize("os", SUPPORTED)
 def test_every_role_variable_renders_for_every_supported_os(os: str) -> None:
     r = Rendered(os, CN)
-    names = set()
-    for role in ROLES:
-        for part in ("defaults/main.yml", f"vars/{FACTS[os]['ansible_os_family']}.yml"):
-            path = PLAYBOOKS_DIR / "roles" / role / part
-            if path.exists():
-                names |= set(DataLoader().load_from_file(str(path)) or {})
+    names = {"node_platform", "node_family"}
+    for path in role_files(r.family):
+        names |= set(DataLoader().load_from_file(str(path)) or {})
     # Values that need a task's registered result are rendered with it elsewhere.
     needs_results = {"os_prep_firewalld_installed", "os_prep_firewalld_active", "os_prep_ufw_installed"}
     # Values the roles use only under a condition (the task's `when`).
-    used_when = {"os_prep_rpm_mirror_base": "ansible_distribution in os_prep_rpm_mirror_layouts"}
+    used_when = {"os_prep_rpm_mirror_base": "node_platform.os_mirror is not none",
+                 "nvidia_cuda_repo_uri": "nvidia_cuda_distribution", "nvidia_cuda_key_url": "nvidia_cuda_distribution",
+                 "nvidia_cuda_repo": "nvidia_cuda_distribution", "nvidia_cuda_distribution": "nvidia_cuda_distribution"}
     for name in sorted(names - needs_results):
         if name in used_when and not r(used_when[name]):
             continue

@@ -3,7 +3,7 @@ real kubernetes client: the cluster "says" what a real one would, and the driver
 from __future__ import annotations
 
 import json
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -27,6 +27,7 @@ from tests.support.smoke_run import (
     job,
     load_observation,
     succeeded,
+    timeless,
     trainer_pod,
 )
 
@@ -155,15 +156,6 @@ def test_a_job_past_its_deadline_says_how_far_training_got(tmp_path: Path) -> No
     assert verdict.cause is FailureKind.DEADLINE_EXCEEDED
     assert "activeDeadlineSeconds (300s)" in verdict.detail
     assert "epoch 3/10" in verdict.detail
-
-
-def timeless(observation: Observation) -> dict[str, Any]:
-    """An observation without its clock readings, which differ from run to run."""
-    seen = asdict(observation) | {"elapsed_s": None}
-    for pod in seen["pods"]:
-        for key in ("unschedulable_since", "image_pull_since"):
-            pod[key] = pod[key] is not None
-    return seen
 
 
 def test_the_observations_the_verdict_tests_replay_are_what_the_driver_records(tmp_path: Path,

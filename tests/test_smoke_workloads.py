@@ -309,8 +309,7 @@ def test_the_new_observations_the_verdict_tests_replay_are_what_the_driver_recor
     from provision.kube import smoke
     from provision.kube.smoke_observation import Observation
     from provision.kube.smoke_verdict import Policy, judge
-    from tests.support.smoke_run import RECORDED, load_observation
-    from tests.test_smoke_driver import timeless
+    from tests.support.smoke_run import RECORDED, load_observation, timeless
 
     judged: list[Observation] = []
 

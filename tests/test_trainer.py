@@ -23,6 +23,9 @@ from provision.resources import TRAINER_DIR
 sys.path.insert(0, str(TRAINER_DIR))
 import train
 
+# In-process training must not meet the sys.intern Ansible installs when other tests load inventories.
+pytestmark = pytest.mark.usefixtures("builtin_sys_intern")
+
 # Small enough for two CPU cores in well under a minute: 1024 images, batch 64, 2 epochs = 32 optimizer steps.
 SMALL = ["--synthetic", "--synthetic-train-size", "1024", "--synthetic-test-size", "300", "--epochs", "2",
          "--batch-size", "64", "--device", "cpu"]

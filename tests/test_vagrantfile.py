@@ -15,14 +15,15 @@ from pathlib import Path
 import pytest
 
 from provision.errors import InputError
-from provision.lab.vagrant import Lab, LabOptions, LabPlan
+from provision.lab.vagrant import Lab, LabOptions, LabPlan, lab_os_choices
 from provision.resources import VAGRANT_DIR
 from tests.support.paths import REPO_ROOT as PROJECT_ROOT
 
 pytestmark = pytest.mark.skipif(shutil.which("vagrant") is None,
                                 reason="vagrant is not installed (apt-get install vagrant vagrant-libvirt)")
 
-OS_CHOICES = ("rocky9", "alma9", "centos-stream9", "centos7", "ubuntu2204")
+# Every OS the Vagrantfile offers (tests/test_platforms.py holds them to the platform table).
+OS_CHOICES = lab_os_choices()
 
 
 @pytest.fixture(scope="module")

@@ -46,6 +46,7 @@ def test_the_wheel_carries_the_package_data_and_nothing_of_the_checkout(wheel: P
     names = zipfile.ZipFile(wheel).namelist()
     for wanted in ("provision/cli/commands/up.py", "provision/playbooks/prepare.yml", "provision/playbooks/ansible.cfg",
                    "provision/playbooks/roles/os_prep/tasks/main.yml", "provision/playbooks/library/cb_node_report.py",
+                   "provision/playbooks/group_vars/all.yml",
                    "provision/manifests/smoke/job.yaml.j2",
                    "provision/trainer/train.py", "provision/lab/Vagrantfile", "provision/lab/lab.yml",
                    "provision/playbooks/addon.yml", "provision/playbooks/roles/addon/tasks/apply-part.yml",

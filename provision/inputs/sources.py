@@ -16,11 +16,11 @@ from provision.inputs.settings import MirrorProfile, Settings
 class Sources:
     # None: keep the distribution's own OS repositories.
     os_repo: str | None
-    # + /<centos|ubuntu|debian>
+    # + /<debian|ubuntu>, or /<rhel|centos>/<release> (the platform table's docker_repo)
     docker_repo: str
     # + /v<minor>/<deb|rpm>/  (the pkgs.k8s.io layout)
     kubernetes_repo: str
-    # + /<rhel8|rhel9|ubuntu2204|ubuntu2404|debian12>/x86_64/
+    # + /<rhel8|rhel9|ubuntu2204|ubuntu2404|debian12|debian13>/x86_64/ (the platform table's cuda)
     nvidia_cuda_repo: str
     # + /<deb|rpm>   (libnvidia-container stable)
     nvidia_toolkit_repo: str

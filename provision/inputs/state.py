@@ -19,6 +19,7 @@ from pathlib import Path
 
 from provision.errors import BootstrapError, InputError
 from provision.inputs.inventory import Cluster
+from provision.inputs.platforms import NodePython
 from provision.inputs.settings import Settings
 
 STATE_DIR_ENV = "BOOTSTRAP_STATE_DIR"
@@ -110,6 +111,8 @@ class PhaseRecord:
 class ClusterState:
     # Node name -> GPUs preflight found (0 for none); None until preflight has run.
     gpus: dict[str, int] | None = None
+    # Node name -> the interpreter preflight chose for it (every playbook run's inventory names it).
+    pythons: dict[str, NodePython] = field(default_factory=dict)
     # Name -> outcome of the last time each phase ran.
     phases: dict[str, PhaseRecord] = field(default_factory=dict)
     # Node name -> the link speed (Gb/s) multi-node training crosses there, where preflight could read it.
@@ -123,6 +126,7 @@ class ClusterState:
         try:
             data = json.loads(path.read_text())
             return cls(gpus=data.get("gpus"),
+                       pythons={k: NodePython(**v) for k, v in (data.get("pythons") or {}).items()},
                        phases={k: PhaseRecord(**v) for k, v in (data.get("phases") or {}).items()},
                        link_gbps=dict(data.get("link_gbps") or {}))
         except (ValueError, TypeError) as exc:
@@ -132,6 +136,7 @@ class ClusterState:
         path = cluster_dir(cluster) / "state.json"
         tmp = path.with_suffix(".tmp")
         tmp.write_text(json.dumps({"gpus": self.gpus,
+                                   "pythons": {k: asdict(v) for k, v in self.pythons.items()},
                                    "phases": {k: asdict(v) for k, v in self.phases.items()},
                                    "link_gbps": self.link_gbps}, indent=2))
         tmp.replace(path)

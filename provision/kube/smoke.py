@@ -413,7 +413,10 @@ def build_spec(settings: Settings, mode: Mode, *, namespace: str, gpus: int | No
 def smoke_policy(settings: Settings, spec: SmokeSpec, timings: Timings, link_gbps: float | None = None) -> Policy:
     """What the verdict holds a run to: the image and deadline it runs with, the accuracy the settings ask
     for, the mirrors its image may come through, the link between its nodes, and the driver's patience."""
-    return Policy(image=spec.image, timeout_s=spec.deadline_s, min_accuracy=settings.smoke_test.min_accuracy,
+    smoke = settings.smoke_test
+    min_accuracy = smoke.cifar10_min_accuracy if spec.dataset == "cifar10" else smoke.min_accuracy
+    return Policy(image=spec.image, timeout_s=spec.deadline_s, min_accuracy=min_accuracy,
+                  throughput_floors=smoke.throughput_floors,
                   mirrors=resolve_sources(settings).registry_mirrors,
                   unschedulable_grace_s=timings.unschedulable_grace_s, image_pull_grace_s=timings.image_pull_grace_s,
                   deadline_margin_s=timings.deadline_margin_s,

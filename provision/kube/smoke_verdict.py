@@ -9,7 +9,7 @@ from __future__ import annotations
 import json
 import re
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, fields
+from dataclasses import dataclass, field, fields
 from enum import StrEnum
 
 from provision.inputs.settings import GPU_RESOURCE
@@ -48,6 +48,7 @@ class FailureKind(StrEnum):
     OOM_KILLED = "oom-killed"
     DEADLINE_EXCEEDED = "deadline-exceeded"
     LOW_ACCURACY = "low-accuracy"
+    TOO_SLOW = "too-slow"
     TRAINER_FAILED = "trainer-failed"
     POD_CONFIG = "pod-config"
     TIMEOUT = "timeout"
@@ -81,6 +82,9 @@ class TrainerMetrics:
     torch_version: str = ""
     cuda_version: str | None = None
     dataset: str = ""
+    # After the first epoch (which pays for warm-up and autotuning); 0 when the trainer did not say.
+    steady_images_per_s: float = 0.0
+    precision: str = ""
 
     @classmethod
     def parse(cls, text: str | None) -> TrainerMetrics | None:
@@ -177,6 +181,27 @@ class Policy:
     # The slowest link between the nodes as preflight read it (Gb/s), and the speed below which it is too slow.
     link_gbps: float | None = None
     min_link_gbps: float = 10.0
+    # GPU model -> the steady images/s one GPU must reach (settings.smoke_test.throughput_floors).
+    throughput_floors: Mapping[str, float] = field(default_factory=dict)
+
+
+def throughput_floor(device: str, floors: Mapping[str, float]) -> tuple[str, float] | None:
+    """The floor for a GPU model named in `device` (the longest key it contains, case-insensitively), or None
+    for a model the table does not list."""
+    name = device.upper()
+    matching = [(model, floor) for model, floor in floors.items() if _names_model(name, model.upper())]
+    return max(matching, key=lambda item: len(item[0])) if matching else None
+
+
+def _names_model(device: str, model: str) -> bool:
+    # "A10" must not match "A100": the model ends where the device name's word does.
+    start = device.find(model)
+    while start >= 0:
+        end = start + len(model)
+        if (start == 0 or not device[start - 1].isalnum()) and (end == len(device) or not device[end].isalnum()):
+            return True
+        start = device.find(model, start + 1)
+    return False
 
 
 def registry_of(image: str) -> str:
@@ -388,6 +413,30 @@ def _trainer_failed(pod: PodObservation, observation: Observation, policy: Polic
                   observation)
 
 
+def _mark(accuracy: float) -> str:
+    """0.9 -> '0.90', 0.935 -> '0.935': as many decimals as the setting has, at least two."""
+    text = f"{accuracy:.4f}".rstrip("0")
+    return text + "0" * (2 - len(text.partition(".")[2]))
+
+
+def _speed_problem(metrics: TrainerMetrics, policy: Policy) -> str | None:
+    """A GPU run whose steady-state speed per GPU is under its model's floor: accuracy alone passes a GPU that
+    trains on a slow path (a throttled clock, a fallback kernel, PCIe-bound data)."""
+    if not metrics.gpu_count or not metrics.steady_images_per_s:
+        return None
+    floor = throughput_floor(metrics.device, policy.throughput_floors)
+    if floor is None:
+        return None
+    per_gpu = metrics.steady_images_per_s / max(metrics.world_size, 1)
+    if per_gpu >= floor[1]:
+        return None
+    precision = metrics.precision or "precision unknown"
+    return (f"{per_gpu:,.0f} images/s per GPU after warm-up on {metrics.device} ({precision}), under the floor of "
+            f"{floor[1]:,.0f} for {floor[0]}: check the "
+            "GPU's clocks and power (nvidia-smi -q -d CLOCK,POWER), its PCIe link, and that the driver and image match; "
+            "or lower smoke_test.throughput_floors if the figure is expected")
+
+
 def _judge_metrics(observation: Observation, policy: Policy) -> Verdict:
     # The termination message first (it is the trainer's own), the log's last JSON line otherwise.
     messages = [pod.terminated.message for pod in observation.pods if pod.terminated]
@@ -397,12 +446,21 @@ def _judge_metrics(observation: Observation, policy: Policy) -> Verdict:
                       "(no JSON in the termination message or the log)", observation)
     hardware = f"{metrics.gpu_count}x {metrics.device}" if metrics.gpu_count else f"CPU x{metrics.world_size}"
     if metrics.test_accuracy < policy.min_accuracy:
-        detail = (f"test accuracy {metrics.test_accuracy:.4f} is under the threshold {policy.min_accuracy:.2f} "
+        detail = (f"test accuracy {metrics.test_accuracy:.4f} is under the threshold {_mark(policy.min_accuracy)} "
                   f"after {metrics.epochs} epochs on {hardware}")
         return _verdict(observation, False, f"FAIL ({FailureKind.LOW_ACCURACY.value}): {detail}",
                         FailureKind.LOW_ACCURACY, detail, metrics, policy)
+    speed = _speed_problem(metrics, policy)
+    if speed:
+        return _verdict(observation, False, f"FAIL ({FailureKind.TOO_SLOW.value}): {speed}", FailureKind.TOO_SLOW,
+                        speed, metrics, policy)
     summary = (f"PASS: test accuracy {metrics.test_accuracy:.2%} in {metrics.train_time_s:.1f}s of training "
                f"({metrics.images_per_s:,.0f} images/s, {metrics.epochs} epochs) on {hardware}")
+    if metrics.gpu_count and metrics.steady_images_per_s:
+        floor = throughput_floor(metrics.device, policy.throughput_floors)
+        per_gpu = metrics.steady_images_per_s / max(metrics.world_size, 1)
+        summary += (f"; {per_gpu:,.0f} images/s per GPU after warm-up"
+                    + (f" (floor for {floor[0]}: {floor[1]:,.0f})" if floor else " (no floor for this model)"))
     bandwidth = bandwidth_of(observation)
     if bandwidth and bandwidth.nodes > 1:
         link = policy.link_gbps or bandwidth.link_gbps

@@ -16,6 +16,7 @@ from pydantic import ValidationError
 
 from provision.errors import BootstrapError
 from provision.inputs.inventory import Cluster
+from provision.inputs.platforms import NodePython
 from provision.inputs.settings import Settings
 from provision.nodes.reports import NODE_REPORT_KEY, NodeReport
 from provision.nodes.runner import PlaybookResult, RunProgress, failure_line, failure_mark, nodes_error, run_playbook
@@ -144,12 +145,14 @@ def prepare(
     on_progress: Callable[[RunProgress], None] | None = None,
     verbose: bool = False,
     become_password: str | None = None,
+    pythons: Mapping[str, NodePython] | None = None,
 ) -> PrepareResult:
     """Prepare the nodes, given the NVIDIA GPUs preflight counted on each (`gpus`, node name -> count; the
-    inventory's gpu=true / gpu=false win over it). Raises BootstrapError naming the host and the problem when a
+    inventory's gpu=true / gpu=false win over it) and the interpreter it chose for each (`pythons`; a node without
+    one is left to Ansible's interpreter discovery). Raises BootstrapError naming the host and the problem when a
     node is not ready. The prepare phase (provision/phases.py) runs the same playbook and check, with the counts
-    from the cluster's state."""
+    and interpreters from the cluster's state."""
     playbook = run_playbook(PLAYBOOK, cluster, settings, phase="prepare", limit=limit,
                             extra_vars=prepare_vars(cluster, gpus), on_progress=on_progress, verbose=verbose,
-                            become_password=become_password)
+                            become_password=become_password, pythons=pythons)
     return PrepareResult(playbook=playbook, reports=check_prepared(playbook, cluster, settings, limit))

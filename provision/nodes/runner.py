@@ -21,11 +21,12 @@ import yaml
 
 from provision.errors import BootstrapError
 from provision.inputs.inventory import Cluster, Node, ansible_inventory_env
+from provision.inputs.platforms import NodePython
 from provision.inputs.settings import Settings
 from provision.inputs.state import private_dir, runs_root
 from provision.nodes.ssh import ansible_ssh_common_args
 from provision.nodes.tally import EventTally, HostTally, TaskFailure
-from provision.render.playbook_vars import playbook_vars
+from provision.render.playbook_vars import playbook_vars, python_host_vars
 from provision.resources import ANSIBLE_CFG, PLAYBOOKS_DIR, ROLES_DIR
 
 
@@ -181,14 +182,19 @@ def _ended_with_us(run_dir: Path) -> list[str]:
     return [str(bin_dir)]
 
 
-def _groups_inventory(cluster: Cluster, settings: Settings, run_dir: Path) -> Path:
-    """The canonical groups our playbooks target, laid over the user's inventory (which keeps its vars)."""
+def _groups_inventory(cluster: Cluster, run_dir: Path, settings: Settings,
+                      pythons: Mapping[str, NodePython] | None = None) -> Path:
+    """The canonical groups our playbooks target, laid over the user's inventory (which keeps its vars), with the
+    interpreter preflight chose for each node (render/playbook_vars.py: python_host_vars)."""
+    interpreters = python_host_vars(cluster, settings, pythons or {})
+
     def host_vars(node: Node) -> dict[str, str]:
         # The SSH route as bootstrap's own connections take it (known_hosts, bastion), replacing the inventory's
         # common and extra args, which it folds in.
         found = {"ansible_ssh_common_args": ansible_ssh_common_args(node, settings.ssh), "ansible_ssh_extra_args": ""}
         # Key paths are resolved against the inventory file; ssh would resolve them against its own cwd.
-        return found | ({"ansible_ssh_private_key_file": str(node.key_file)} if node.key_file else {})
+        key = {"ansible_ssh_private_key_file": str(node.key_file)} if node.key_file else {}
+        return found | key | interpreters.get(node.name, {})
 
     groups = {
         "all": {
@@ -215,8 +221,10 @@ def run_playbook(
     on_progress: Callable[[RunProgress], None] | None = None,
     verbose: bool = False,
     become_password: str | None = None,
+    pythons: Mapping[str, NodePython] | None = None,
 ) -> PlaybookResult:
-    """Run `playbooks/<playbook>` against the cluster; returns per-host tallies and failures."""
+    """Run `playbooks/<playbook>` against the cluster; returns per-host tallies and failures. `pythons` (node ->
+    the interpreter preflight chose) goes into the run's inventory; nodes without one are left to Ansible."""
     phase = phase or Path(playbook).stem
     playbook_path = PLAYBOOKS_DIR / playbook
     if not playbook_path.is_file():
@@ -267,7 +275,8 @@ def run_playbook(
         result = ansible_runner.run(
             private_data_dir=str(run_dir),
             playbook=str(playbook_path),
-            inventory=[str(cluster.inventory_path.resolve()), str(_groups_inventory(cluster, settings, run_dir))],
+            inventory=[str(cluster.inventory_path.resolve()),
+                       str(_groups_inventory(cluster, run_dir, settings, pythons))],
             limit=",".join(limit) if limit else None,
             extravars=all_vars,
             envvars=envvars,

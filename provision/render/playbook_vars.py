@@ -8,6 +8,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from provision.inputs.inventory import Cluster
+from provision.inputs.platforms import NodePython, Platform, bootstrap_script, role_rows
 from provision.inputs.settings import Settings
 from provision.inputs.sources import resolve_sources
 from provision.render.kubeadm_config import CRI_SOCKET
@@ -38,7 +39,27 @@ def playbook_vars(cluster: Cluster, settings: Settings) -> dict[str, Any]:
         "cb_smoke_cache_path": settings.smoke_test.cache_path,
         "cb_control_plane": {"name": cluster.control_plane.name, "address": cluster.control_plane.address},
         "cb_cluster_nodes": [{"name": n.name, "address": n.address, "role": n.role} for n in cluster.nodes],
+        # The platform table (provision/inputs/platforms.py): each node's row is found by its facts
+        # (playbooks/group_vars/all.yml: node_platform); os_prep refuses a node whose row is not supported.
+        "cb_platforms": role_rows(),
     }
+
+
+def python_host_vars(cluster: Cluster, settings: Settings, pythons: Mapping[str, NodePython]) -> dict[str, dict[str, str]]:
+    """What each run's inventory adds per node: `ansible_python_interpreter`, the interpreter preflight chose
+    (unless the user's inventory names one for the node: theirs wins), and `cb_python_bootstrap`, the shell that
+    prepare's first play runs to install it where preflight found it missing."""
+    os_repo = resolve_sources(settings).os_repo
+    found: dict[str, dict[str, str]] = {}
+    for node in cluster.nodes:
+        python = pythons.get(node.name)
+        if python is None or "ansible_python_interpreter" in node.variables:
+            continue
+        found[node.name] = {"ansible_python_interpreter": python.interpreter}
+        platform = python.platform
+        if python.install and isinstance(platform, Platform):
+            found[node.name]["cb_python_bootstrap"] = bootstrap_script(platform, python.install, os_repo)
+    return found
 
 
 def nvidia_nodes(cluster: Cluster, gpus: Mapping[str, int]) -> list[str]:

@@ -92,8 +92,11 @@ class Flavour:
     os_family: str  # ansible_os_family
     major_version: str  # ansible_distribution_major_version
     pkg_mgr: str  # ansible_pkg_mgr
-    # The inventory's ansible_python_interpreter.
+    # The interpreter a test's own ad-hoc Ansible call uses (ansible_python_interpreter).
     python: str = "/usr/bin/python3"
+    # Whether the lab's inventory names it. RHEL-shaped labs leave the choice to the product (preflight's probe and
+    # the platform table), as a user's inventory would.
+    python_in_inventory: bool = True
     # systemd 256+ refuses cgroup v1 and 258+ cannot run on it at all: such nodes get a cgroup2-only
     # /sys/fs/cgroup (this host's cgroup2 hierarchy has no controllers, so nothing there is limited).
     unified_cgroup: bool = False
@@ -109,10 +112,11 @@ FLAVOURS = {flavour.name: flavour for flavour in (
     Flavour("trixie", "Debian", "Debian", "13", "apt", unified_cgroup=True),
     # Ansible reads sid's major version from /etc/debian_version.
     Flavour("sid", "Debian", "Debian", "forky/sid", "apt", unified_cgroup=True),
-    Flavour("rocky9", "Rocky", "RedHat", "9", "dnf"),
+    Flavour("rocky9", "Rocky", "RedHat", "9", "dnf", python_in_inventory=False),
     # As on a real EL8 node managed by a current ansible-core: the interpreter Ansible uses is a newer Python
-    # without dnf bindings; only /usr/libexec/platform-python has them.
-    Flavour("el8", "Rocky", "RedHat", "8", "dnf", python=EL8_PYTHON),
+    # without dnf bindings; only /usr/libexec/platform-python has them. The product installs python3.12 (a stand-in
+    # from the lab's RPM tree); before that, ad-hoc calls use the base's venv of the same kind.
+    Flavour("el8", "Rocky", "RedHat", "8", "dnf", python=EL8_PYTHON, python_in_inventory=False),
 )}
 
 
@@ -768,8 +772,10 @@ class Lab:
         lines = ["[control_plane]", f"{hosts[0][0]} ansible_host={hosts[0][1]}", "", "[workers]"]
         lines += [f"{name} ansible_host={address}" for name, address in hosts[1:]]
         lines += ["", "[all:vars]", "ansible_user=tester", "ansible_become=true",
-                  f"ansible_ssh_private_key_file={self.key_path}",
-                  f"ansible_python_interpreter={self.flavour.python}", ""]
+                  f"ansible_ssh_private_key_file={self.key_path}"]
+        if self.flavour.python_in_inventory:
+            lines.append(f"ansible_python_interpreter={self.flavour.python}")
+        lines.append("")
         target = path or self.inventory_path
         target.write_text("\n".join(lines))
         if path is None:

@@ -68,6 +68,8 @@ class Package:
     requires: list[str] = field(default_factory=list)
     provides: list[str] = field(default_factory=list)
     pre: str = ""  # shell run before the files are laid down (RPM %pre)
+    post: str = ""  # shell run after (RPM %post)
+    postun: str = ""  # shell run after removal (RPM %postun)
     arch: str = "noarch"
 
     def add_placeholder_binaries(self, *paths: str) -> Package:
@@ -330,6 +332,14 @@ WantedBy=multi-user.target
 """
 UNIT_DIR = "/usr/lib/systemd/system"
 RPM_RELEASE = "1.cblab"
+# EL8's python3.12 (AppStream), as the product sees it: /usr/bin/python3.12, a Python without the dnf bindings
+# (those are platform-python's). Here: a venv of the node's Debian Python (no system site packages, so no dnf and
+# no selinux), made when the package is installed, behind Rocky's path.
+PYTHON312_VENV = "/usr/lib/cblab/python3.12"
+PYTHON312_WRAPPER = f"""#!/bin/sh
+# python3.12 stand-in (cluster-bootstrap lab): a Python without the dnf bindings, as EL8's is.
+exec {PYTHON312_VENV}/bin/python3 "$@"
+"""
 
 
 def _cli_plugin(name: str, version: str) -> str:
@@ -391,9 +401,12 @@ def os_packages(kernel_release: str) -> dict[str, list[Package]]:
     base_os = [chrony, *(named(name) for name in (
         "conntrack-tools", "ethtool", "iproute-tc", "ipset", "iptables-nft", "iptables", "iptables-ebtables",
         "python3-libselinux", "python3-dnf-plugin-versionlock", "python3-firewall", "firewalld"))]
+    python312 = named("python3.12", "3.12.8", post=f"/usr/bin/python3 -m venv --without-pip {PYTHON312_VENV}",
+                      postun=f'[ "$1" != 0 ] || rm -rf {PYTHON312_VENV}') \
+        .add_text("/usr/bin/python3.12", PYTHON312_WRAPPER, 0o755)
     # The NVIDIA driver's prerequisites: headers for the running kernel (this host's, not an EL kernel).
     app_stream = [named("socat", "1.7.4.1"), named("kernel-headers", "5.14.0"),
-                  named(f"kernel-devel-{kernel_release}", "5.14.0")]
+                  named(f"kernel-devel-{kernel_release}", "5.14.0"), python312]
     # EPEL's release package, without EPEL's repository file: EPEL cannot be reached from the lab.
     extras = [named("epel-release", "9")]
     return {"BaseOS": base_os, "AppStream": app_stream, "extras": extras}
@@ -464,7 +477,9 @@ def _build_rpm(work: Path, package: Package) -> Path:
         f"%description\n{package.summary}; built for the cluster-bootstrap lab.\n"
         f"%install\ncp -a {stage}/. %{{buildroot}}/\n"
         + (f"%pre\n{package.pre}\n" if package.pre else "")
-        + ("%post\nsystemctl daemon-reload >/dev/null 2>&1 || :\n" if units else "")
+        + ("%post\n" + ("systemctl daemon-reload >/dev/null 2>&1 || :\n" if units else "") + package.post + "\n"
+           if units or package.post else "")
+        + (f"%postun\n{package.postun}\n" if package.postun else "")
         + f"%files\n{files}\n")
     result = subprocess.run(["rpmbuild", "-bb", "--quiet", "--define", f"_topdir {top}",
                              *(arg for define in RPMBUILD_DEFINES for arg in ("--define", define)), str(spec)],
@@ -522,7 +537,7 @@ def build_rpm_tree(dest: Path, *, kube_minor: str = "1.31", kube_patch: int = 0,
     and hard-linked into every repository that lists it):
 
         os/rockylinux/<rv>/{BaseOS,AppStream,extras}/x86_64/os/   stand-ins for Rocky's own packages
-        docker/centos/<rv>/x86_64/stable/, docker/centos/gpg      containerd.io 2.x and 1.6, docker-ce(-cli), plugins
+        docker/<centos|rhel>/<rv>/x86_64/stable/, .../gpg         containerd.io 2.x and 1.6, docker-ce(-cli), plugins
         kubernetes/v<minor>/rpm/                                    kubeadm, kubelet, kubectl, cri-tools
         nvidia-cuda/rhel<rv>/x86_64/ (+ D42D0685.pub)              driver module stream, cuda-drivers
         nvidia-container-toolkit/rpm/x86_64/, .../gpgkey           the toolkit
@@ -561,13 +576,16 @@ def build_rpm_tree(dest: Path, *, kube_minor: str = "1.31", kube_patch: int = 0,
             for rv in releasevers:
                 for repo in ("BaseOS", "AppStream", "extras"):
                     _publish_repo(dest / f"os/rockylinux/{rv}/{repo}/x86_64/os", built[f"os-{repo}"], key)
-                _publish_repo(dest / f"docker/centos/{rv}/x86_64/stable", built["docker"], key)
+                # Docker's two RPM layouts: centos/<release> (CentOS Stream) and rhel/<release> (RHEL and rebuilds).
+                for layout in ("centos", "rhel"):
+                    _publish_repo(dest / f"docker/{layout}/{rv}/x86_64/stable", built["docker"], key)
                 cuda = dest / f"nvidia-cuda/rhel{rv}/x86_64"
                 _publish_repo(cuda, built["driver"], key, _driver_modules_yaml(driver_branch, driver))
                 key.export(cuda / "D42D0685.pub")
             _publish_repo(dest / f"kubernetes/v{kube_minor}/rpm", built["kubernetes"], key)
             _publish_repo(dest / "nvidia-container-toolkit/rpm/x86_64", built["toolkit"], key)
             key.export(dest / "docker/centos/gpg")
+            key.export(dest / "docker/rhel/gpg")
             key.export(dest / "nvidia-container-toolkit/gpgkey")
             key.export(dest / "RPM-GPG-KEY-cblab")
     _world_readable(dest)

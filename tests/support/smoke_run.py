@@ -3,7 +3,7 @@ API server serves poll by poll, and observations recorded from such runs (tests/
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -148,3 +148,12 @@ def load_observation(path: Path) -> Observation:
     return Observation(**data | {"job_conditions": tuple(Condition(**c) for c in data.get("job_conditions", ())),
                                  "pods": tuple(pod_seen(p) for p in data.get("pods", ())),
                                  "log_lines": tuple(data.get("log_lines", ())), "podgroup": podgroup})
+
+
+def timeless(observation: Observation) -> dict[str, Any]:
+    """An observation without its clock readings, which differ from run to run."""
+    seen = asdict(observation) | {"elapsed_s": None}
+    for seen_pod in seen["pods"]:
+        for key in ("unschedulable_since", "image_pull_since"):
+            seen_pod[key] = seen_pod[key] is not None
+    return seen

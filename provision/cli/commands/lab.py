@@ -14,7 +14,7 @@ from provision.cli.options import ConfigOption, VerboseOption, YesOption
 from provision.cli.views import console
 from provision.errors import BootstrapError, InputError
 from provision.inputs.settings import parse_settings, read_settings_document
-from provision.lab.vagrant import Lab, LabFiles, LabOptions
+from provision.lab.vagrant import Lab, LabFiles, LabOptions, lab_os_choices
 
 
 def _base_settings(config: Path | None) -> dict[str, Any]:
@@ -60,7 +60,7 @@ def register(app: typer.Typer) -> None:
         memory: Annotated[int | None, typer.Option(min=512, help="Memory per machine in MiB (LAB_MEMORY).",
                                                    show_default=False)] = None,
         os_name: Annotated[str | None, typer.Option(
-            "--os", help="rocky9, alma9, centos-stream9, centos7 or ubuntu2204 (LAB_OS).", show_default=False)] = None,
+            "--os", help=f"{', '.join(lab_os_choices())} (LAB_OS).", show_default=False)] = None,
         box: Annotated[str | None, typer.Option(help="A box name that replaces the one --os picks (LAB_BOX).",
                                                 show_default=False)] = None,
         provider: Annotated[str | None, typer.Option(help="libvirt or virtualbox (LAB_PROVIDER).",

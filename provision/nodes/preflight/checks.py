@@ -7,6 +7,16 @@ from dataclasses import dataclass
 from typing import Literal
 
 from provision.inputs.inventory import Node
+from provision.inputs.platforms import (
+    NodePython,
+    Platform,
+    PythonProblem,
+    Refusal,
+    choose_python,
+    controller_refusal,
+    missing_cpu_flags,
+    platform_for,
+)
 from provision.nodes.nic import check_links
 from provision.nodes.preflight.probe import NVIDIA_VENDOR, NodeFacts
 
@@ -20,32 +30,11 @@ CONTROL_PLANE_PORTS = (6443, 2379, 2380, 10250, 10257, 10259)
 WORKER_PORTS = (10250,)
 # Processes that hold those ports on a node that is already in a cluster (ss shows at most 15 characters).
 KUBE_PROCESSES = frozenset({"kube-apiserver", "etcd", "kubelet", "kube-controller", "kube-scheduler"})
-# Supported systems: os-release ID -> the major versions that work.
-SUPPORTED_OS: dict[str, tuple[str, ...]] = {
-    # CentOS Stream 9. CentOS 8 and Stream 8 are past their end of life; CentOS 7 too, and see below.
-    "centos": ("9",),
-    # EL8 is refused like CentOS 7 (see below).
-    "rocky": ("9",),
-    "almalinux": ("9",),
-    "ubuntu": ("22.04", "24.04"),
-    "debian": ("12",),
-}
-SUPPORTED_OS_TEXT = "CentOS Stream 9, Rocky Linux 9, AlmaLinux 9, Ubuntu 22.04/24.04, Debian 12"
-# ansible-core 2.19 runs its modules with Python >= 3.8 and manages packages through the dnf Python bindings.
-# CentOS 7 has Python 3.6 and yum 3; EL8's dnf bindings exist only for its platform Python 3.6 (ansible/ansible
-# #82068). No playbook can prepare either, so they are refused here, before anything runs.
-RHEL_FAMILY_IDS = ("centos", "rhel", "rocky", "almalinux", "ol")
-OLD_RHEL_FIX = {
-    "7": "CentOS/RHEL 7 is end-of-life and cannot be managed by ansible-core 2.19 (Python 3.6, yum 3): reinstall "
-         "the node with Rocky Linux 9, AlmaLinux 9 or CentOS Stream 9 (same RPM family)",
-    "8": "EL8 cannot be managed by ansible-core 2.19 (its dnf Python bindings exist only for Python 3.6): upgrade "
-         "the node to EL9 (Rocky Linux 9, AlmaLinux 9 or CentOS Stream 9)",
-}
 
 # --- which problems block: the one place that decides ------------------------------------------------------
 
 # A problem found by one of these stops `up` on any node.
-BLOCKING = frozenset({"ssh", "sudo", "facts", "os", "hostname", "product_uuid", "mac", "ports", "clock", "gpu"})
+BLOCKING = frozenset({"ssh", "sudo", "facts", "os", "python", "isa", "hostname", "product_uuid", "mac", "ports", "clock", "gpu"})
 # These stop `up` only on the control plane (kubeadm init refuses); on a worker they are a warning.
 BLOCKING_ON_CONTROL_PLANE = frozenset({"cpu", "memory"})
 
@@ -84,17 +73,58 @@ def worst(statuses: Iterable[Status]) -> Status:
 
 # --- judging facts (pure functions) --------------------------------------------------------------------------
 
-def check_os(facts: NodeFacts) -> Finding:
+def check_os(facts: NodeFacts, ansible_core: str) -> Finding:
+    """The node's system against the platform table (provision/inputs/platforms.py), and against this controller:
+    a system the controller's ansible-core cannot manage is refused here, before anything changes."""
+    row = platform_for(facts.os_release)
+    if isinstance(row, Refusal):
+        return Finding("os", True, f"{row.name}: {row.reason}", row.fix)
+    refusal = controller_refusal(row, ansible_core)
+    if refusal:
+        return Finding("os", True, f"{row.name}: {refusal.split(': ', 1)[0]}", refusal.rsplit(": ", 1)[1])
+    # In the node's own words (its os-release), as the preflight table shows it.
     release = facts.os_release
-    os_id = release.get("ID", "").lower()
-    version = release.get("VERSION_ID", "")
-    name = f"{release.get('NAME', os_id)} {version}".strip() or "unknown (no /etc/os-release)"
-    wanted = SUPPORTED_OS.get(os_id, ())
-    if version in wanted or version.split(".")[0] in wanted:
-        return Finding("os", False, name)
-    if os_id in RHEL_FAMILY_IDS and version.split(".")[0] in OLD_RHEL_FIX:
-        return Finding("os", True, f"{name} is not supported", OLD_RHEL_FIX[version.split(".")[0]])
-    return Finding("os", True, f"{name} is not supported", f"use one of: {SUPPORTED_OS_TEXT}")
+    return Finding("os", False, f"{release.get('NAME', row.name)} {release.get('VERSION_ID', '')}".strip())
+
+
+def check_support(facts: NodeFacts) -> Finding:
+    """A system the table supports with a warning (it runs, but say why it may not keep working)."""
+    row = platform_for(facts.os_release)
+    if isinstance(row, Platform) and row.support == "warned":
+        return Finding("support", True, f"{row.name}: {row.note.split(': ')[0]}", row.note.split(": ", 1)[-1])
+    return Finding("support", False, row.support_level)
+
+
+def check_python(facts: NodeFacts) -> tuple[Finding, NodePython | None]:
+    """The interpreter Ansible will run on the node (the platform table's), and whether it is there or will be
+    installed by prepare before anything else runs."""
+    row = platform_for(facts.os_release)
+    if not isinstance(row, Platform):
+        return Finding("python", False, "not checked (system refused)"), None
+    chosen = choose_python(row, {found.path: found for found in facts.pythons})
+    if isinstance(chosen, PythonProblem):
+        return Finding("python", True, chosen.detail, chosen.fix), None
+    if chosen.install:
+        return Finding("python", False, f"{chosen.interpreter}: prepare installs {chosen.install} first"), chosen
+    found = facts.python(chosen.interpreter)
+    version = f" ({'.'.join(map(str, found.version))})" if found else ""
+    return Finding("python", False, f"{chosen.interpreter}{version}"), chosen
+
+
+def check_isa(facts: NodeFacts) -> Finding:
+    """EL10 is built for x86-64-v3 (AlmaLinux 10 also for v2): the CPU must have that level's features."""
+    row = platform_for(facts.os_release)
+    if not isinstance(row, Platform) or row.x86_64_level < 2 or facts.arch != "x86_64":
+        return Finding("isa", False, facts.arch or "unknown")
+    if not facts.cpu_flags:
+        return Finding("isa", False, "not checked (no CPU flags in /proc/cpuinfo)")
+    missing = missing_cpu_flags(row, facts.arch, facts.cpu_flags)
+    level = f"x86-64-v{row.x86_64_level}"
+    if not missing:
+        return Finding("isa", False, level)
+    way_out = "AlmaLinux 10's x86_64_v2 build or an EL9 release" if row.x86_64_level == 3 else "an EL9 release"
+    return Finding("isa", True, f"{row.name} needs {level}; this CPU lacks {', '.join(sorted(missing))}",
+                   f"give the VM the host's CPU model (host-passthrough), or install {way_out}")
 
 
 def check_cpu(facts: NodeFacts) -> Finding:
@@ -218,17 +248,30 @@ def check_network(facts: NodeFacts, *, multi_node: bool, min_gbps: float) -> Fin
     return Finding("network", problem, detail, fix)
 
 
-def evaluate(nodes: list[Node], facts_by_node: dict[str, NodeFacts], *, multi_node: bool = False,
-             min_link_gbps: float = 10.0) -> dict[str, tuple[list[CheckResult], int]]:
-    """Judge the facts of the nodes that could be probed: per node, its checks and GPU count. `multi_node`: the
-    smoke test will train across nodes, so links under min_link_gbps are warned about."""
+@dataclass(frozen=True)
+class NodeVerdict:
+    checks: list[CheckResult]
+    gpu_count: int
+    python: NodePython | None  # the interpreter Ansible will run there (None when the node is refused)
+
+
+def evaluate(nodes: list[Node], facts_by_node: dict[str, NodeFacts], ansible_core: str, *, multi_node: bool = False,
+             min_link_gbps: float = 10.0) -> dict[str, NodeVerdict]:
+    """Judge the facts of the nodes that could be probed (for a controller running `ansible_core`): per node, its
+    checks, GPU count and interpreter. `multi_node`: the smoke test will train across nodes, so links under
+    min_link_gbps are warned about."""
     unique = check_unique(facts_by_node)
     results = {}
     for node in nodes:
         facts = facts_by_node[node.name]
         gpu_finding, gpu_count = check_gpu(facts, node)
-        findings = [check_os(facts), check_cpu(facts), check_memory(facts), *unique[node.name],
-                    check_ports(facts, node), check_clock(facts), check_swap(facts), check_selinux(facts), gpu_finding,
+        os_finding = check_os(facts, ansible_core)
+        python_finding, python = check_python(facts)
+        findings = [os_finding, check_support(facts), python_finding, check_isa(facts), check_cpu(facts),
+                    check_memory(facts), *unique[node.name], check_ports(facts, node), check_clock(facts),
+                    check_swap(facts), check_selinux(facts), gpu_finding,
                     check_network(facts, multi_node=multi_node, min_gbps=min_link_gbps)]
-        results[node.name] = ([judge(node, f) for f in findings], gpu_count)
+        checks = [judge(node, f) for f in findings]
+        usable = os_finding.name not in {c.name for c in checks if c.status == "fail"}
+        results[node.name] = NodeVerdict(checks, gpu_count, python if usable else None)
     return results

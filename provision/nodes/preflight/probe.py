@@ -8,6 +8,7 @@ import shlex
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 
+from provision.inputs.platforms import PythonFound, probed_interpreters
 from provision.nodes.nic import PROBE_SECTION as NIC_PROBE_SECTION
 from provision.nodes.nic import Links, parse_links
 
@@ -43,12 +44,32 @@ class NodeFacts:
     # Node clock minus the operator's, and how precisely that is known (half the probe's round trip).
     clock_offset_s: float = 0.0
     clock_uncertainty_s: float = 0.0
+    arch: str = ""  # uname -m
+    cpu_flags: frozenset[str] = frozenset()  # /proc/cpuinfo's, of the first CPU
+    # The interpreters of the platform table found on the node (version, whether they import dnf and selinux).
+    pythons: tuple[PythonFound, ...] = ()
     # NIC speeds and RDMA devices (nodes/nic.py).
     links: Links = field(default_factory=Links)
 
+    def python(self, path: str) -> PythonFound | None:
+        return next((found for found in self.pythons if found.path == path), None)
+
+
+# Prints "MAJOR.MINOR MODULE..." for the interpreter that runs it (Python 2.7 and 3.6 alike), the modules being
+# those of dnf and selinux it can import.
+PYTHON_PROBE = """import sys
+found = []
+for name in ("dnf", "selinux"):
+    try:
+        __import__(name)
+        found.append(name)
+    except Exception:
+        pass
+print("%d.%d %s" % (sys.version_info[0], sys.version_info[1], " ".join(found)))"""
 
 # Runs as root through sudo; POSIX sh; every section is optional so a missing tool only empties its section.
-PROBE_SCRIPT = f"nvidia_vendor={NVIDIA_VENDOR}\n" + r"""
+PROBE_SCRIPT = (f"nvidia_vendor={NVIDIA_VENDOR}\ninterpreters={shlex.quote(' '.join(probed_interpreters()))}\n"
+                f"python_probe={shlex.quote(PYTHON_PROBE)}\n") + r"""
 section() { echo "@@$1"; }
 section os-release; cat /etc/os-release 2>/dev/null
 section hostname; hostname
@@ -77,6 +98,13 @@ for d in /sys/bus/pci/devices/*; do
 done
 section lspci; command -v lspci >/dev/null 2>&1 && lspci -mm -d "$nvidia_vendor:" 2>/dev/null
 section nvidia_driver; head -n 1 /proc/driver/nvidia/version 2>/dev/null
+section arch; uname -m
+section cpu_flags; grep -m 1 '^flags' /proc/cpuinfo 2>/dev/null | cut -d: -f2
+section python
+for py in $interpreters; do
+  [ -x "$py" ] || continue
+  out=$("$py" -c "$python_probe" 2>/dev/null) && echo "$py $out"
+done
 section kube; for f in /etc/kubernetes/admin.conf /etc/kubernetes/kubelet.conf; do [ -f "$f" ] && echo "$f"; done
 """ + NIC_PROBE_SECTION + "section end\n"
 
@@ -134,6 +162,19 @@ def parse_proc_net_tcp(lines: Iterable[str]) -> tuple[Listener, ...]:
     return tuple(Listener(port) for port in sorted(ports))
 
 
+def parse_pythons(lines: Iterable[str]) -> tuple[PythonFound, ...]:
+    """`PATH MAJOR.MINOR [dnf] [selinux]` lines -> the interpreters found."""
+    found = []
+    for line in lines:
+        parts = line.split()
+        if len(parts) < 2 or "." not in parts[1]:
+            continue
+        major, _, minor = parts[1].partition(".")
+        if major.isdigit() and minor.isdigit():
+            found.append(PythonFound(parts[0], (int(major), int(minor)), frozenset(parts[2:])))
+    return tuple(found)
+
+
 def _float_or_none(text: str) -> float | None:
     try:
         return float(text)
@@ -184,4 +225,7 @@ def parse_facts(text: str) -> NodeFacts:
         kube_configs=tuple(line.strip() for line in sections.get("kube", []) if line.strip()),
         links=parse_links(sections, default_iface),
         node_time_s=next((t for t in map(_float_or_none, sections.get("time", [])) if t is not None), None),
+        arch=next((line.strip() for line in sections.get("arch", []) if line.strip()), ""),
+        cpu_flags=frozenset(" ".join(sections.get("cpu_flags", [])).split()),
+        pythons=parse_pythons(sections.get("python", [])),
     )

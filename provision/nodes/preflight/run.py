@@ -8,7 +8,10 @@ from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field, replace
 
+from ansible.release import __version__ as ANSIBLE_CORE
+
 from provision.inputs.inventory import Cluster, Node
+from provision.inputs.platforms import NodePython
 from provision.inputs.settings import Settings
 from provision.nodes.preflight.checks import CheckResult, Finding, Status, evaluate, judge, worst
 from provision.nodes.preflight.probe import PROBE_SCRIPT, NodeFacts, parse_facts
@@ -36,6 +39,8 @@ class NodeReport:
     address: str
     checks: tuple[CheckResult, ...]
     gpu_count: int = 0
+    # The interpreter Ansible runs on the node (None when it was not reached or its system is refused).
+    python: NodePython | None = None
     # The speed multi-node training crosses at (nodes/nic.py); None when unknown.
     link_gbps: float | None = None
 
@@ -74,6 +79,11 @@ class PreflightReport:
     @property
     def link_speeds(self) -> dict[str, float]:
         return {n.name: n.link_gbps for n in self.nodes if n.link_gbps is not None}
+
+    @property
+    def pythons(self) -> dict[str, NodePython]:
+        """Node -> the interpreter the playbooks run there (written into each run's inventory)."""
+        return {n.name: n.python for n in self.nodes if n.python is not None}
 
     def node(self, name: str) -> NodeReport:
         return next(n for n in self.nodes if n.name == name)
@@ -126,8 +136,10 @@ def _probe(node: Node, settings: Settings, become_password: str | None) -> _Prob
 
 def run_preflight(cluster: Cluster, settings: Settings, *, nodes: list[str] | None = None,
                   on_progress: Callable[[RunProgress], None] | None = None,
-                  become_password: str | None = None, max_parallel: int = 32) -> PreflightReport:
-    """Check the named nodes (all by default). Uniqueness is judged against every reachable node."""
+                  become_password: str | None = None, max_parallel: int = 32,
+                  ansible_core: str = ANSIBLE_CORE) -> PreflightReport:
+    """Check the named nodes (all by default), for a controller running `ansible_core` (this one's by default).
+    Uniqueness is judged against every reachable node."""
     started = time.monotonic()
     targets = [cluster.node(name) for name in nodes] if nodes is not None else list(cluster.nodes)
     target_names = {n.name for n in targets}
@@ -152,14 +164,15 @@ def run_preflight(cluster: Cluster, settings: Settings, *, nodes: list[str] | No
         probes = {p.node.name: p for p in pool.map(probe, probed_nodes)}
     facts_by_node = {name: p.facts for name, p in probes.items() if p.facts is not None}
     smoke = settings.smoke_test
-    judged = evaluate([n for n in targets if n.name in facts_by_node], facts_by_node,
+    judged = evaluate([n for n in targets if n.name in facts_by_node], facts_by_node, ansible_core,
                       multi_node=smoke.enabled and smoke.nodes > 1, min_link_gbps=smoke.min_link_gbps)
     reports = []
     for node in targets:
-        checks, gpu_count = judged.get(node.name, ([], 0))
-        all_checks = tuple(probes[node.name].checks + checks)
+        verdict = judged.get(node.name)
+        all_checks = tuple(probes[node.name].checks + (verdict.checks if verdict else []))
         facts = facts_by_node.get(node.name)
-        reports.append(NodeReport(node.name, node.role, node.address, all_checks, gpu_count,
+        reports.append(NodeReport(node.name, node.role, node.address, all_checks,
+                                  verdict.gpu_count if verdict else 0, verdict.python if verdict else None,
                                   facts.links.link_gbps if facts else None))
         if on_progress:
             with lock:
