@@ -23,7 +23,7 @@ from provision.inputs.inventory import load_inventory
 from provision.inputs.settings import load_settings
 from provision.nodes.prepare import prepare
 from tests.lab.lab import Lab
-from tests.lab.repos import OFFLINE_DIR, push_kubernetes_repo, write_config
+from tests.lab.repos import serve_kubernetes_repo, write_config
 
 DOC = Path(__file__).resolve().parent.parent / "docs" / "benchmarks.md"
 SECTION = "## prepare"
@@ -73,9 +73,9 @@ def measure(nodes: int, executor: str, compare_stock: bool = False) -> Measureme
     try:
         with tempfile.TemporaryDirectory() as scratch:
             tmp = Path(scratch)
-            push_kubernetes_repo(lab, tmp / "offline")
+            kubernetes_repo = serve_kubernetes_repo(lab, tmp / "mirror")
             config = write_config(lab, tmp / "cluster.yaml",
-                                  mirrors={"kubernetes_repo": f"file://{OFFLINE_DIR}/kubernetes"},
+                                  mirrors={"kubernetes_repo": kubernetes_repo},
                                   container_runtime={"docker_source": "docker.io"},
                                   ansible={"executor": executor})
             cluster, settings = load_inventory(lab.inventory_path), load_settings(config)
@@ -90,7 +90,7 @@ def measure(nodes: int, executor: str, compare_stock: bool = False) -> Measureme
             stock_rerun_s = None
             if compare_stock:
                 stock = load_settings(write_config(lab, tmp / "stock.yaml", ansible={"executor": "stock"},
-                                                   mirrors={"kubernetes_repo": f"file://{OFFLINE_DIR}/kubernetes"},
+                                                   mirrors={"kubernetes_repo": kubernetes_repo},
                                                    container_runtime={"docker_source": "docker.io"}))
                 started = time.monotonic()
                 prepare(cluster, stock, gpus=gpus)

@@ -23,7 +23,7 @@ from provision.inputs.settings import load_settings
 from provision.nodes.preflight.run import run_preflight
 from provision.nodes.prepare import PrepareResult, prepare
 from tests.lab.lab import Lab
-from tests.lab.repos import OFFLINE_DIR, push_kubernetes_repo, write_config
+from tests.lab.repos import serve_kubernetes_repo, write_config
 
 SYSCTLS = ("net.bridge.bridge-nf-call-iptables", "net.bridge.bridge-nf-call-ip6tables", "net.ipv4.ip_forward")
 # An unreachable source must fail fast: DNS fails at once here, and every download has a 20 s timeout.
@@ -38,9 +38,9 @@ def lab(lab_factory: Callable[..., Lab]) -> Lab:
 @pytest.fixture(scope="module")
 def lab_config(lab: Lab, tmp_path_factory: pytest.TempPathFactory) -> Path:
     tmp = tmp_path_factory.mktemp("prepare")
-    push_kubernetes_repo(lab, tmp / "offline")
+    # mirrors.* take http(s) URLs: the repository is served from the lab's hub (a local directory is offline.source).
     return write_config(lab, tmp / "cluster.yaml",
-                        mirrors={"kubernetes_repo": f"file://{OFFLINE_DIR}/kubernetes"},
+                        mirrors={"kubernetes_repo": serve_kubernetes_repo(lab, tmp / "mirror")},
                         container_runtime={"docker_source": "docker.io"})
 
 
@@ -102,12 +102,12 @@ def test_prepared_nodes_run_containerd_for_kubernetes_and_docker(lab: Lab, first
         assert cri and cri[0][-1] == "ok"
 
 
-def test_prepared_nodes_have_kubernetes_packages_held_from_the_signed_repository(lab: Lab,
+def test_prepared_nodes_have_kubernetes_packages_held_from_the_signed_repository(lab: Lab, lab_config: Path,
                                                                                  first_run: PrepareResult) -> None:
     for node in lab.nodes:
         run = node.ssh
         sources = run("cat /etc/apt/sources.list.d/cb-kubernetes.sources").stdout
-        assert f"URIs: file://{OFFLINE_DIR}/kubernetes/v1.31/deb/" in sources
+        assert f"URIs: {load_settings(lab_config).mirrors.kubernetes_repo}/v1.31/deb/" in sources
         assert "Signed-By: /etc/apt/keyrings/cb-kubernetes.asc" in sources
         assert "trusted" not in sources.lower()
         assert set(run("apt-mark showhold").stdout.split()) >= {"kubeadm", "kubelet", "kubectl"}
@@ -140,7 +140,8 @@ def test_a_registry_mirror_dropped_from_the_settings_is_no_longer_configured(
     node = lab.node("n3")
 
     def config_with(name: str, registry_mirrors: dict[str, list[str]]) -> Path:
-        return write_config(lab, tmp_path / name, mirrors={"kubernetes_repo": f"file://{OFFLINE_DIR}/kubernetes"},
+        return write_config(lab, tmp_path / name, mirrors={"kubernetes_repo": load_settings(
+                                lab_config).mirrors.kubernetes_repo},
                             container_runtime={"docker_source": "docker.io", "registry_mirrors": registry_mirrors})
 
     mirrors = {"docker.io": ["https://hub.mirror.example"], "quay.io": ["https://quay.mirror.example"]}

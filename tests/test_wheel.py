@@ -14,7 +14,7 @@ import pytest
 
 from provision import __version__
 from tests.lab.lab import Lab
-from tests.lab.repos import OFFLINE_DIR, push_kubernetes_repo, write_config
+from tests.lab.repos import serve_kubernetes_repo, write_config
 from tests.support.paths import REPO_ROOT
 
 
@@ -73,8 +73,8 @@ def test_the_installed_tool_runs_outside_the_checkout(installed: Path, tmp_path:
 def test_the_installed_tool_prepares_lab_nodes_from_another_directory(
         installed: Path, lab_factory: Callable[..., Lab], tmp_path: Path) -> None:
     lab = lab_factory(1)
-    push_kubernetes_repo(lab, tmp_path / "offline")
-    config = write_config(lab, tmp_path / "cluster.yaml", mirrors={"kubernetes_repo": f"file://{OFFLINE_DIR}/kubernetes"},
+    config = write_config(lab, tmp_path / "cluster.yaml", mirrors={"kubernetes_repo": serve_kubernetes_repo(
+        lab, tmp_path / "mirror")},
                           container_runtime={"docker_source": "docker.io"})
     work = tmp_path / "work"
     work.mkdir()
