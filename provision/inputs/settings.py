@@ -374,13 +374,6 @@ class GpuSettings(_Section):
     runtime: Literal["default", "runtimeclass"] = "default"
 
     # Each becomes part of a package name or an image tag on the nodes: nothing but the release's own shape.
-    @field_validator("driver_branch")
-    @classmethod
-    def _branch(cls, value: str) -> str:
-        if not re.match(r"^[0-9]{3,4}$", value):
-            raise ValueError(f"{shown(value)} is not an NVIDIA driver branch: write its number, e.g. '580'")
-        return value
-
     @field_validator("container_toolkit_version")
     @classmethod
     def _toolkit(cls, value: str) -> str:
@@ -400,10 +393,12 @@ class GpuSettings(_Section):
     def _plugin_image(cls, value: str) -> str:
         return _image(value, tagged=False)
 
-
     @field_validator("driver_branch")
     @classmethod
     def _known_branch(cls, value: str) -> str:
+        # The branch becomes part of package names: its shape first, then the versions table.
+        if not re.match(r"^[0-9]{3,4}$", value):
+            raise ValueError(f"{shown(value)} is not an NVIDIA driver branch: write its number, e.g. '580'")
         branch = versions.DRIVER_BRANCHES.get(value)
         if branch is None or not branch.supported:
             known = ", ".join(versions.branch_text(b) for b in versions.DRIVER_BRANCHES.values() if b.supported)
@@ -421,6 +416,7 @@ class GpuSettings(_Section):
             raise ValueError(f"{value} is older than {versions.shown_version(minimum)}, the oldest this release "
                              f"works with: use {default}")
         return value
+
 
 def _quantity(value: object, example: str) -> str:
     text = str(value).strip()
