@@ -73,10 +73,11 @@ def measure(nodes: int, executor: str, compare_stock: bool = False) -> Measureme
     try:
         with tempfile.TemporaryDirectory() as scratch:
             tmp = Path(scratch)
-            push_kubernetes_repo(lab, tmp / "offline")
-            config = write_config(lab, tmp / "cluster.yaml",
+            # Debian 12's own containerd (1.6) runs Kubernetes 1.35, not 1.36.
+            push_kubernetes_repo(lab, tmp / "offline", "1.35")
+            config = write_config(lab, tmp / "cluster.yaml", kubernetes={"version": "1.35"},
                                   mirrors={"kubernetes_repo": f"file://{OFFLINE_DIR}/kubernetes"},
-                                  container_runtime={"docker_source": "docker.io"},
+                                  container_runtime={"containerd_source": "distribution"},
                                   ansible={"executor": executor})
             cluster, settings = load_inventory(lab.inventory_path), load_settings(config)
             # Lab nodes have no GPU; preflight, which counts them, is not what is timed here.
@@ -90,8 +91,9 @@ def measure(nodes: int, executor: str, compare_stock: bool = False) -> Measureme
             stock_rerun_s = None
             if compare_stock:
                 stock = load_settings(write_config(lab, tmp / "stock.yaml", ansible={"executor": "stock"},
+                                                   kubernetes={"version": "1.35"},
                                                    mirrors={"kubernetes_repo": f"file://{OFFLINE_DIR}/kubernetes"},
-                                                   container_runtime={"docker_source": "docker.io"}))
+                                                   container_runtime={"containerd_source": "distribution"}))
                 started = time.monotonic()
                 prepare(cluster, stock, gpus=gpus)
                 stock_rerun_s = time.monotonic() - started

@@ -3,7 +3,9 @@
 A Phase is a name, an optional playbook, a Python check that runs after it (or alone, for phases that are
 pure API work), and what it needs from earlier phases. `up` is the ordered list UP_PHASES; the other
 commands reuse the same phases with a narrower scope. Every phase is safe to re-run: the playbooks are
-idempotent and the checks only read, so a failed `up`, re-run, finishes the job.
+idempotent and the checks only read, so a failed `up`, re-run, finishes the job; and since each phase's outcome
+is recorded with the fingerprint of the inputs it was reached with, `up` re-run with the same inputs resumes by
+itself at the phase that did not complete (`resume_point`).
 """
 from __future__ import annotations
 
@@ -19,7 +21,7 @@ from provision.inputs.addons import ADDON_ORDER, ADDONS, AddonName
 from provision.inputs.files import shown
 from provision.inputs.inventory import Cluster
 from provision.inputs.settings import Settings
-from provision.inputs.state import ClusterState, PhaseRecord
+from provision.inputs.state import ClusterState, PhaseRecord, inputs_fingerprint
 from provision.nodes.runner import PlaybookResult, RunProgress, run_playbook
 
 Status = Literal["ok", "failed", "skipped", "not run"]
@@ -75,6 +77,9 @@ class Phase:
     read_only: bool = False
     # The check reads the playbook's failures itself (to say more than the first failed task).
     checks_playbook: bool = False
+    # It takes nodes apart (drain, reset): once it starts, the recorded outcomes of the other phases no longer
+    # describe the nodes, and `up` must not resume after them.
+    undoes: bool = False
 
 
 @dataclass(frozen=True)
@@ -84,6 +89,8 @@ class PhaseOutcome:
     seconds: float
     detail: str = ""
     error: BootstrapError | None = field(default=None, compare=False, repr=False)
+    # The nodes it failed on, each with how ("failed", "unreachable", "not ready"), for the summary.
+    nodes: dict[str, str] = field(default_factory=dict)
 
 
 @dataclass
@@ -171,12 +178,18 @@ def _preflight(ctx: PhaseContext) -> str:
         | report.link_speeds
     pythons = {name: python for name, python in ctx.state.pythons.items() if name not in ctx.target_nodes}
     ctx.state.pythons = pythons | report.pythons
+    ctx.state.gpu_generations |= {name: report.gpu_generations.get(name, []) for name in ctx.target_nodes}
+    # What the settings accept but upstream no longer supports (containerd 1.x on 1.35, cgroup v1 allowed) is said
+    # on every run, not only by `bootstrap preflight`.
+    for problem in report.warnings:
+        ctx.say(f"warning: {problem.describe()}")
     if report.blocking:
         more = (f" (and {len(report.blocking) - 1} more; `bootstrap preflight` lists them)"
                 if len(report.blocking) > 1 else "")
         raise BootstrapError(f"preflight: {report.blocking[0].describe()}{more}")
     total = sum(gpus.get(n, 0) for n in ctx.target_nodes)
-    return f"{len(ctx.target_nodes)} nodes ready to prepare, {total} GPUs found"
+    warned = f", {len(report.warnings)} warnings" if report.warnings else ""
+    return f"{len(ctx.target_nodes)} nodes ready to prepare, {total} GPUs found{warned}"
 
 
 # --- prepare -----------------------------------------------------------------------------------------------
@@ -184,7 +197,7 @@ def _preflight(ctx: PhaseContext) -> str:
 def _prepare_vars(ctx: PhaseContext) -> dict[str, Any]:
     from provision.render.playbook_vars import prepare_vars
 
-    return prepare_vars(ctx.cluster, ctx.state.gpus or {})
+    return prepare_vars(ctx.cluster, ctx.state.gpus or {}, ctx.state.gpu_generations)
 
 
 def _prepared(ctx: PhaseContext) -> str:
@@ -288,8 +301,8 @@ def _join_limit(ctx: PhaseContext) -> list[str] | None:
 
 
 def _join_vars(ctx: PhaseContext) -> dict[str, Any]:
-    from provision.render.endpoint import api_endpoint
-    from provision.render.kubeadm_config import node_ip
+    from provision.render.endpoint import api_endpoint, node_ip
+    from provision.render.kubeadm_config import ignored_preflight_errors
     from provision.render.manifests import API_PROXY_DIR, STATIC_POD_DIR, api_proxy, kube_proxy_kubeconfig
 
     endpoint = api_endpoint(ctx.cluster, ctx.settings)
@@ -301,6 +314,7 @@ def _join_vars(ctx: PhaseContext) -> dict[str, Any]:
         "cb_api_proxy": {"dir": API_PROXY_DIR, "manifest_path": f"{STATIC_POD_DIR}/cb-api-proxy.yaml",
                          "config": proxy.config if proxy else "", "manifest": proxy.manifest if proxy else ""},
         "cb_kube_proxy_kubeconfig": kube_proxy_kubeconfig(endpoint) if proxy else "",
+        "cb_ignore_preflight_errors": ignored_preflight_errors(ctx.settings),
     }
 
 
@@ -324,9 +338,13 @@ def _gpu_skip(ctx: PhaseContext) -> str | None:
 
 
 def _gpu_vars(ctx: PhaseContext) -> dict[str, Any]:
+    from provision.inputs.versions import GPU_GENERATION_LABEL, oldest_generation
     from provision.render.manifests import device_plugin_manifest, runtimeclass_manifest
 
     return {"cb_gpu_nodes": sorted(_gpu_nodes(ctx)),
+            # The smoke test picks its image for the oldest generation among the nodes it runs on.
+            "cb_gpu_node_labels": {name: [f"{GPU_GENERATION_LABEL}={oldest_generation(ctx.state.gpu_generations[name])}"]
+                                   for name in sorted(_gpu_nodes(ctx)) if ctx.state.gpu_generations.get(name)},
             "cb_device_plugin_manifest": device_plugin_manifest(ctx.settings),
             "cb_runtimeclass_manifest": runtimeclass_manifest()}
 
@@ -500,13 +518,13 @@ PHASES: dict[str, Phase] = {p.name: p for p in (
     *_addon_phases(),
     Phase("verify", "nodes Ready, system pods, DNS, GPUs", _verify, needs=("gpus", "kubeconfig"), read_only=True),
     Phase("smoke", "CIFAR-10 training Job", _smoke, needs=("kubeconfig",), skip_reason=_smoke_skip),
-    Phase("drain", "cordon, evict and delete through the API", _drain),
+    Phase("drain", "cordon, evict and delete through the API", _drain, undoes=True),
     # Before the machines are reset: etcd forgets the control planes that leave while the others keep its majority.
     Phase("etcd", "remove the etcd members of the control planes being reset", _etcd_check,
           playbook="etcd_remove.yml", extra_vars=lambda ctx: {"cb_etcd_leaving": _etcd_members(ctx)[0]},
-          limit=lambda ctx: _etcd_members(ctx)[1][:1], skip_reason=_etcd_skip),
+          limit=lambda ctx: _etcd_members(ctx)[1][:1], skip_reason=_etcd_skip, undoes=True),
     Phase("reset", "kubeadm reset and every trace it leaves", _reset_check, playbook="reset.yml",
-          limit=_reset_limit),
+          limit=_reset_limit, undoes=True),
 )}
 
 UP_PHASES: tuple[str, ...] = ("preflight", "prepare", "control_plane", "network", "join", "gpu", *ADDON_ORDER,
@@ -566,7 +584,7 @@ def _run_one(phase: Phase, ctx: PhaseContext) -> PhaseOutcome:
                 result.raise_for_failure()
         detail = phase.check(ctx)
     except BootstrapError as exc:
-        return PhaseOutcome(phase.name, "failed", time.monotonic() - started, str(exc), exc)
+        return PhaseOutcome(phase.name, "failed", time.monotonic() - started, str(exc), exc, exc.nodes)
     except ApiException as exc:
         # The checks turn the answers they expect into named causes; any other refusal still ends the phase in
         # one line rather than a traceback.
@@ -576,11 +594,44 @@ def _run_one(phase: Phase, ctx: PhaseContext) -> PhaseOutcome:
     return PhaseOutcome(phase.name, "ok", time.monotonic() - started, detail)
 
 
+def resume_point(names: Sequence[str], state: ClusterState, fingerprint: str) -> tuple[str, list[str]] | None:
+    """Where `up` resumes by itself: the first of `names` that did not complete (ok or skipped) with these inputs,
+    and the ones before it that did; None when there is nothing to resume (none completed, or all did: a full
+    run, which changes nothing where nothing needs it)."""
+    completed: list[str] = []
+    for name in names:
+        record = state.phases.get(name)
+        if record is None or record.status not in ("ok", "skipped") or record.inputs != fingerprint:
+            return (name, completed) if completed else None
+        completed.append(name)
+    return None
+
+
+def _record(ctx: PhaseContext, outcome: PhaseOutcome, fingerprint: str) -> None:
+    ctx.state.phases[outcome.name] = PhaseRecord(outcome.status, round(outcome.seconds, 1), outcome.detail,
+                                                 fingerprint)
+
+
+def _run_recorded(phase: Phase, ctx: PhaseContext, fingerprint: str) -> PhaseOutcome:
+    """Run one phase with its record saved first as `running`: a run killed in the middle leaves it so, and the
+    next `up` resumes there, not after it."""
+    if phase.undoes:
+        for name in [n for n, p in PHASES.items() if not p.undoes]:
+            ctx.state.phases.pop(name, None)
+    ctx.state.phases[phase.name] = PhaseRecord("running", 0.0, "", fingerprint)
+    ctx.state.save(ctx.cluster)
+    outcome = _run_one(phase, ctx)
+    _record(ctx, outcome, fingerprint)
+    ctx.state.save(ctx.cluster)
+    return outcome
+
+
 def run_phases(phases: Sequence[Phase], ctx: PhaseContext) -> PipelineResult:
-    """Run phases in order, stopping at the first failure; every outcome (and its time) is recorded in the
-    cluster's state so the next run can resume."""
+    """Run phases in order, stopping at the first failure; every outcome (and its time, and the fingerprint of
+    the inputs) is recorded in the cluster's state so the next run can resume."""
     outcomes: list[PhaseOutcome] = []
     planned = [p.name for p in phases]
+    fingerprint = inputs_fingerprint(ctx.cluster, ctx.settings, ctx.nodes)
     error: BootstrapError | None = None
     try:
         for index, phase in enumerate(phases):
@@ -592,16 +643,13 @@ def run_phases(phases: Sequence[Phase], ctx: PhaseContext) -> PipelineResult:
                     raise InputError(f"phase {phase.name} needs what phase {provider.name} makes ({need}), and it has "
                                      f"not run for this cluster: run `bootstrap up --from {provider.name}`")
                 ctx.say(f"{phase.name} needs {need}: running {provider.name} first")
-                outcome = _run_one(provider, ctx)
+                outcome = _run_recorded(provider, ctx, fingerprint)
                 outcomes.append(outcome)
-                ctx.state.phases[provider.name] = PhaseRecord(outcome.status, round(outcome.seconds, 1), outcome.detail)
                 if outcome.error:
                     raise outcome.error
             ctx.say(f"{phase.name}: {phase.title}")
-            outcome = _run_one(phase, ctx)
+            outcome = _run_recorded(phase, ctx, fingerprint)
             outcomes.append(outcome)
-            ctx.state.phases[phase.name] = PhaseRecord(outcome.status, round(outcome.seconds, 1), outcome.detail)
-            ctx.state.save(ctx.cluster)
             if outcome.error:
                 error = outcome.error
                 break

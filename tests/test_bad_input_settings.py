@@ -17,10 +17,11 @@ INVENTORY = "[control_plane]\ncp1 ansible_host=10.0.0.1\n[workers]\nw1 ansible_h
 CASES = [
     # Kubernetes versions
     ("version-past-range", f"kubernetes:\n  version: '1.{NEWEST_KUBE_MINOR + 1}'\n", "kubernetes.version",
-     ["past the supported range"]),
-    ("version-far-future", "kubernetes:\n  version: '1.99.0'\n", "kubernetes.version", ["past the supported range"]),
-    ("version-too-old", f"kubernetes:\n  version: '1.{OLDEST_KUBE_MINOR - 1}'\n", "kubernetes.version", ["too old"]),
-    ("version-latest", "kubernetes:\n  version: latest\n", "kubernetes.version", ["write it as 1.31 or 1.31.4"]),
+     ["newer than any release", "kubernetes.allow_untested_versions: true"]),
+    ("version-far-future", "kubernetes:\n  version: '1.99.0'\n", "kubernetes.version", ["newer than any release"]),
+    ("version-too-old", f"kubernetes:\n  version: '1.{OLDEST_KUBE_MINOR - 1}'\n", "kubernetes.version",
+     ["past its end of life", "choose 1.35, 1.36 or 1.37"]),
+    ("version-latest", "kubernetes:\n  version: latest\n", "kubernetes.version", ["write it as 1.36 or 1.36.4"]),
     ("version-empty", "kubernetes:\n  version: ''\n", "kubernetes.version", ["not a Kubernetes version"]),
     ("version-major-2", "kubernetes:\n  version: '2.0'\n", "kubernetes.version", ["not a Kubernetes version"]),
     ("version-leading-zero", "kubernetes:\n  version: '1.031'\n", "kubernetes.version", ["not a Kubernetes version"]),
@@ -138,14 +139,15 @@ def test_a_bad_setting_is_refused_naming_the_file_and_field(tmp_path: Path, case
 
 def test_the_supported_kubernetes_minors_are_one_range_in_one_place() -> None:
     assert kube_minor_problem(OLDEST_KUBE_MINOR) is None and kube_minor_problem(NEWEST_KUBE_MINOR) is None
-    assert "too old" in (kube_minor_problem(OLDEST_KUBE_MINOR - 1) or "")
-    assert "past the supported range" in (kube_minor_problem(NEWEST_KUBE_MINOR + 1) or "")
+    assert "past its end of life" in (kube_minor_problem(OLDEST_KUBE_MINOR - 1) or "")
+    assert "newer than any release" in (kube_minor_problem(NEWEST_KUBE_MINOR + 1) or "")
+    assert kube_minor_problem(NEWEST_KUBE_MINOR + 1, allow_untested=True) is None
 
 
 def test_good_mirrors_images_and_ranges_are_accepted(tmp_path: Path) -> None:
     config = tmp_path / "cluster.yaml"
     config.write_text(
-        "kubernetes:\n  version: v1.32.4\n  pod_cidr: 172.20.0.0/14\n  service_cidr: 172.16.0.0/16\n"
+        "kubernetes:\n  version: v1.36.4\n  pod_cidr: 172.20.0.0/14\n  service_cidr: 172.16.0.0/16\n"
         "  dns_domain: k8s.example.internal\n"
         "mirrors:\n  docker_repo: https://mirror.example.com:8443/docker-ce/linux/\n"
         "  image_repository: registry.example.com:5000/google_containers/\n"
@@ -156,4 +158,4 @@ def test_good_mirrors_images_and_ranges_are_accepted(tmp_path: Path) -> None:
         "ssh:\n  known_hosts_file: ~/.ssh/known_hosts\n")
     outcome = run_main("config", "show", "-c", str(config), "-o", "json")
     assert outcome.code == 0, outcome.stderr
-    assert '"version": "1.32.4"' in outcome.stdout
+    assert '"version": "1.36.4"' in outcome.stdout

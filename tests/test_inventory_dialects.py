@@ -3,6 +3,8 @@ what bootstrap cannot do is refused, and what it reads differently is said, each
 variable and what to write instead."""
 from __future__ import annotations
 
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -266,6 +268,20 @@ def test_what_cannot_be_done_is_refused_in_one_line(tmp_path: Path, case: str, t
     assert message.startswith(str(tmp_path / "hosts.ini"))
     for words in expected:
         assert words in message
+
+
+def test_the_cli_refuses_what_it_cannot_do_in_one_line_with_exit_2_before_any_connection(tmp_path: Path) -> None:
+    """kubespray's sample with an [etcd] group of other hosts: `config validate` says why and what to write."""
+    hosts = tmp_path / "hosts.ini"
+    hosts.write_text(KUBESPRAY_SAMPLE + "[etcd]\netcd1 ansible_host=10.3.0.9\n")
+    result = subprocess.run([sys.executable, "-m", "provision", "config", "validate", "--inventory", str(hosts)],
+                            capture_output=True, text=True, timeout=120,
+                            env={"PATH": "/usr/bin:/bin", "BOOTSTRAP_STATE_DIR": str(tmp_path / "state"),
+                                 "COLUMNS": "400"})
+    assert result.returncode == 2, result.stderr
+    (line,) = result.stderr.strip().splitlines()
+    assert "[etcd] lists 'etcd1', which is not a control plane" in line and "external etcd is not supported" in line
+    assert result.stdout == ""
 
 
 def test_access_ip_equal_to_ip_is_accepted(tmp_path: Path) -> None:

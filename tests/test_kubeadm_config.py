@@ -1,9 +1,10 @@
-"""The kubeadm configuration `kubeadm init --config` reads, rendered for several Kubernetes releases and held
-against the fields each kubeadm API version defines (kubeadm.k8s.io/v1beta3 before 1.31, v1beta4 from 1.31).
+"""The kubeadm configuration `kubeadm init --config` reads, rendered for every supported Kubernetes minor and
+held against the fields kubeadm.k8s.io/v1beta4 defines: the only API kubeadm 1.36 and 1.37 read (v1beta3 is
+gone), and one 1.35 reads too.
 
 kubeadm cannot run here, so its API is encoded below as the known fields per kind and version (learnt from
-the kubeadm configuration reference): a misspelt or misplaced field, a field of the wrong version, or a
-value of the wrong shape (v1beta4's {name, value} argument lists against v1beta3's maps) fails the test.
+the kubeadm configuration reference): a misspelt or misplaced field, a v1beta3 field, or a value of the wrong
+shape (v1beta4's {name, value} argument lists against v1beta3's maps) fails the test.
 """
 from __future__ import annotations
 
@@ -13,9 +14,10 @@ from typing import Any
 import pytest
 import yaml
 
+from provision.inputs import versions
 from provision.inputs.inventory import load_inventory
 from provision.inputs.settings import parse_settings
-from provision.render.kubeadm_config import init_config_documents, kubeadm_api_version, node_ip, render_init_config
+from provision.render.kubeadm_config import init_config_documents, node_ip, render_init_config
 
 # --- the kubeadm API, as field sets -----------------------------------------------------------------------
 # A schema is one of: STR, INT, BOOL (scalars); MAP_STR / MAP_BOOL (free keys); [schema] (a list of it);
@@ -80,7 +82,7 @@ def kubeadm_schema(v1beta4: bool) -> dict[str, dict[str, Any]]:
 # Component configs that kubeadm passes through: the fields we may set (a subset of each API).
 KUBELET_V1BETA1 = {"apiVersion": STR, "kind": STR, "cgroupDriver": STR, "containerRuntimeEndpoint": STR,
                    "clusterDNS": [STR], "clusterDomain": STR, "resolvConf": STR, "failSwapOn": BOOL, "maxPods": INT,
-                   "serverTLSBootstrap": BOOL, "rotateCertificates": BOOL}
+                   "serverTLSBootstrap": BOOL, "rotateCertificates": BOOL, "failCgroupV1": BOOL}
 KUBE_PROXY_V1ALPHA1 = {"apiVersion": STR, "kind": STR, "mode": STR, "clusterCIDR": STR, "bindAddress": STR,
                        "metricsBindAddress": STR}
 COMPONENT_SCHEMAS = {("kubelet.config.k8s.io/v1beta1", "KubeletConfiguration"): KUBELET_V1BETA1,
@@ -129,16 +131,17 @@ def by_kind(documents: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:
     return {d["kind"]: d for d in documents}
 
 
-VERSIONS = ["1.27", "1.28", "1.29", "1.30", "1.30.9", "1.31", "1.31.4", "1.32", "1.33", "1.34"]
+# Every supported minor, bare and pinned to the patch the versions table saw, and an untested newer one.
+VERSIONS = [r.name for r in versions.KUBERNETES_RELEASES] + [r.latest_patch for r in versions.KUBERNETES_RELEASES]
 
 
-@pytest.mark.parametrize("version", VERSIONS)
-def test_every_rendered_field_exists_in_that_releases_kubeadm_api(tmp_path: Path, version: str) -> None:
-    documents = render(tmp_path, {"kubernetes": {"version": version}})
-    minor = int(version.split(".")[1])
-    v1beta4 = minor >= 31
-    api_version = "kubeadm.k8s.io/v1beta4" if v1beta4 else "kubeadm.k8s.io/v1beta3"
-    schema = kubeadm_schema(v1beta4)
+@pytest.mark.parametrize("allow_cgroup_v1", [False, True], ids=["cgroup-v2", "cgroup-v1-allowed"])
+@pytest.mark.parametrize("version", [*VERSIONS, "1.38"])
+def test_every_rendered_field_exists_in_kubeadm_v1beta4(tmp_path: Path, version: str, allow_cgroup_v1: bool) -> None:
+    documents = render(tmp_path, {"kubernetes": {"version": version, "allow_untested_versions": version == "1.38"},
+                                  "kubelet": {"allow_cgroup_v1": allow_cgroup_v1}})
+    api_version = "kubeadm.k8s.io/v1beta4"
+    schema = kubeadm_schema(True)
     kinds = [d["kind"] for d in documents]
     assert kinds == ["InitConfiguration", "ClusterConfiguration", "KubeletConfiguration", "KubeProxyConfiguration"]
     problems = []
@@ -166,13 +169,25 @@ def test_the_schemas_catch_fields_of_the_other_version() -> None:
         "C.networking.podCIDR: not a field of this API version"]
 
 
-@pytest.mark.parametrize("minor,expected", [(27, "kubeadm.k8s.io/v1beta3"), (30, "kubeadm.k8s.io/v1beta3"),
-                                            (31, "kubeadm.k8s.io/v1beta4"), (34, "kubeadm.k8s.io/v1beta4")])
-def test_api_version_switches_at_1_31(minor: int, expected: str) -> None:
-    assert kubeadm_api_version(minor) == expected
+def test_nothing_is_rendered_in_v1beta3(tmp_path: Path) -> None:
+    text = "".join(render_init_config(load_inventory(inventory(tmp_path)), parse_settings({"kubernetes": {"version": v}}))
+                   for v in VERSIONS)
+    assert "v1beta3" not in text and "timeoutForControlPlane" not in text
+    assert text.count("apiVersion: kubeadm.k8s.io/v1beta4") == 2 * len(VERSIONS)
 
 
-@pytest.mark.parametrize("version", ["1.30", "1.31"])
+def test_cgroup_v1_hosts_run_only_when_the_settings_allow_them(tmp_path: Path) -> None:
+    # From 1.35 the kubelet refuses cgroup v1 (KEP-5573) and kubeadm's SystemVerification check refuses the
+    # host: both must be turned off together, and only on request.
+    default = by_kind(render(tmp_path))
+    assert "failCgroupV1" not in default["KubeletConfiguration"]
+    assert "ignorePreflightErrors" not in default["InitConfiguration"]["nodeRegistration"]
+    allowed = by_kind(render(tmp_path, {"kubelet": {"allow_cgroup_v1": True}}))
+    assert allowed["KubeletConfiguration"]["failCgroupV1"] is False
+    assert allowed["InitConfiguration"]["nodeRegistration"]["ignorePreflightErrors"] == ["SystemVerification"]
+
+
+@pytest.mark.parametrize("version", ["1.35", "1.36"])
 def test_values_come_from_the_settings(tmp_path: Path, version: str) -> None:
     docs = by_kind(render(tmp_path, {"kubernetes": {"version": version, "pod_cidr": "10.32.0.0/16",
                                                     "service_cidr": "10.100.0.0/16", "dns_domain": "k8s.example",
@@ -194,8 +209,7 @@ def test_values_come_from_the_settings(tmp_path: Path, version: str) -> None:
     registration = init["nodeRegistration"]
     assert registration["name"] == "cp1"
     assert registration["criSocket"] == "unix:///run/containerd/containerd.sock"
-    node_ip_arg = registration["kubeletExtraArgs"]
-    assert node_ip_arg == ([{"name": "node-ip", "value": "10.20.0.10"}] if version == "1.31" else {"node-ip": "10.20.0.10"})
+    assert registration["kubeletExtraArgs"] == [{"name": "node-ip", "value": "10.20.0.10"}]
     # Workers exist: the control plane keeps kubeadm's default taint.
     assert "taints" not in registration
     # The token kubeadm init makes anyway is short-lived and has no fixed value.
@@ -203,8 +217,8 @@ def test_values_come_from_the_settings(tmp_path: Path, version: str) -> None:
 
 
 def test_an_exact_release_is_pinned(tmp_path: Path) -> None:
-    docs = by_kind(render(tmp_path, {"kubernetes": {"version": "1.31.4"}}))
-    assert docs["ClusterConfiguration"]["kubernetesVersion"] == "v1.31.4"
+    docs = by_kind(render(tmp_path, {"kubernetes": {"version": "1.36.4"}}))
+    assert docs["ClusterConfiguration"]["kubernetesVersion"] == "v1.36.4"
 
 
 @pytest.mark.parametrize("settings,expected", [
@@ -256,7 +270,7 @@ def test_the_ha_configuration_fits_that_releases_kubeadm_api_and_certifies_every
         tmp_path: Path, version: str, mode: str) -> None:
     settings, endpoint = HA_ENDPOINTS[mode]
     documents = render(tmp_path, {**settings, "kubernetes": {"version": version}}, hosts=HA_HOSTS)
-    schema = kubeadm_schema(int(version.split(".")[1]) >= 31)
+    schema = kubeadm_schema(True)
     problems = [p for d in documents if d["kind"] in schema for p in conform(d, schema[d["kind"]], d["kind"])]
     assert problems == []
     docs = by_kind(documents)

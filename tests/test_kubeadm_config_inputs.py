@@ -32,10 +32,8 @@ def _load(tmp_path: Path, settings: str, hosts: str = HOSTS) -> None:
      ["pod_cidr 10.244.0.0/25 is smaller than the /24 each node takes", "10.244.0.0/16"]),
     ("kubernetes:\n  pod_cidr: 10.244.0.0/24\n", HOSTS,
      ["pod_cidr 10.244.0.0/24 has room for 1 nodes", "hosts.ini has 2"]),
-    ("kubernetes:\n  version: '1.30'\n  kube_proxy_mode: nftables\n", HOSTS,
-     ["kube_proxy_mode nftables needs Kubernetes 1.31 or newer (it is 1.30)"]),
 ], ids=["seed-192.168", "node-ip-in-pod-cidr", "node-ip-not-an-address", "pod-cidr-too-small",
-        "pod-cidr-too-few-nodes", "nftables-too-old"])
+        "pod-cidr-too-few-nodes"])
 def test_refused_with_the_fix(tmp_path: Path, settings: str, hosts: str, words: list[str]) -> None:
     with pytest.raises(InputError) as raised:
         _load(tmp_path, settings, hosts)
@@ -46,4 +44,4 @@ def test_refused_with_the_fix(tmp_path: Path, settings: str, hosts: str, words: 
 
 
 def test_good_networks_pass(tmp_path: Path) -> None:
-    _load(tmp_path, "kubernetes:\n  version: '1.31'\n  kube_proxy_mode: nftables\n  pod_cidr: 10.244.0.0/23\n")
+    _load(tmp_path, "kubernetes:\n  version: '1.35'\n  kube_proxy_mode: nftables\n  pod_cidr: 10.244.0.0/23\n")

@@ -31,6 +31,7 @@ from provision.errors import BootstrapError
 from provision.inputs.inventory import load_inventory
 from provision.inputs.settings import load_settings
 from provision.inputs.state import ClusterState
+from provision.inputs.versions import DRIVER_BRANCH_DEFAULT, KUBERNETES_DEFAULT
 from provision.nodes.preflight.run import PreflightReport
 from provision.nodes.prepare import PrepareResult, prepare
 from provision.phases import PhaseContext, run_phases, select_phases
@@ -158,7 +159,7 @@ def test_rocky9_refuses_repository_metadata_whose_signature_does_not_verify(
     lab = flavour_lab("rocky9")
     node = lab.nodes[0]
     # A copy of the Kubernetes repository's signed repomd.xml, changed by one line, checked with the right key.
-    source = f"{lab.repo_url}/kubernetes/v1.31/rpm"
+    source = f"{lab.repo_url}/kubernetes/v{KUBERNETES_DEFAULT}/rpm"
     node.ssh(f"mkdir -p /tmp/tampered/repodata && cd /tmp/tampered/repodata && "
              f"curl -fsS -O {source}/repodata/repomd.xml -O {source}/repodata/repomd.xml.asc && "
              "sed -i '2i <!-- changed -->' repomd.xml")
@@ -291,14 +292,17 @@ def assert_prepared_for_real(run: Prepared, major: str) -> None:
     report = first.reports[node.name]
     assert (report.unit("containerd").active, report.unit("docker").active, report.unit("kubelet").enabled) == (
         "active", "active", "enabled")
-    assert report.containerd.cri == "ok" and report.containerd.systemd_cgroup
+    assert report.containerd.cri == "ok"
     assert {name: (package.installed, package.held) for name, package in report.packages.items()} == \
         dict.fromkeys(("kubeadm", "kubelet", "kubectl"), (True, True))
     # Repository files, every signature check on, and the lab's key imported by dnf.
     docker_repo = node.ssh("cat /etc/yum.repos.d/cb-docker.repo").stdout.replace(" = ", "=")
     assert f"baseurl={lab.repo_url}/docker/rhel/{major}/$basearch/stable" in docker_repo and "\ngpgcheck=1" in docker_repo
+    assert node.ssh("rpm -q --qf '%{VERSION}' containerd.io").stdout.startswith("2.")
+    # containerd 2: configuration version 3, read back by prepare (the node report's `containerd config dump`).
+    assert "\nversion = 3\n" in node.ssh("cat /etc/containerd/config.toml").stdout
     kubernetes_repo = node.ssh("cat /etc/yum.repos.d/cb-kubernetes.repo").stdout.replace(" = ", "=")
-    assert f"baseurl={lab.repo_url}/kubernetes/v1.31/rpm/" in kubernetes_repo
+    assert f"baseurl={lab.repo_url}/kubernetes/v{KUBERNETES_DEFAULT}/rpm/" in kubernetes_repo
     assert "\ngpgcheck=1" in kubernetes_repo and "\nrepo_gpgcheck=1" in kubernetes_repo
     assert "cluster-bootstrap lab" in node.ssh("rpm -qi gpg-pubkey").stdout
     assert node.ssh("rpm -q --qf '%{VERSION}' containerd.io").stdout.startswith("2.")
@@ -366,7 +370,8 @@ def test_a_gpu_node_on_rocky9_gets_nvidias_stack_and_the_verdict_names_the_missi
                          "nvidia-container-toolkit --qf '%{NAME}\\n'").stdout.split()
     assert installed == ["epel-release", "kernel-headers", "nvidia-driver", "nvidia-driver-cuda",
                          "nvidia-container-toolkit"]
-    assert "565-dkms [e]" in node.ssh("dnf -q module list --enabled nvidia-driver").stdout
+    # No GPU generation known (gpu=true, none found): NVIDIA's default, the open kernel modules' stream.
+    assert f"{DRIVER_BRANCH_DEFAULT}-open [e]" in node.ssh("dnf -q module list --enabled nvidia-driver").stdout
 
 
 def test_a_rhel_shaped_lab_leaves_nothing_behind(prepared_rocky9: Prepared, rpm_tree: RpmTree) -> None:
@@ -385,7 +390,7 @@ def test_the_rpm_tree_holds_every_package_the_roles_install_on_the_rhel_family(r
     runtime = yaml.safe_load((ROLES / "container_runtime/defaults/main.yml").read_text())
     nvidia = yaml.safe_load((ROLES / "nvidia/defaults/main.yml").read_text())
     kubernetes = yaml.safe_load((ROLES / "kubernetes_packages/defaults/main.yml").read_text())
-    docker_ce = re.findall(r"'([\w.-]+)'", runtime["container_runtime_packages"]["docker-ce"])
+    docker_ce = re.findall(r"'([\w.-]+)'", runtime["container_runtime_packages"]["docker"])
     for releasever in rpm_tree.releasevers:
         os_repos = rpm_tree.root / f"os/rockylinux/{releasever}"
         os_names = set().union(*(rpm_names(os_repos / f"{repo}/x86_64/os") for repo in ("BaseOS", "AppStream",
@@ -396,7 +401,8 @@ def test_the_rpm_tree_holds_every_package_the_roles_install_on_the_rhel_family(r
             assert set(docker_ce) <= rpm_names(rpm_tree.root / f"docker/{layout}/{releasever}/x86_64/stable")
         cuda = rpm_tree.root / f"nvidia-cuda/rhel{releasever}/x86_64"
         assert (cuda / "D42D0685.pub").is_file() and "nvidia-driver" in rpm_names(cuda)
-        assert "stream: \"565-dkms\"" in (cuda / "modules.yaml").read_text()
+        modules = (cuda / "modules.yaml").read_text()
+        assert f"stream: \"{DRIVER_BRANCH_DEFAULT}-open\"" in modules and f"stream: \"{DRIVER_BRANCH_DEFAULT}-dkms\"" in modules
     assert set(kubernetes["kubernetes_packages_names"]) | {"cri-tools"} <= \
         rpm_names(rpm_tree.root / f"kubernetes/v{rpm_tree.kube_minor}/rpm")
     assert set(nvidia["nvidia_toolkit_packages"]) <= rpm_names(rpm_tree.root / "nvidia-container-toolkit/rpm/x86_64")

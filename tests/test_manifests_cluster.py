@@ -1,5 +1,6 @@
 """Every manifest the cluster phases apply, rendered from the settings and validated with kubernetes-validate in
-strict mode (an unknown or misspelt field fails) for Kubernetes 1.30 to 1.34."""
+strict mode (an unknown or misspelt field fails) for every Kubernetes minor the versions table supports; every
+image they name follows the mirror profile and the offline image repository."""
 from __future__ import annotations
 
 from typing import Any
@@ -9,10 +10,12 @@ import pytest
 import yaml
 from kubernetes import client
 
+from provision.inputs import versions
 from provision.inputs.settings import Settings, parse_settings
+from provision.inputs.sources import resolve_sources
 from provision.kube.verify import Expectations, dns_probe_pod
 from provision.render.manifests import (
-    CALICO_IMAGES,
+    calico_images,
     calico_source,
     device_plugin_manifest,
     image_ref,
@@ -20,7 +23,7 @@ from provision.render.manifests import (
 )
 from provision.resources import MANIFESTS_DIR
 
-KUBERNETES_VERSIONS = ["1.30.0", "1.31.0", "1.32.0", "1.33.0", "1.34.0"]
+KUBERNETES_VERSIONS = [f"{release.name}.0" for release in versions.KUBERNETES_RELEASES]
 SETTINGS = {
     "defaults": {},
     "runtimeclass": {"gpu": {"runtime": "runtimeclass"}},
@@ -69,7 +72,7 @@ def test_strict_validation_would_catch_a_misspelt_field() -> None:
     daemonset = next(yaml.safe_load_all(device_plugin_manifest(Settings())))
     daemonset["spec"]["template"]["spec"]["nodeSelectr"] = {}
     with pytest.raises(kubernetes_validate.ValidationError):
-        kubernetes_validate.validate(daemonset, "1.31.0", strict=True)
+        kubernetes_validate.validate(daemonset, KUBERNETES_VERSIONS[0], strict=True)
 
 
 def _pod_spec(settings: Settings) -> dict[str, Any]:
@@ -78,20 +81,21 @@ def _pod_spec(settings: Settings) -> dict[str, Any]:
 
 def test_device_plugin_image_version_and_runtime_follow_the_settings() -> None:
     spec = _pod_spec(Settings())
-    assert spec["containers"][0]["image"] == "nvcr.io/nvidia/k8s-device-plugin:v0.17.0"
+    assert spec["containers"][0]["image"] == f"nvcr.io/nvidia/k8s-device-plugin:{versions.DEVICE_PLUGIN_DEFAULT}"
     assert spec["nodeSelector"] == {"nvidia.com/gpu.present": "true"}
     assert "runtimeClassName" not in spec
     assert _pod_spec(parse_settings({"gpu": {"runtime": "runtimeclass"}}))["runtimeClassName"] == "nvidia"
-    pinned = parse_settings({"gpu": {"device_plugin_version": "v0.16.2",
+    pinned = parse_settings({"gpu": {"device_plugin_version": "v0.19.3",
                                      "device_plugin_image": "harbor.example.com/nvidia/k8s-device-plugin"}})
-    assert _pod_spec(pinned)["containers"][0]["image"] == "harbor.example.com/nvidia/k8s-device-plugin:v0.16.2"
+    assert _pod_spec(pinned)["containers"][0]["image"] == "harbor.example.com/nvidia/k8s-device-plugin:v0.19.3"
     offline = parse_settings(SETTINGS["offline"])
-    assert _pod_spec(offline)["containers"][0]["image"] == "registry.local:5000/nvidia/k8s-device-plugin:v0.17.0"
+    assert _pod_spec(offline)["containers"][0]["image"] == \
+        f"registry.local:5000/nvidia/k8s-device-plugin:{versions.DEVICE_PLUGIN_DEFAULT}"
 
 
 @pytest.mark.parametrize("image,expected", [
-    ("docker.io/calico/node:v3.28.2", "registry.local:5000/calico/node:v3.28.2"),
-    ("nvcr.io/nvidia/k8s-device-plugin:v0.17.0", "registry.local:5000/nvidia/k8s-device-plugin:v0.17.0"),
+    ("quay.io/calico/node:v3.33.1", "registry.local:5000/calico/node:v3.33.1"),
+    ("nvcr.io/nvidia/k8s-device-plugin:v0.20.1", "registry.local:5000/nvidia/k8s-device-plugin:v0.20.1"),
     ("localhost:5000/x/y:1", "registry.local:5000/x/y:1"),
     ("busybox:1.36", "registry.local:5000/busybox:1.36"),
 ])
@@ -102,13 +106,14 @@ def test_offline_images_move_to_the_offline_registry(image: str, expected: str) 
 
 
 def test_calico_comes_from_the_pinned_release_with_the_pool_set_to_the_pod_cidr() -> None:
-    source = calico_source(parse_settings({"calico": {"version": "v3.27.4"}, "kubernetes": {"pod_cidr": "10.50.0.0/16"}}))
-    assert source.url == "https://raw.githubusercontent.com/projectcalico/calico/v3.27.4/manifests/calico.yaml"
+    source = calico_source(parse_settings({"calico": {"version": "v3.32.3"}, "kubernetes": {"version": "1.35",
+                                                                                           "pod_cidr": "10.50.0.0/16"}}))
+    assert source.url == "https://raw.githubusercontent.com/projectcalico/calico/v3.32.3/manifests/calico.yaml"
     kustomization = yaml.safe_load(source.kustomization["kustomization.yaml"])
-    assert kustomization["resources"] == ["calico-v3.27.4.yaml"] == [source.upstream_file]
+    assert kustomization["resources"] == ["calico-v3.32.3.yaml"] == [source.upstream_file]
     patch_files = [p["path"] for p in kustomization["patches"]]
     assert patch_files == ["calico-node-patch.yaml"] and set(patch_files) < set(source.kustomization)
-    assert "images" not in kustomization  # containerd's registry mirrors apply to docker.io as they are
+    assert "images" not in kustomization  # containerd's registry mirrors apply to quay.io as it is
     patch = yaml.safe_load(source.kustomization["calico-node-patch.yaml"])
     assert (patch["kind"], patch["metadata"]["name"], patch["metadata"]["namespace"]) == \
         ("DaemonSet", "calico-node", "kube-system")
@@ -117,11 +122,45 @@ def test_calico_comes_from_the_pinned_release_with_the_pool_set_to_the_pod_cidr(
     assert env["IP_AUTODETECTION_METHOD"] == "kubernetes-internal-ip"
 
 
+@pytest.mark.parametrize("version", [r.name for r in versions.KUBERNETES_RELEASES])
+def test_calico_follows_the_kubernetes_minor(version: str) -> None:
+    settings = parse_settings({"kubernetes": {"version": version}})
+    assert settings.calico.version == versions.kubernetes_release(settings.kubernetes.minor_number).calico
+    assert calico_source(settings).upstream_file == f"calico-{settings.calico.version}.yaml"
+
+
 def test_calico_mirror_and_offline_sources() -> None:
+    calico = versions.KUBERNETES_RELEASES[-1].calico
     assert calico_source(parse_settings({"mirrors": {"profile": "cn"}})).url == \
-        "https://mirrors.tuna.tsinghua.edu.cn/github-raw/projectcalico/calico/v3.28.2/manifests/calico.yaml"
+        f"https://mirrors.tuna.tsinghua.edu.cn/github-raw/projectcalico/calico/{calico}/manifests/calico.yaml"
     offline = calico_source(parse_settings(SETTINGS["offline"]))
-    assert offline.url == "file:///srv/offline/calico/v3.28.2/manifests/calico.yaml"
+    assert offline.url == f"file:///srv/offline/calico/{calico}/manifests/calico.yaml"
     images = yaml.safe_load(offline.kustomization["kustomization.yaml"])["images"]
-    assert images == [{"name": f"docker.io/calico/{name}", "newName": f"registry.local:5000/calico/{name}"}
-                      for name in CALICO_IMAGES]
+    assert images == [{"name": f"quay.io/calico/{name}", "newName": f"registry.local:5000/calico/{name}"}
+                      for name in ("cni", "node", "kube-controllers")]
+
+
+def _registry(image: str) -> str:
+    first, _, rest = image.partition("/")
+    return first if rest and ("." in first or ":" in first) else "docker.io"
+
+
+def _every_image(settings: Settings) -> list[str]:
+    """Every image a cluster pulls whose reference the settings decide: Calico's, the device plugin, the DNS
+    probe, the smoke test's (both CUDA levels); the control-plane and pause images come from image_repository."""
+    plugin = _pod_spec(settings)["containers"][0]["image"]
+    smoke = [image_ref(settings, s.image) for s in versions.SMOKE_IMAGES]
+    return [*calico_images(settings).values(), plugin, image_ref(settings, settings.verify.dns_probe_image), *smoke]
+
+
+def test_every_image_follows_the_mirror_profile() -> None:
+    # cn: every registry the images come from is mirrored by containerd (hosts.toml), so no reference changes.
+    cn = parse_settings({"mirrors": {"profile": "cn"}})
+    mirrored = set(resolve_sources(cn).registry_mirrors)
+    assert {_registry(image) for image in _every_image(cn)} <= mirrored
+    assert all(image.startswith("quay.io/calico/") for image in calico_images(cn).values())
+
+
+def test_every_image_moves_to_the_offline_image_repository() -> None:
+    offline = parse_settings(SETTINGS["offline"])
+    assert all(image.startswith("registry.local:5000/") for image in _every_image(offline))

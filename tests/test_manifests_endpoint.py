@@ -11,12 +11,13 @@ import kubernetes_validate
 import pytest
 import yaml
 
+from provision.inputs import versions
 from provision.inputs.inventory import Cluster, load_inventory
 from provision.inputs.settings import Settings, parse_settings
 from provision.render.endpoint import api_endpoint, endpoint_mode
 from provision.render.manifests import api_proxy, kube_proxy_kubeconfig, kube_vip_manifest
 
-KUBERNETES_VERSIONS = ["1.30.0", "1.31.0", "1.32.0", "1.33.0", "1.34.0"]
+KUBERNETES_VERSIONS = [f"{release.name}.0" for release in versions.KUBERNETES_RELEASES]
 HOSTS = ("[control_plane]\ncp1 ansible_host=203.0.113.1 node_ip=10.20.0.1\ncp2 ansible_host=10.20.0.2\n"
          "cp3 ansible_host=cp3.example.com\n[workers]\nw1 ansible_host=10.20.0.11\n")
 VIP = parse_settings({"control_plane": {"vip": "10.20.0.100"}})
@@ -59,19 +60,20 @@ def test_kube_vip_announces_the_vip_by_arp_on_the_interface_with_leader_election
     assert env["port"] == "6443" and env["vip_leasename"] == "plndr-cp-lock"
     assert "svc_enable" not in env  # Services of type LoadBalancer are not its job here
     assert pod["spec"]["hostNetwork"] is True
-    assert pod["spec"]["containers"][0]["image"] == "ghcr.io/kube-vip/kube-vip:v1.2.3"
+    assert pod["spec"]["containers"][0]["image"] == versions.KUBE_VIP_IMAGE == "ghcr.io/kube-vip/kube-vip:v1.2.4"
     assert pod["spec"]["containers"][0]["securityContext"]["capabilities"]["add"] == ["NET_ADMIN", "NET_RAW"]
     # It talks to its own control plane's API server, as the admin.
     assert pod["spec"]["hostAliases"] == [{"hostnames": ["kubernetes"], "ip": "127.0.0.1"}]
     assert pod["spec"]["volumes"][0]["hostPath"]["path"] == "/etc/kubernetes/admin.conf"
 
 
-@pytest.mark.parametrize("version,kubeconfig", [("1.28", "/etc/kubernetes/admin.conf"),
-                                                ("1.29", "/etc/kubernetes/super-admin.conf"),
-                                                ("1.31", "/etc/kubernetes/super-admin.conf")])
-def test_while_kubeadm_init_runs_kube_vip_uses_super_admin_conf_from_1_29(version: str, kubeconfig: str) -> None:
+@pytest.mark.parametrize("version", [f"1.{r.minor}" for r in versions.KUBERNETES_RELEASES])
+@pytest.mark.parametrize("during_init,kubeconfig", [(True, "/etc/kubernetes/super-admin.conf"),
+                                                    (False, "/etc/kubernetes/admin.conf")])
+def test_while_kubeadm_init_runs_kube_vip_uses_super_admin_conf(version: str, during_init: bool,
+                                                                 kubeconfig: str) -> None:
     settings = parse_settings({"control_plane": {"vip": "10.20.0.100"}, "kubernetes": {"version": version}})
-    pod = yaml.safe_load(kube_vip_manifest(settings, interface="eth0", during_init=True))
+    pod = yaml.safe_load(kube_vip_manifest(settings, interface="eth0", during_init=during_init))
     (volume,) = pod["spec"]["volumes"]
     assert volume["hostPath"]["path"] == kubeconfig
     # Mounted where kube-vip reads its kubeconfig, whichever file it is.
@@ -81,9 +83,9 @@ def test_while_kubeadm_init_runs_kube_vip_uses_super_admin_conf_from_1_29(versio
 def test_images_follow_the_settings_and_the_offline_registry(cluster: Cluster) -> None:
     offline = parse_settings({**OFFLINE, "control_plane": {"vip": "10.20.0.100"}})
     assert yaml.safe_load(kube_vip_manifest(offline, interface="eth0"))["spec"]["containers"][0]["image"] == \
-        "registry.local:5000/kube-vip/kube-vip:v1.2.3"
+        "registry.local:5000/kube-vip/kube-vip:v1.2.4"
     proxy = yaml.safe_load(api_proxy(cluster, parse_settings(OFFLINE)).manifest)
-    assert proxy["spec"]["containers"][0]["image"] == "registry.local:5000/library/haproxy:3.2.24-alpine"
+    assert proxy["spec"]["containers"][0]["image"] == "registry.local:5000/library/haproxy:3.2.19-alpine"
     pinned = parse_settings({"control_plane": {"proxy_image": "harbor.example.com/haproxy:3.2.24"}})
     assert yaml.safe_load(api_proxy(cluster, pinned).manifest)["spec"]["containers"][0]["image"] == \
         "harbor.example.com/haproxy:3.2.24"

@@ -1,5 +1,5 @@
-"""The smoke test's manifests render to objects that Kubernetes 1.30-1.37 accepts (strict schema: a misspelled
-field fails), and say what the driver and the trainer rely on.
+"""The smoke test's manifests render to objects that every Kubernetes minor the versions table supports accepts
+(strict schema: a misspelled field fails), and say what the driver and the trainer rely on.
 
 The custom workloads (TrainJob, TrainingRuntime, PyTorchJob, PodGroup) have no schema here: their CRDs come
 from the add-ons' releases, which this repository never holds. What the built-in schemas cover is validated
@@ -17,13 +17,14 @@ from typing import Any
 import kubernetes_validate
 import pytest
 
+from provision.inputs import versions
 from provision.render.smoke_manifests import RUN_LABEL, TRAINER_FILES, SmokeSpec, render, to_yaml, trainer_args
 from provision.resources import TRAINER_DIR
 
-KUBE_VERSIONS = ("1.30.0", "1.31.0", "1.32.0", "1.33.0", "1.34.0", "1.35.0", "1.36.0", "1.37.0")
+KUBE_VERSIONS = tuple(f"{release.name}.0" for release in versions.KUBERNETES_RELEASES)
 # The minors the add-ons' workloads are checked against: the supported ones.
-SUPPORTED_VERSIONS = ("1.35.0", "1.36.0", "1.37.0")
-IMAGE = "docker.io/pytorch/pytorch:2.5.1-cuda12.4-cudnn9-runtime"
+SUPPORTED_VERSIONS = KUBE_VERSIONS
+IMAGE = versions.SMOKE_IMAGE_DEFAULT
 
 SPECS = {
     "one-gpu": SmokeSpec(namespace="cb-smoke-a1", image=IMAGE, gpus=1, epochs=10),
@@ -69,7 +70,7 @@ def embedded(obj: dict[str, Any]) -> list[dict[str, Any]]:
 
 @pytest.mark.parametrize("workload", ["job", "pytorchjob", "trainjob"])
 @pytest.mark.parametrize("case", sorted(SPECS))
-def test_every_object_passes_strict_validation_for_kubernetes_1_30_to_1_37(case: str, workload: str) -> None:
+def test_every_object_passes_strict_validation_for_every_supported_kubernetes(case: str, workload: str) -> None:
     objects = render(SPECS[case], workload)  # type: ignore[arg-type]
     assert [o["kind"] for o in objects][:2] == ["Namespace", "ConfigMap"]
     for obj in objects:
@@ -81,7 +82,7 @@ def test_strict_validation_is_not_vacuous() -> None:
     job = copy.deepcopy(by_kind(render(SPECS["one-gpu"]))["Job"])
     job["spec"]["backofLimit"] = job["spec"].pop("backoffLimit")
     with pytest.raises(kubernetes_validate.ValidationError):
-        kubernetes_validate.validate(job, "1.31.0", strict=True)
+        kubernetes_validate.validate(job, KUBE_VERSIONS[0], strict=True)
 
 
 def test_the_single_gpu_job_asks_for_a_gpu_tolerates_the_taint_and_cannot_linger() -> None:

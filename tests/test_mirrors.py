@@ -3,6 +3,9 @@ from __future__ import annotations
 
 from dataclasses import fields
 
+import pytest
+
+from provision.errors import InputError
 from provision.inputs.settings import parse_settings
 from provision.inputs.sources import PROFILES, Sources, resolve_sources
 
@@ -80,3 +83,11 @@ def test_add_on_manifests_come_from_github_unless_rendered_ones_are_given() -> N
         "http://repo.lan/cb/addons"
     mirrored = parse_settings({"mirrors": {"addon_manifests": "https://files.lan/addons/"}})
     assert resolve_sources(mirrored).addon_manifests == "https://files.lan/addons"
+
+
+def test_a_package_repository_may_be_a_directory_on_the_nodes() -> None:
+    # The lab's placeholder Kubernetes repository is one (tests/lab/repos.py), as an air-gapped mirror may be.
+    local = parse_settings({"mirrors": {"kubernetes_repo": "file:///srv/cb-offline/kubernetes"}})
+    assert resolve_sources(local).kubernetes_repo == "file:///srv/cb-offline/kubernetes"
+    with pytest.raises(InputError, match="is not an absolute path on the nodes"):
+        parse_settings({"mirrors": {"kubernetes_repo": "file://srv/../etc"}})

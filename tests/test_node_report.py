@@ -28,35 +28,6 @@ def test_the_module_and_the_model_agree_on_the_schema_and_the_key() -> None:
     assert node_report.REPORT_KEY == NODE_REPORT_KEY
 
 
-def test_containerd_1_6s_dump_names_runc_with_the_systemd_cgroup_driver_and_the_pause_image() -> None:
-    dump = (DATA / "debian12-containerd-1.6-config-dump.toml").read_text()
-    assert node_report.parse_containerd_config(dump) == {
-        "default_runtime": "runc", "runtimes": ["runc"], "systemd_cgroup": True,
-        "sandbox_image": "registry.k8s.io/pause:3.10"}
-
-
-def test_containerd_2s_dump_with_nvidias_runtime_as_the_default() -> None:
-    dump = (DATA / "containerd-2-nvidia-config-dump.toml").read_text()
-    assert node_report.parse_containerd_config(dump) == {
-        "default_runtime": "nvidia", "runtimes": ["nvidia", "runc"], "systemd_cgroup": True,
-        "sandbox_image": "registry.k8s.io/pause:3.10"}
-
-
-def test_the_cgroup_driver_is_the_default_runtimes_and_single_quoted_tables_are_read() -> None:
-    dump = """version = 3
-[plugins.'io.containerd.cri.v1.runtime'.containerd]
-  default_runtime_name = 'nvidia'
-  [plugins.'io.containerd.cri.v1.runtime'.containerd.runtimes.nvidia.options]
-    SystemdCgroup = false
-  [plugins.'io.containerd.cri.v1.runtime'.containerd.runtimes.runc.options]
-    SystemdCgroup = true
-"""
-    parsed = node_report.parse_containerd_config(dump)
-    assert (parsed["default_runtime"], parsed["systemd_cgroup"]) == ("nvidia", False)
-    assert node_report.parse_containerd_config("") == {
-        "default_runtime": None, "runtimes": [], "systemd_cgroup": False, "sandbox_image": None}
-
-
 def test_the_cri_plugins_status_is_read_from_ctr() -> None:
     listing = (DATA / "debian12-ctr-plugins-ls.txt").read_text()
     assert node_report.parse_ctr_plugins(listing) == "ok"
@@ -110,15 +81,17 @@ def test_the_document_a_prepared_node_sent_validates() -> None:
     report = NodeReport.model_validate(recorded_document())
     assert report.hostname == "n1" and report.swap.active == [] and report.modules_load == ["overlay", "br_netfilter"]
     assert report.unit("kubelet").enabled == "enabled" and report.unit("containerd").active == "active"
-    assert report.containerd.cri == "ok" and report.containerd.sandbox_image == "registry.k8s.io/pause:3.10"
+    assert report.containerd.cri == "ok"
+    # The dump as containerd printed it (Python reads it: tests/test_containerd_config.py).
+    assert 'sandbox_image = "registry.k8s.io/pause:3.10.1"' in report.containerd.config_dump
     assert report.crictl.works is None  # no crictl in the lab's placeholder packages
     assert all(p.installed and p.held for p in report.packages.values())
     assert report.model_dump(by_alias=True) == recorded_document()
 
 
 def test_a_document_of_another_schema_is_refused_as_a_whole() -> None:
-    with pytest.raises(ValidationError, match="schema 2, but this version of cluster-bootstrap reads schema 1"):
-        NodeReport.model_validate(recorded_document() | {"schema": 2})
+    with pytest.raises(ValidationError, match="schema 1, but this version of cluster-bootstrap reads schema 2"):
+        NodeReport.model_validate(recorded_document() | {"schema": 1})
     with pytest.raises(ValidationError, match="extra"):
         NodeReport.model_validate(recorded_document() | {"swap_active": "0"})
     without = recorded_document()

@@ -20,6 +20,7 @@ import yaml
 from provision.inputs.inventory import Cluster, load_inventory
 from provision.inputs.settings import Settings, load_settings, parse_settings
 from provision.inputs.state import ClusterState
+from provision.inputs.versions import DEVICE_PLUGIN_DEFAULT, KUBERNETES_DEFAULT, kubernetes_release
 from provision.kube.kubeconfig import fetched_kubeconfig_path, install_admin_kubeconfig
 from provision.nodes.runner import PlaybookResult, run_playbook
 from provision.phases import PHASES, PhaseContext, run_phases
@@ -31,12 +32,20 @@ TOKEN = "".join(secrets.choice(ALPHABET) for _ in range(6)) + "." + "".join(secr
 CA_HASH = "sha256:" + secrets.token_hex(32)
 # Any bootstrap-token-shaped string at all (kubeadm's token format), not only ours.
 TOKEN_PATTERN = re.compile(r"\b[a-z0-9]{6}\.[a-z0-9]{16}\b")
+CALICO = kubernetes_release(int(KUBERNETES_DEFAULT.split(".")[1])).calico
 
 FAKE_KUBEADM = """#!/bin/sh
-# Stand-in for kubeadm: records each call, acts out what the plays rely on.
+# Stand-in for kubeadm: records each call, acts out what the plays rely on. Like kubeadm 1.36 and later, it
+# reads kubeadm.k8s.io/v1beta4 only.
 echo "$*" >> /root/kubeadm-calls
+case "$1" in config|init)
+  if grep -q '^apiVersion: kubeadm.k8s.io/' /etc/kubernetes/kubeadm-config.yaml &&
+     grep '^apiVersion: kubeadm.k8s.io/' /etc/kubernetes/kubeadm-config.yaml | grep -qv 'kubeadm.k8s.io/v1beta4$'; then
+    echo "this version of kubeadm only supports kubeadm.k8s.io/v1beta4" >&2; exit 1
+  fi ;;
+esac
 case "$1" in
-  config) echo "[config/images] Pulled registry.k8s.io/kube-apiserver:v1.31.0" ;;
+  config) echo "[config/images] Pulled registry.k8s.io/kube-apiserver:v1.36.0" ;;
   init)
     echo "kubeadm join CP_IP:6443 --token TOKEN --discovery-token-ca-cert-hash CA_HASH"
     if [ -e /root/init-fails ]; then
@@ -186,7 +195,11 @@ def test_control_plane_pulls_images_then_inits_once_and_fetches_a_private_kubeco
     assert calls(lab, "n2") == [] and calls(lab, "n3") == []
     n1 = lab.node("n1")
     assert n1.ssh("stat -c %a /etc/kubernetes/kubeadm-config.yaml /root/.kube/config").stdout.split() == ["600", "600"]
-    assert n1.ssh("cat /etc/kubernetes/kubeadm-config.yaml").stdout == render_init_config(ctx.cluster, ctx.settings)
+    written = n1.ssh("cat /etc/kubernetes/kubeadm-config.yaml").stdout
+    assert written == render_init_config(ctx.cluster, ctx.settings)
+    assert re.findall(r"^apiVersion: (kubeadm\.k8s\.io/\S+)$", written, re.M) == ["kubeadm.k8s.io/v1beta4"] * 2
+    # The lab's nodes are cgroup v1 (this host's kernel) and its settings accept that: both halves of the opt-out.
+    assert "failCgroupV1: false" in written and "- SystemVerification" in written
     assert leaked(first.run_dir) == []
 
     installed = install_admin_kubeconfig(fetched_kubeconfig_path(ctx.cluster), ctx.cluster, ctx.settings)
@@ -227,7 +240,8 @@ def test_workers_join_with_a_fresh_token_that_appears_in_no_log(lab: Lab) -> Non
     for name in ("n2", "n3"):
         node = lab.node(name)
         assert calls(lab, name) == [f"join {cp_ip}:6443 --token {TOKEN} --discovery-token-ca-cert-hash {CA_HASH} "
-                                    f"--node-name {name} --cri-socket unix:///run/containerd/containerd.sock"]
+                                    f"--node-name {name} --cri-socket unix:///run/containerd/containerd.sock "
+                                    "--ignore-preflight-errors SystemVerification"]
         assert node.ssh("cat /etc/default/kubelet").stdout == (
             f"# BEGIN cluster-bootstrap node-ip\nKUBELET_EXTRA_ARGS=--node-ip={node.ip}\n"
             "# END cluster-bootstrap node-ip\n")
@@ -268,14 +282,14 @@ def test_a_worker_added_later_joins_and_a_failed_join_rerun_finishes(lab: Lab) -
 
 def test_calico_from_an_offline_source_is_customised_and_applied_once(lab: Lab) -> None:
     n1 = lab.node("n1")
-    n1.ssh("mkdir -p /srv/offline/calico/v3.28.2/manifests && "
-           "echo 'kind: List' > /srv/offline/calico/v3.28.2/manifests/calico.yaml")
+    n1.ssh(f"mkdir -p /srv/offline/calico/{CALICO}/manifests && "
+           f"echo 'kind: List' > /srv/offline/calico/{CALICO}/manifests/calico.yaml")
     ctx = context(lab, with_settings(lab, offline={"source": "/srv/offline", "image_repository": "registry.lab:5000"},
                                      kubernetes={"pod_cidr": "10.50.0.0/16"}))
     first = play("network", ctx)
     assert first.ok, first.failures
     listing = n1.ssh("ls /etc/kubernetes/addons/calico").stdout.split()
-    assert listing == ["calico-node-patch.yaml", "calico-v3.28.2.yaml", "kustomization.yaml"]
+    assert listing == ["calico-node-patch.yaml", f"calico-{CALICO}.yaml", "kustomization.yaml"]
     assert "value: \"10.50.0.0/16\"" in n1.ssh("cat /etc/kubernetes/addons/calico/calico-node-patch.yaml").stdout
     assert "newName: registry.lab:5000/calico/node" in n1.ssh("cat /etc/kubernetes/addons/calico/kustomization.yaml").stdout
     assert calls(lab, "n1", "kubectl") == ["--kubeconfig /etc/kubernetes/admin.conf apply -k /etc/kubernetes/addons/calico"]
@@ -285,12 +299,12 @@ def test_calico_from_an_offline_source_is_customised_and_applied_once(lab: Lab) 
 
 def test_calico_download_failure_names_the_url_and_the_setting(lab: Lab) -> None:
     cluster: Cluster = load_inventory(lab.inventory_path)
-    ctx = PhaseContext(cluster=cluster, settings=with_settings(lab, calico={"version": "v3.27.9"}),
+    ctx = PhaseContext(cluster=cluster, settings=with_settings(lab, calico={"version": "v3.33.0"}),
                        state=ClusterState.load(cluster))
     result = play("network", ctx)
     assert not result.ok
     message = result.failures[-1].message
-    assert "cannot download Calico's manifest from https://raw.githubusercontent.com/projectcalico/calico/v3.27.9" in message
+    assert "cannot download Calico's manifest from https://raw.githubusercontent.com/projectcalico/calico/v3.33.0" in message
     assert "mirrors.calico_manifest" in message and "offline.source" in message
     assert result.elapsed_s < 120
 
@@ -306,7 +320,7 @@ def test_gpu_nodes_are_labelled_and_the_device_plugin_applied(lab: Lab) -> None:
                       for n in ("n2", "n3")]
     assert kubectl[-1] == "--kubeconfig /etc/kubernetes/admin.conf apply -f /etc/kubernetes/addons/nvidia"
     plugin = lab.node("n1").ssh("cat /etc/kubernetes/addons/nvidia/20-nvidia-device-plugin.yaml").stdout
-    assert 'image: "nvcr.io/nvidia/k8s-device-plugin:v0.17.0"' in plugin
+    assert f'image: "nvcr.io/nvidia/k8s-device-plugin:{DEVICE_PLUGIN_DEFAULT}"' in plugin
     assert lab.node("n1").ssh("ls /etc/kubernetes/addons/nvidia").stdout.split() == [
         "10-runtimeclass-nvidia.yaml", "20-nvidia-device-plugin.yaml"]
     again = play("gpu", ctx)

@@ -27,14 +27,19 @@ def preflight(lab: Lab, inventory: Path | None = None, settings: Settings | None
     return run_preflight(cluster, settings or load_settings(lab.config_path), become_password=become_password)
 
 
+# The lab's nodes are cgroup v1 (this host's kernel) and its settings accept that (lab.base_settings): preflight
+# warns about it on every node, which is the lab's doing, not a problem of the node.
+LAB_ACCEPTED = "cgroup_v1_allowed"
+
+
 def problems(report: PreflightReport, node: str) -> dict[str, str]:
-    return {c.name: c.status for c in report.node(node).checks if c.status != "ok"}
+    return {c.name: c.status for c in report.node(node).checks if c.status != "ok" and c.name != LAB_ACCEPTED}
 
 
 def test_preflight_passes_on_healthy_nodes(lab3: Lab) -> None:
     report = preflight(lab3)
     assert report.ok, [p.describe() for p in report.blocking]
-    assert report.warnings == []
+    assert [(p.node, p.check.name) for p in report.warnings] == [(n, LAB_ACCEPTED) for n in ("n1", "n2", "n3")]
     assert [n.name for n in report.nodes] == ["n1", "n2", "n3"]
     for node in report.nodes:
         assert node.check("os").detail == "Debian GNU/Linux 12"
@@ -49,10 +54,11 @@ def test_cli_preflight_exits_zero_and_draws_one_row_per_node_within_80_columns(l
     lines = result.output.splitlines()
     assert max(len(line) for line in lines) <= 80, lines
     rows = [line.split() for line in lines if line.startswith("n")]
-    assert rows == [["n1", "control-plane", "ok", "Debian", "GNU/Linux", "12", "0"],
-                    ["n2", "worker", "ok", "Debian", "GNU/Linux", "12", "0"],
-                    ["n3", "worker", "ok", "Debian", "GNU/Linux", "12", "0"]]
-    assert "FAIL" not in result.output
+    # warn: the lab's own acceptance of this host's cgroup v1 (LAB_ACCEPTED), listed under the table.
+    assert rows == [["n1", "control-plane", "warn", "Debian", "GNU/Linux", "12", "0"],
+                    ["n2", "worker", "warn", "Debian", "GNU/Linux", "12", "0"],
+                    ["n3", "worker", "warn", "Debian", "GNU/Linux", "12", "0"]]
+    assert "FAIL" not in result.output and LAB_ACCEPTED in result.output
 
 
 @pytest.fixture(scope="module")
@@ -116,7 +122,7 @@ def test_an_unreachable_host_fails_fast_and_is_named(lab3: Lab, tmp_path: Path) 
     assert elapsed < settings.ssh.connect_timeout_s + 5
     assert problems(report, "ghost") == {"ssh": "fail"}
     assert report.node("ghost").check("ssh").detail.startswith("unreachable")
-    assert report.node("n2").status == "ok"
+    assert problems(report, "n2") == {}
     result = CliRunner().invoke(app, ["preflight", "-i", str(inventory), "-c", str(lab3.config_path)],
                                 env={"COLUMNS": "200"})
     assert result.exit_code == 1
@@ -131,7 +137,7 @@ def test_unknown_host_key_is_refused_unless_accepted_and_a_changed_one_always(la
     check = report.node("n2").check("ssh")
     assert check.status == "fail" and "host key" in check.detail and "is unknown" in check.detail
     assert f"ssh-keyscan {n2.ip} >> {lab.known_hosts_path}" in check.fix and "--accept-new-host-keys" in check.fix
-    assert report.node("n1").status == "ok"
+    assert problems(report, "n1") == {}
 
     settings = load_settings(lab.config_path)
     accepting = settings.model_copy(update={"ssh": settings.ssh.model_copy(update={"accept_new_host_keys": True})})

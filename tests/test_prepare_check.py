@@ -13,7 +13,7 @@ from provision.inputs.settings import Settings, parse_settings
 from provision.nodes.prepare import check_node, read_reports
 from provision.nodes.reports import NodeReport
 from provision.nodes.runner import executor_envvars
-from tests.support.node_reports import recorded_document
+from tests.support.node_reports import recorded_document, recorded_settings
 
 
 def merged(document: dict[str, Any], changes: dict[str, Any]) -> dict[str, Any]:
@@ -23,13 +23,33 @@ def merged(document: dict[str, Any], changes: dict[str, Any]) -> dict[str, Any]:
     return out
 
 
+RECORDED = recorded_settings()
+# What nvidia-ctk's drop-in adds to a version-2 dump with gpu.runtime: default, as containerd merges it.
+NVIDIA = """
+[plugins."io.containerd.grpc.v1.cri".containerd.runtimes.nvidia]
+  runtime_type = "io.containerd.runc.v2"
+  [plugins."io.containerd.grpc.v1.cri".containerd.runtimes.nvidia.options]
+    BinaryName = "/usr/bin/nvidia-container-runtime"
+    SystemdCgroup = true
+"""
+
+
 def report(**changes: Any) -> NodeReport:
     """The document a prepared lab node sent (tests/data/node_report/), with some facts changed."""
     return NodeReport.model_validate(merged(recorded_document(), changes))
 
 
+def dump(*replacements: tuple[str, str], extra: str = "") -> dict[str, str]:
+    """The recorded node's `containerd config dump`, changed: for report(containerd=...)."""
+    text = recorded_document()["containerd"]["config_dump"]
+    for old, new in replacements:
+        assert old in text
+        text = text.replace(old, new)
+    return {"config_dump": text + extra}
+
+
 def test_a_ready_node_has_no_problems() -> None:
-    assert check_node("n1", report(), Settings()) == []
+    assert check_node("n1", report(), RECORDED) == []
 
 
 @pytest.mark.parametrize(("changes", "problem"), [
@@ -40,7 +60,12 @@ def test_a_ready_node_has_no_problems() -> None:
     ({"sysctls": {"net.ipv4.ip_forward": "0"}}, "sysctl net.ipv4.ip_forward is '0', not 1"),
     ({"sysctls": {"net.ipv4.ip_forward": None}}, "sysctl net.ipv4.ip_forward is '', not 1"),
     ({"units": {"containerd": {"active": "failed"}}}, "containerd is not running"),
-    ({"containerd": {"systemd_cgroup": False}}, "SystemdCgroup = true is missing"),
+    ({"containerd": dump(("SystemdCgroup = true", "SystemdCgroup = false"))},
+     "containerd runs with plugins.'io.containerd.grpc.v1.cri'.containerd.runtimes.runc.options.SystemdCgroup = False, "
+     "expected true (`containerd config dump`"),
+    ({"containerd": dump(("pause:3.10.1", "pause:3.9"))},
+     "plugins.'io.containerd.grpc.v1.cri'.sandbox_image = 'registry.k8s.io/pause:3.9', expected "
+     "'registry.k8s.io/pause:3.10.1'"),
     ({"containerd": {"cri": None}}, "CRI plugin is not running"),
     ({"crictl": {"endpoint": "unix:///run/crio/crio.sock"}}, "/etc/crictl.yaml does not point at containerd's socket"),
     ({"crictl": {"works": False}}, "`crictl version` fails"),
@@ -48,22 +73,35 @@ def test_a_ready_node_has_no_problems() -> None:
     ({"packages": {"kubeadm": {"installed": False}}}, "kubeadm is not installed"),
     ({"packages": {"kubelet": {"held": False}, "kubectl": {"held": False}}}, "kubelet, kubectl not held"),
     ({"units": {"kubelet": {"enabled": "disabled"}}}, "the kubelet is not enabled at boot"),
-    ({"gpu_node": True, "nvidia_gpus": 0, "containerd": {"runtimes": ["nvidia", "runc"]}}, "nvidia-smi lists no GPU"),
-    ({"gpu_node": True, "nvidia_gpus": 2}, "containerd has no nvidia runtime"),
+    ({"gpu_node": True, "nvidia_gpus": 0,
+      "containerd": dump(('default_runtime_name = "runc"', 'default_runtime_name = "nvidia"'), extra=NVIDIA)},
+     "nvidia-smi lists no GPU"),
+    ({"gpu_node": True, "nvidia_gpus": 2, "containerd": dump(('default_runtime_name = "runc"',
+                                                              'default_runtime_name = "nvidia"'))},
+     "containerd runs with plugins.'io.containerd.grpc.v1.cri'.containerd.runtimes.nvidia is missing"),
 ])
 def test_each_unready_fact_is_named(changes: dict[str, Any], problem: str) -> None:
-    problems = check_node("n1", report(**changes), Settings())
+    problems = check_node("n1", report(**changes), RECORDED)
     assert len(problems) == 1 and problem in problems[0], problems
 
 
 def test_docker_is_only_required_when_installed() -> None:
-    no_docker = parse_settings({"container_runtime": {"install_docker": False}})
+    no_docker = RECORDED.model_copy(update={"container_runtime": RECORDED.container_runtime.model_copy(
+        update={"install_docker": False})})
     assert check_node("n1", report(units={"docker": {"active": "inactive"}}), no_docker) == []
 
 
 def test_a_gpu_node_with_its_gpus_and_nvidias_runtime_is_ready() -> None:
-    gpu = report(gpu_node=True, nvidia_gpus=2, containerd={"runtimes": ["nvidia", "runc"], "default_runtime": "nvidia"})
-    assert check_node("n1", gpu, Settings()) == []
+    nvidia = dump(('default_runtime_name = "runc"', 'default_runtime_name = "nvidia"'), extra=NVIDIA)
+    assert check_node("n1", report(gpu_node=True, nvidia_gpus=2, containerd=nvidia), RECORDED) == []
+
+
+def test_the_sandbox_image_is_the_one_kubeadm_of_the_chosen_minor_uses() -> None:
+    # The recorded node was prepared for 1.35 (pause 3.10.1); 1.36's kubeadm uses 3.10.2.
+    problems = check_node("n1", report(), Settings())
+    assert problems == ["containerd runs with plugins.'io.containerd.grpc.v1.cri'.sandbox_image = "
+                        "'registry.k8s.io/pause:3.10.1', expected 'registry.k8s.io/pause:3.10.2' (`containerd config "
+                        "dump`; is another file under /etc/containerd overriding prepare's?)"]
 
 
 def write_events(run_dir: Path, events: list[tuple[str, str, dict[str, Any]]]) -> None:
@@ -83,9 +121,9 @@ def test_reports_are_found_in_the_runs_saved_events_by_the_modules_key_whatever_
 
 
 def test_a_report_this_version_cannot_read_names_the_host(tmp_path: Path) -> None:
-    write_events(tmp_path, [("n1", "Report", {"cb_report": recorded_document() | {"schema": 2}})])
+    write_events(tmp_path, [("n1", "Report", {"cb_report": recorded_document() | {"schema": 3}})])
     with pytest.raises(BootstrapError, match=r"^prepare: n1 sent a report of its state that this version .* \(schema: "
-                                             r".*schema 2.*\); the playbooks and the Python package"):
+                                             r".*schema 3.*\); the playbooks and the Python package"):
         read_reports(tmp_path)
 
 

@@ -28,6 +28,7 @@ from tests.lab.repos import OFFLINE_DIR, push_kubernetes_repo, write_config
 SYSCTLS = ("net.bridge.bridge-nf-call-iptables", "net.bridge.bridge-nf-call-ip6tables", "net.ipv4.ip_forward")
 # An unreachable source must fail fast: DNS fails at once here, and every download has a 20 s timeout.
 FAILURE_BOUND_S = 120
+BOOKWORM_KUBERNETES = "1.35"
 
 
 @pytest.fixture(scope="module")
@@ -37,11 +38,13 @@ def lab(lab_factory: Callable[..., Lab]) -> Lab:
 
 @pytest.fixture(scope="module")
 def lab_config(lab: Lab, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    # Debian 12's own containerd is 1.6: Kubernetes 1.35 runs on it (warned), 1.36 would be refused
+    # (tests/test_containerd2_lab.py shows both on trixie, and 1.36 on sid's containerd 2).
     tmp = tmp_path_factory.mktemp("prepare")
-    push_kubernetes_repo(lab, tmp / "offline")
-    return write_config(lab, tmp / "cluster.yaml",
+    push_kubernetes_repo(lab, tmp / "offline", BOOKWORM_KUBERNETES)
+    return write_config(lab, tmp / "cluster.yaml", kubernetes={"version": BOOKWORM_KUBERNETES},
                         mirrors={"kubernetes_repo": f"file://{OFFLINE_DIR}/kubernetes"},
-                        container_runtime={"docker_source": "docker.io"})
+                        container_runtime={"containerd_source": "distribution"})
 
 
 @pytest.fixture(scope="module")
@@ -91,7 +94,7 @@ def test_prepared_nodes_run_containerd_for_kubernetes_and_docker(lab: Lab, first
         assert run("systemctl is-active containerd docker").stdout.split() == ["active", "active"]
         dump = run("containerd config dump").stdout
         assert re.search(r"^\s*SystemdCgroup = true$", dump, re.MULTILINE)
-        assert 'sandbox_image = "registry.k8s.io/pause:3.10"' in dump
+        assert 'sandbox_image = "registry.k8s.io/pause:3.10.1"' in dump
         assert 'config_path = "/etc/containerd/certs.d"' in dump
         assert run("docker info --format '{{.CgroupDriver}}'").stdout.strip() == "systemd"
         # crictl comes with cri-tools from the Kubernetes repository (not in Debian): its configuration points
@@ -102,16 +105,16 @@ def test_prepared_nodes_run_containerd_for_kubernetes_and_docker(lab: Lab, first
         assert cri and cri[0][-1] == "ok"
 
 
-def test_prepared_nodes_have_kubernetes_packages_held_from_the_signed_repository(lab: Lab,
+def test_prepared_nodes_have_kubernetes_packages_held_from_the_signed_repository(lab: Lab, lab_config: Path,
                                                                                  first_run: PrepareResult) -> None:
     for node in lab.nodes:
         run = node.ssh
         sources = run("cat /etc/apt/sources.list.d/cb-kubernetes.sources").stdout
-        assert f"URIs: file://{OFFLINE_DIR}/kubernetes/v1.31/deb/" in sources
+        assert f"URIs: file://{OFFLINE_DIR}/kubernetes/v1.35/deb/" in sources
         assert "Signed-By: /etc/apt/keyrings/cb-kubernetes.asc" in sources
         assert "trusted" not in sources.lower()
         assert set(run("apt-mark showhold").stdout.split()) >= {"kubeadm", "kubelet", "kubectl"}
-        assert run("kubeadm").stdout.strip() == "kubeadm placeholder v1.31.0"
+        assert run("kubeadm").stdout.strip() == "kubeadm placeholder v1.35.0"
         assert run("systemctl is-enabled kubelet").stdout.strip() == "enabled"
 
 
@@ -140,8 +143,9 @@ def test_a_registry_mirror_dropped_from_the_settings_is_no_longer_configured(
     node = lab.node("n3")
 
     def config_with(name: str, registry_mirrors: dict[str, list[str]]) -> Path:
-        return write_config(lab, tmp_path / name, mirrors={"kubernetes_repo": f"file://{OFFLINE_DIR}/kubernetes"},
-                            container_runtime={"docker_source": "docker.io", "registry_mirrors": registry_mirrors})
+        return write_config(lab, tmp_path / name, kubernetes={"version": BOOKWORM_KUBERNETES},
+                            mirrors={"kubernetes_repo": f"file://{OFFLINE_DIR}/kubernetes"},
+                            container_runtime={"containerd_source": "distribution", "registry_mirrors": registry_mirrors})
 
     mirrors = {"docker.io": ["https://hub.mirror.example"], "quay.io": ["https://quay.mirror.example"]}
     with_mirrors = config_with("mirrors.yaml", mirrors)
@@ -162,14 +166,15 @@ def test_a_registry_mirror_dropped_from_the_settings_is_no_longer_configured(
 
 def test_unreachable_kubernetes_repository_fails_fast_by_name_and_leaves_no_broken_source(
         lab: Lab, tmp_path: Path, first_run: PrepareResult) -> None:
-    default_repo = write_config(lab, tmp_path / "cluster.yaml", container_runtime={"docker_source": "docker.io"})
+    default_repo = write_config(lab, tmp_path / "cluster.yaml", kubernetes={"version": BOOKWORM_KUBERNETES},
+                                container_runtime={"containerd_source": "distribution"})
     started = time.monotonic()
     result = CliRunner().invoke(app, ["prepare", "-i", str(lab.inventory_path), "-c", str(default_repo),
                                       "--limit", "n1"])
     elapsed = time.monotonic() - started
     assert result.exit_code == 1, result.output
     message = " ".join(str(result.exception or "").split()) + " ".join(result.output.split())
-    assert "Kubernetes repository https://pkgs.k8s.io/core:/stable:/v1.31/deb/ is unusable from n1" in message
+    assert "Kubernetes repository https://pkgs.k8s.io/core:/stable:/v1.35/deb/ is unusable from n1" in message
     assert "mirrors.kubernetes_repo" in message
     assert elapsed < FAILURE_BOUND_S
     # apt keeps working on the node: the unusable source was taken out again.

@@ -135,12 +135,12 @@ def test_a_machine_without_a_usable_host_key_is_named() -> None:
 
 def test_the_lab_settings_check_host_keys_run_the_smoke_test_on_cpu_and_keep_the_users_own(tmp_path: Path) -> None:
     known_hosts = tmp_path / "known_hosts"
-    base = {"kubernetes": {"version": "1.30"}, "smoke_test": {"mode": "gpu", "epochs": 3},
+    base = {"kubernetes": {"version": "1.35"}, "smoke_test": {"mode": "gpu", "epochs": 3},
             "ssh": {"accept_new_host_keys": True}}
     document = lab_settings(plan_for("lab-control-plane"), known_hosts, base)
     settings = parse_settings(document)
     assert settings.smoke_test.mode == "cpu" and settings.smoke_test.epochs == 3
-    assert settings.kubernetes.version == "1.30"
+    assert settings.kubernetes.version == "1.35"
     assert settings.ssh.known_hosts_path == known_hosts and settings.ssh.accept_new_host_keys is False
     assert base["smoke_test"]["mode"] == "gpu", "the caller's mapping is left alone"
 
@@ -315,14 +315,14 @@ def test_lab_up_passes_its_options_and_settings_on_then_runs_bootstrap_up(tmp_pa
                         lambda nodes: ran.append((nodes.inventory, nodes.config)))
     monkeypatch.setenv("BOOTSTRAP_STATE_DIR", str(tmp_path / "state"))
     mine = tmp_path / "mine.yaml"
-    mine.write_text("kubernetes:\n  version: '1.30'\n")
+    mine.write_text("kubernetes:\n  version: '1.35'\n")
     runner = CliRunner()
 
     result = runner.invoke(app, ["lab", "up", "--workers", "2", "--os", "alma9", "--memory", "3072",
                                  "--libvirt-driver", "qemu", "--config", str(mine)])
     assert result.exit_code == 0, result.output
     assert made == [(LabOptions(workers=2, memory_mb=3072, os="alma9", libvirt_driver="qemu"),
-                     {"kubernetes": {"version": "1.30"}})]
+                     {"kubernetes": {"version": "1.35"}})]
     assert ran == [(files.inventory, files.settings)]
     assert f"export KUBECONFIG={tmp_path / 'state' / 'clusters' / 'lab-control-plane@192.168.56.10' / 'admin.conf'}" in result.output
 

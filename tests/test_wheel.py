@@ -73,9 +73,10 @@ def test_the_installed_tool_runs_outside_the_checkout(installed: Path, tmp_path:
 def test_the_installed_tool_prepares_lab_nodes_from_another_directory(
         installed: Path, lab_factory: Callable[..., Lab], tmp_path: Path) -> None:
     lab = lab_factory(1)
-    push_kubernetes_repo(lab, tmp_path / "offline")
+    # Debian 12's own containerd (1.6) runs Kubernetes 1.35, not 1.36.
+    push_kubernetes_repo(lab, tmp_path / "offline", "1.35")
     config = write_config(lab, tmp_path / "cluster.yaml", mirrors={"kubernetes_repo": f"file://{OFFLINE_DIR}/kubernetes"},
-                          container_runtime={"docker_source": "docker.io"})
+                          kubernetes={"version": "1.35"}, container_runtime={"containerd_source": "distribution"})
     work = tmp_path / "work"
     work.mkdir()
     state = tmp_path / "state"

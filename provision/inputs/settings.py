@@ -14,17 +14,17 @@ from enum import StrEnum
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, ValidationInfo, field_validator, model_validator
 
 from provision.errors import InputError
+from provision.inputs import versions
 from provision.inputs.addons import ADDONS, VERSION_PATTERN, AddonName
 from provision.inputs.files import parse_yaml, read_text, refuse_vault_file, shown
 
 KUBE_VERSION_RE = re.compile(r"^v?1\.(0|[1-9]\d{0,2})(?:\.(0|[1-9]\d{0,3}))?$")
-# The Kubernetes minors this release can install: pkgs.k8s.io starts at 1.27; 1.37 is the newest minor whose API
-# the manifests are validated against. (A table of versions with their component releases will replace these.)
-OLDEST_KUBE_MINOR = 27
-NEWEST_KUBE_MINOR = 37
+# The Kubernetes minors this release installs: the versions table's (provision/inputs/versions.py).
+OLDEST_KUBE_MINOR = versions.KUBERNETES_RELEASES[0].minor
+NEWEST_KUBE_MINOR = versions.KUBERNETES_RELEASES[-1].minor
 # kubeadm refuses an IPv4 service range wider than /12; the cluster's DNS service takes the range's 10th address.
 WIDEST_SERVICE_PREFIX = 12
 NARROWEST_SERVICE_PREFIX = 28
@@ -64,14 +64,10 @@ DEFAULT_THROUGHPUT_FLOORS: dict[str, float] = {
 }
 
 
-def kube_minor_problem(minor: int) -> str | None:
-    """Why Kubernetes 1.<minor> cannot be installed by this release, or None."""
-    if minor < OLDEST_KUBE_MINOR:
-        return f"too old: pkgs.k8s.io starts at 1.{OLDEST_KUBE_MINOR}; choose 1.{OLDEST_KUBE_MINOR} or newer"
-    if minor > NEWEST_KUBE_MINOR:
-        return (f"past the supported range (1.{OLDEST_KUBE_MINOR} to 1.{NEWEST_KUBE_MINOR}): choose "
-                f"1.{NEWEST_KUBE_MINOR} or older")
-    return None
+def kube_minor_problem(minor: int, *, allow_untested: bool = False) -> str | None:
+    """Why Kubernetes 1.<minor> cannot be installed by this release (the versions table's range; a newer minor
+    only with kubernetes.allow_untested_versions), or None."""
+    return versions.kubernetes_minor_problem(minor, allow_untested=allow_untested)
 
 
 def url_problem(value: str, schemes: tuple[str, ...] = ("http", "https")) -> str | None:
@@ -84,6 +80,14 @@ def url_problem(value: str, schemes: tuple[str, ...] = ("http", "https")) -> str
     host = rest.split("/", 1)[0].rsplit("@", 1)[-1]
     if not rest or scheme.lower() not in schemes or not host or host.startswith(":"):
         return f"{shown(value)} is not a {' or '.join(f'{s}://' for s in schemes)} URL with a host"
+    return None
+
+
+def file_url_problem(value: str) -> str | None:
+    """Why a file:// URL does not name an absolute directory on the nodes, or None."""
+    path = value.removeprefix("file://")
+    if not path.startswith("/") or not URL_CHARACTERS_RE.match(path) or "/../" in f"{path}/":
+        return f"{shown(value)} is not an absolute path on the nodes: write e.g. file:///srv/offline"
     return None
 
 
@@ -146,8 +150,11 @@ class _Section(BaseModel):
 
 
 class KubernetesSettings(_Section):
-    # A minor ("1.31") installs that minor's newest patch; a full version ("1.31.4") pins it.
-    version: str = "1.31"
+    # A minor newer than the versions table knows is refused unless this says to try it anyway (declared before
+    # version, whose check reads it).
+    allow_untested_versions: bool = False
+    # A minor ("1.36") installs that minor's newest patch; a full version ("1.36.4") pins it.
+    version: str = versions.KUBERNETES_DEFAULT
     # Not the seed tutorials' 192.168.0.0/16: that collides with the usual 192.168.x node networks.
     pod_cidr: str = "10.244.0.0/16"
     service_cidr: str = "10.96.0.0/12"
@@ -158,7 +165,7 @@ class KubernetesSettings(_Section):
 
     @field_validator("version", mode="before")
     @classmethod
-    def _version_format(cls, value: object) -> str:
+    def _version_format(cls, value: object, info: ValidationInfo) -> str:
         if isinstance(value, (int, float)):
             # YAML reads 1.30 as the number 1.3: a silent wrong version, so numbers are refused.
             raise ValueError(f"{value} is a number, not a version: quote it, e.g. version: '1.31'")
@@ -166,8 +173,8 @@ class KubernetesSettings(_Section):
             raise ValueError(f"{shown(value)} is not a version: write it as '1.31' or '1.31.4'")
         match = KUBE_VERSION_RE.match(value.strip())
         if not match:
-            raise ValueError(f"{shown(value)} is not a Kubernetes version: write it as 1.31 or 1.31.4")
-        problem = kube_minor_problem(int(match.group(1)))
+            raise ValueError(f"{shown(value)} is not a Kubernetes version: write it as 1.36 or 1.36.4")
+        problem = kube_minor_problem(int(match.group(1)), allow_untested=info.data.get("allow_untested_versions") is True)
         if problem:
             raise ValueError(f"Kubernetes {value.strip()} is {problem}")
         return value.strip().lstrip("v")
@@ -234,10 +241,12 @@ class KubernetesSettings(_Section):
 
 
 class ContainerRuntimeSettings(_Section):
-    # containerd runs the pods; Docker engine is installed beside it for operators who expect `docker`.
+    # containerd runs the pods; the Docker engine is installed beside it for building images (the kubelet does
+    # not use it), from the same place as containerd: docker-ce with Docker's containerd.io, docker.io with the
+    # distribution's containerd (Debian's docker.io cannot sit beside containerd.io).
     install_docker: bool = True
-    # auto: docker-ce from Docker's repository, except Debian where Debian's docker.io is used.
-    docker_source: Literal["auto", "docker-ce", "docker.io"] = "auto"
+    # auto: Docker's containerd.io where the distribution's containerd is older than 2.0, else the distribution's.
+    containerd_source: Literal["auto", "docker", "distribution"] = "auto"
     # Registry host -> mirror endpoints, written into containerd's hosts.toml files.
     registry_mirrors: dict[str, list[str]] = Field(default_factory=dict)
 
@@ -294,6 +303,12 @@ class MirrorSettings(_Section):
                      "calico_manifest", "pip_index")
     @classmethod
     def _urls(cls, value: str | None) -> str | None:
+        # A package repository may also be a directory on the nodes (file://), as offline.source may.
+        if value is not None and value.startswith("file://"):
+            problem = file_url_problem(value)
+            if problem:
+                raise ValueError(problem)
+            return value
         return _url(value)
 
     @field_validator("image_repository")
@@ -318,9 +333,9 @@ class OfflineSettings(_Section):
         if not re.match(r"^(https?|file)://", value):
             raise ValueError(f"{shown(value)} is neither an absolute path nor an http(s):// or file:// URL")
         if value.startswith("file://"):
-            path = value.removeprefix("file://")
-            if not path.startswith("/") or not URL_CHARACTERS_RE.match(path) or "/../" in f"{path}/":
-                raise ValueError(f"{shown(value)} is not an absolute path on the nodes: write e.g. /srv/offline")
+            problem = file_url_problem(value)
+            if problem:
+                raise ValueError(problem)
             return value.rstrip("/")
         return (_url(value) or "").rstrip("/")
 
@@ -331,13 +346,14 @@ class OfflineSettings(_Section):
 
 
 class CalicoSettings(_Section):
-    version: str = "v3.28.2"
+    # Left out: the release the versions table pairs with kubernetes.version (filled in by Settings).
+    version: str = versions.kubernetes_release(int(versions.KUBERNETES_DEFAULT.split(".")[1])).calico
 
     @field_validator("version", mode="before")
     @classmethod
     def _version_format(cls, value: object) -> str:
         if not isinstance(value, str) or not re.match(r"^v\d{1,3}\.\d{1,3}\.\d{1,3}$", value):
-            raise ValueError(f"{shown(value)} is not a Calico release tag: write it as v3.28.2")
+            raise ValueError(f"{shown(value)} is not a Calico release tag: write it as v3.33.1")
         return value
 
 
@@ -348,9 +364,9 @@ GPU_RESOURCE = "nvidia.com/gpu"
 
 class GpuSettings(_Section):
     # Driver branch from NVIDIA's CUDA repository (the nvidia-driver-<branch> / module stream).
-    driver_branch: str = "565"
-    container_toolkit_version: str = "1.17.3"
-    device_plugin_version: str = "v0.17.0"
+    driver_branch: str = versions.DRIVER_BRANCH_DEFAULT
+    container_toolkit_version: str = versions.CONTAINER_TOOLKIT_DEFAULT
+    device_plugin_version: str = versions.DEVICE_PLUGIN_DEFAULT
     # The device plugin image without its tag (the tag is device_plugin_version); offline.image_repository
     # replaces its registry host when set.
     device_plugin_image: str = "nvcr.io/nvidia/k8s-device-plugin"
@@ -358,31 +374,48 @@ class GpuSettings(_Section):
     runtime: Literal["default", "runtimeclass"] = "default"
 
     # Each becomes part of a package name or an image tag on the nodes: nothing but the release's own shape.
-    @field_validator("driver_branch")
-    @classmethod
-    def _branch(cls, value: str) -> str:
-        if not re.match(r"^[0-9]{3,4}$", value):
-            raise ValueError(f"{shown(value)} is not an NVIDIA driver branch: write its number, e.g. '565'")
-        return value
-
     @field_validator("container_toolkit_version")
     @classmethod
     def _toolkit(cls, value: str) -> str:
         if not re.match(r"^[0-9]{1,3}\.[0-9]{1,3}\.[0-9]{1,3}$", value):
-            raise ValueError(f"{shown(value)} is not a container toolkit release: write it as 1.17.3")
+            raise ValueError(f"{shown(value)} is not a container toolkit release: write it as 1.19.1")
         return value
 
     @field_validator("device_plugin_version")
     @classmethod
     def _plugin(cls, value: str) -> str:
         if not re.match(r"^v[0-9]{1,3}\.[0-9]{1,3}\.[0-9]{1,3}$", value):
-            raise ValueError(f"{shown(value)} is not a device plugin release tag: write it as v0.17.0")
+            raise ValueError(f"{shown(value)} is not a device plugin release tag: write it as v0.20.1")
         return value
 
     @field_validator("device_plugin_image")
     @classmethod
     def _plugin_image(cls, value: str) -> str:
         return _image(value, tagged=False)
+
+    @field_validator("driver_branch")
+    @classmethod
+    def _known_branch(cls, value: str) -> str:
+        # The branch becomes part of package names: its shape first, then the versions table.
+        if not re.match(r"^[0-9]{3,4}$", value):
+            raise ValueError(f"{shown(value)} is not an NVIDIA driver branch: write its number, e.g. '580'")
+        branch = versions.DRIVER_BRANCHES.get(value)
+        if branch is None or not branch.supported:
+            known = ", ".join(versions.branch_text(b) for b in versions.DRIVER_BRANCHES.values() if b.supported)
+            why = f"past its end of life ({branch.end_of_life})" if branch else "not in the versions table"
+            raise ValueError(f"driver branch {value!r} is {why}: use one of {known}")
+        return value
+
+    @field_validator("container_toolkit_version", "device_plugin_version")
+    @classmethod
+    def _not_older_than_tested(cls, value: str, info: ValidationInfo) -> str:
+        minimum = {"container_toolkit_version": versions.CONTAINER_TOOLKIT_MINIMUM,
+                   "device_plugin_version": versions.DEVICE_PLUGIN_MINIMUM}[str(info.field_name)]
+        if versions.parse_version(value) < minimum:
+            default = GpuSettings.model_fields[str(info.field_name)].default
+            raise ValueError(f"{value} is older than {versions.shown_version(minimum)}, the oldest this release "
+                             f"works with: use {default}")
+        return value
 
 
 def _quantity(value: object, example: str) -> str:
@@ -396,7 +429,9 @@ class SmokeTestSettings(_Section):
     enabled: bool = True
     # auto: GPU when any node has one, CPU otherwise.
     mode: Literal["auto", "gpu", "cpu"] = "auto"
-    image: str = "docker.io/pytorch/pytorch:2.5.1-cuda12.4-cudnn9-runtime"
+    # Left out: this CUDA 13 image, or on clusters with GPUs older than Turing the CUDA 12.6 one
+    # (versions.SMOKE_IMAGES); a value set here is used on every cluster.
+    image: str = versions.SMOKE_IMAGE_DEFAULT
     gpus: int = Field(default=1, ge=1)
     nodes: int = Field(default=1, ge=1)
     epochs: int = Field(default=10, ge=1)
@@ -618,6 +653,27 @@ def known_hosts_problem(value: str) -> str | None:
     return None
 
 
+class KubeletSettings(_Section):
+    # From Kubernetes 1.35 the kubelet refuses cgroup v1 hosts (KEP-5573). true sets failCgroupV1: false and
+    # skips kubeadm's SystemVerification check, so such hosts still run: unsupported, warned about on every run.
+    allow_cgroup_v1: bool = False
+    # The other way out: prepare boots cgroup v1 nodes with systemd.unified_cgroup_hierarchy=1 (a reboot).
+    switch_to_cgroup_v2: bool = False
+
+
+class PackagesSettings(_Section):
+    # How long a package transaction waits for a dpkg/apt or rpm/dnf lock another process holds (unattended-upgrades
+    # or cloud-init on a freshly booted machine) before it fails, naming the lock and its holder.
+    lock_timeout_s: int = Field(default=300, ge=1, le=86400)
+
+
+class DownloadsSettings(_Section):
+    # Tries per download (repository keys and package lists, packages, Calico's manifest) when it fails transiently
+    # (a mirror's 5xx, a reset connection, a slow read), with a doubling pause between them; permanent failures
+    # (404, a bad signature) fail at once.
+    attempts: int = Field(default=4, ge=1, le=10)
+
+
 # An interface name as Linux allows it (at most 15 bytes, no '/', no whitespace), as `ip` prints it.
 INTERFACE_RE = re.compile(r"^[A-Za-z0-9_.:@-]{1,15}$")
 
@@ -633,8 +689,8 @@ class ControlPlaneSettings(_Section):
     vip: str | None = None
     # The interface kube-vip announces the VIP on; left out, each control plane's route to the VIP decides.
     interface: str | None = None
-    kube_vip_image: str = "ghcr.io/kube-vip/kube-vip:v1.2.3"
-    proxy_image: str = "docker.io/library/haproxy:3.2.24-alpine"
+    kube_vip_image: str = versions.KUBE_VIP_IMAGE
+    proxy_image: str = versions.API_PROXY_IMAGE
 
     @field_validator("vip")
     @classmethod
@@ -685,6 +741,7 @@ class FirewallSettings(_Section):
 
 class Settings(_Section):
     kubernetes: KubernetesSettings = Field(default_factory=KubernetesSettings)
+    kubelet: KubeletSettings = Field(default_factory=KubeletSettings)
     container_runtime: ContainerRuntimeSettings = Field(default_factory=ContainerRuntimeSettings)
     mirrors: MirrorSettings = Field(default_factory=MirrorSettings)
     offline: OfflineSettings = Field(default_factory=OfflineSettings)
@@ -696,7 +753,37 @@ class Settings(_Section):
     ssh: SshSettings = Field(default_factory=SshSettings)
     firewall: FirewallSettings = Field(default_factory=FirewallSettings)
     control_plane: ControlPlaneSettings = Field(default_factory=ControlPlaneSettings)
+    packages: PackagesSettings = Field(default_factory=PackagesSettings)
+    downloads: DownloadsSettings = Field(default_factory=DownloadsSettings)
     ansible: AnsibleSettings = Field(default_factory=AnsibleSettings)
+
+    @model_validator(mode="before")
+    @classmethod
+    def _calico_follows_kubernetes(cls, data: Any) -> Any:
+        """calico.version left out: the Calico release the versions table pairs with kubernetes.version."""
+        if not isinstance(data, dict):
+            return data
+        calico, kube = data.get("calico", {}), data.get("kubernetes", {})
+        if not isinstance(calico, dict) or "version" in calico or not isinstance(kube, dict):
+            return data
+        match = KUBE_VERSION_RE.match(str(kube.get("version", versions.KUBERNETES_DEFAULT)).strip())
+        # A version that does not parse, or is refused, is reported by its own validator.
+        if not match or versions.kubernetes_minor_problem(int(match.group(1)), allow_untested=True):
+            return data
+        return {**data, "calico": {**calico, "version": versions.kubernetes_release(int(match.group(1))).calico}}
+
+    @model_validator(mode="after")
+    def _versions_agree(self) -> Settings:
+        problem = versions.calico_problem(self.calico.version, self.kubernetes.minor_number)
+        if problem:
+            raise ValueError(f"calico.version: {problem}")
+        cuda = versions.image_cuda_major(self.smoke_test.image)
+        problem = versions.cuda_problem(cuda, self.gpu.driver_branch) if cuda else None
+        if problem:
+            raise ValueError(f"smoke_test.image {self.smoke_test.image}: {problem}; set gpu.driver_branch: "
+                             f"'{versions.DRIVER_BRANCH_DEFAULT}', or smoke_test.image to a CUDA "
+                             f"{versions.DRIVER_BRANCHES[self.gpu.driver_branch].cuda_major} image")
+        return self
 
 
 def _model_at(loc: tuple[Any, ...]) -> type[BaseModel] | None:
@@ -723,7 +810,8 @@ def _describe(error: Mapping[str, Any], source: str) -> str:
             f"known keys here: {', '.join(known)}"
         return f"{source}: unknown key '{dotted}': {hint}"
     message = error["msg"].removeprefix("Value error, ")
-    return f"{source}: {dotted or 'settings'}: {message}"
+    # A check across sections names its fields itself.
+    return f"{source}: {dotted}: {message}" if dotted else f"{source}: {message}"
 
 
 def parse_settings(data: Any, source: str = "cluster.yaml") -> Settings:

@@ -6,6 +6,7 @@ from dataclasses import replace
 from pathlib import Path
 
 from provision.errors import InputError
+from provision.inputs import versions
 from provision.inputs.dialects import IGNORED_VARIABLES, SETTING_VARIABLES
 from provision.inputs.files import shown
 from provision.inputs.inventory import Cluster, load_inventory, node_ip_addresses
@@ -108,9 +109,6 @@ def check_cluster_settings(cluster: Cluster, settings: Settings, source: str) ->
         raise InputError(f"{source}: kubernetes.pod_cidr {pod} has room for {room} nodes (a /{NODE_POD_PREFIX} each) "
                          f"but {inventory} has {len(cluster.nodes)}: use a /{needed} or wider, e.g. "
                          f"{ipaddress.ip_network(f'10.128.0.0/{needed}', strict=False)}")
-    if kube.kube_proxy_mode == "nftables" and kube.minor_number < 31:
-        raise InputError(f"{source}: kubernetes.kube_proxy_mode nftables needs Kubernetes 1.31 or newer (it is "
-                         f"{kube.version}): use iptables, or kubernetes.version 1.31+")
     _check_endpoint(cluster, settings, source)
     for name, address in _node_addresses(cluster):
         if address in pod:
@@ -120,6 +118,24 @@ def check_cluster_settings(cluster: Cluster, settings: Settings, source: str) ->
         if address in service:
             raise InputError(f"{source}: kubernetes.service_cidr {service} contains node '{name}' ({address}) of "
                              f"{inventory}: pick a service_cidr outside your node network, e.g. 10.96.0.0/12")
+
+
+def settings_warnings(settings: Settings) -> list[str]:
+    """What the settings allow that upstream no longer supports, one line each; shown on every run."""
+    warnings = []
+    kube = settings.kubernetes
+    if settings.kubelet.allow_cgroup_v1 and kube.minor_number >= versions.CGROUP_V1_REFUSED_FROM:
+        warnings.append(f"kubelet.allow_cgroup_v1 is true: Kubernetes {kube.minor} no longer supports cgroup v1 "
+                        "hosts; they run with failCgroupV1: false and kubeadm's SystemVerification check skipped. "
+                        "Move the nodes to cgroup v2 (docs/os-support.md) and set it back to false")
+    if kube.kube_proxy_mode == "ipvs" and kube.minor_number >= versions.IPVS_DEPRECATED_FROM:
+        warnings.append(f"kubernetes.kube_proxy_mode ipvs is deprecated since Kubernetes 1.{versions.IPVS_DEPRECATED_FROM}"
+                        " (KEP-5495): use nftables (Linux 5.13 or newer) or iptables")
+    if kube.allow_untested_versions and kube.minor_number > versions.KUBERNETES_RELEASES[-1].minor:
+        warnings.append(f"Kubernetes {kube.minor} is newer than the versions table "
+                        f"(checked {versions.CHECKED_ON.isoformat()}); it runs with the choices made for "
+                        f"{versions.KUBERNETES_RELEASES[-1].name}")
+    return warnings
 
 
 def load_cluster(inventory: Path, config: Path | None) -> tuple[Cluster, Settings]:

@@ -26,6 +26,7 @@ import urllib3
 from kubernetes import client
 from kubernetes.client.exceptions import ApiException
 
+from provision.inputs import versions
 from provision.inputs.settings import GPU_RESOURCE, Settings
 from provision.inputs.sources import resolve_sources
 from provision.kube.client import load_api_client
@@ -375,6 +376,22 @@ def _describe(exc: Exception) -> str:
     return f"{type(exc).__name__}: {exc}"
 
 
+def smoke_image(settings: Settings, generations: list[str]) -> str:
+    """smoke_test.image when cluster.yaml sets it; else the image the versions table gives the oldest of the
+    GPU generations the cluster's nodes are labelled with (CUDA 13 from Turing on, CUDA 12.6 before)."""
+    smoke = settings.smoke_test
+    if "image" in smoke.model_fields_set:
+        return smoke.image
+    return versions.smoke_image_for(generations) or smoke.image
+
+
+def cluster_gpu_generations(api: client.ApiClient, timeout_s: float = 10.0) -> list[str]:
+    """The GPU generations the gpu phase labelled the nodes with (none on a cluster it never labelled)."""
+    nodes = client.CoreV1Api(api).list_node(_request_timeout=timeout_s).items
+    found = {(n.metadata.labels or {}).get(versions.GPU_GENERATION_LABEL) for n in nodes if n.metadata}
+    return sorted(name for name in found if name in {g.name for g in versions.GPU_GENERATIONS})
+
+
 @dataclass(frozen=True)
 class Choices:
     """What this run uses, once `auto` has been decided against the cluster."""
@@ -386,9 +403,11 @@ class Choices:
 
 def build_spec(settings: Settings, mode: Mode, *, namespace: str, gpus: int | None = None, nodes: int | None = None,
                image: str | None = None, epochs: int | None = None, timeout_s: int | None = None,
-               choices: Choices = Choices(), keep_results: bool = False) -> SmokeSpec:
-    """What to run: the arguments given, else `settings.smoke_test`. On CPU the trainer's own CPU defaults
-    (fewer epochs, a smaller synthetic set) apply unless epochs are given here or set in cluster.yaml."""
+               choices: Choices = Choices(), keep_results: bool = False,
+               generations: list[str] | None = None) -> SmokeSpec:
+    """What to run: the arguments given, else `settings.smoke_test` (the image for the GPU generations given,
+    see smoke_image). On CPU the trainer's own CPU defaults (fewer epochs, a smaller synthetic set) apply unless
+    epochs are given here or set in cluster.yaml."""
     smoke = settings.smoke_test
     if epochs is None and (mode == "gpu" or "epochs" in smoke.model_fields_set):
         epochs = smoke.epochs
@@ -397,7 +416,7 @@ def build_spec(settings: Settings, mode: Mode, *, namespace: str, gpus: int | No
     if namespace == CACHE_NAMESPACE:
         # Runs share the cache's namespace: each names its objects after itself.
         name = f"cifar10-smoke-{secrets.token_hex(3)}"
-    return SmokeSpec(namespace=namespace, name=name, image=image or smoke.image,
+    return SmokeSpec(namespace=namespace, name=name, image=image or smoke_image(settings, generations or []),
                      gpus=0 if mode == "cpu" else (gpus or smoke.gpus), nodes=nodes or smoke.nodes, epochs=epochs,
                      dataset=smoke.dataset, timeout_s=timeout_s or smoke.timeout_s,
                      runtime_class=GPU_RUNTIME_CLASS if settings.gpu.runtime == "runtimeclass" else None,
@@ -474,6 +493,7 @@ def run_smoke_test(
     try:
         mode = choose_mode(api, settings.smoke_test.mode, cpu, timings.request_timeout_s,
                            settings.smoke_test.gpu_resource)
+        generations = cluster_gpu_generations(api, timings.request_timeout_s) if mode == "gpu" else []
         choices = decide(api, settings, nodes=chosen_nodes, save=save_dir is not None, workload=workload,
                          scheduler=scheduler, timeout_s=timings.request_timeout_s)
     except (ApiException, urllib3.exceptions.HTTPError) as exc:
@@ -484,7 +504,7 @@ def run_smoke_test(
     if choices.cache == "pvc":
         run_namespace = CACHE_NAMESPACE
     spec = build_spec(settings, mode, namespace=run_namespace, gpus=gpus, nodes=nodes, image=image, epochs=epochs,
-                      timeout_s=timeout_s, choices=choices, keep_results=save_dir is not None)
+                      timeout_s=timeout_s, choices=choices, keep_results=save_dir is not None, generations=generations)
     run = _Run(api, spec, mode, smoke_policy(settings, spec, timings, link_gbps), timings, on_progress=on_progress,
                sleep=sleep)
     saved: list[str] = []

@@ -18,14 +18,13 @@ from provision.errors import BootstrapError
 from provision.inputs.inventory import Cluster
 from provision.inputs.platforms import NodePython
 from provision.inputs.settings import Settings
+from provision.nodes.containerd_config import config_problems
 from provision.nodes.reports import NODE_REPORT_KEY, NodeReport
-from provision.nodes.runner import PlaybookResult, RunProgress, run_playbook
+from provision.nodes.runner import PlaybookResult, RunProgress, failure_line, failure_mark, nodes_error, run_playbook
 from provision.render.kubeadm_config import CRI_SOCKET
-from provision.render.playbook_vars import prepare_vars
+from provision.render.playbook_vars import prepare_vars, sandbox_image
 
 PLAYBOOK = "prepare.yml"
-# The task that turns an unreachable repository into one named message (os_prep/tasks/repository-*.yml).
-NAMED_SOURCE_FAILURE = "Name the unreachable source"
 SYSCTLS = ("net.bridge.bridge-nf-call-iptables", "net.bridge.bridge-nf-call-ip6tables", "net.ipv4.ip_forward")
 KUBE_PACKAGES = ("kubeadm", "kubelet", "kubectl")
 
@@ -59,8 +58,11 @@ def check_node(host: str, report: NodeReport, settings: Settings) -> list[str]:
     if report.unit("containerd").active != "active":
         problems.append("containerd is not running: see `journalctl -u containerd` on the node")
     containerd = report.containerd
-    if not containerd.systemd_cgroup:
-        problems.append("containerd does not use the systemd cgroup driver (SystemdCgroup = true is missing)")
+    # The effective configuration, nvidia-ctk's drop-in included: a departure is named by its path and value.
+    for departure in config_problems(containerd.config_dump, sandbox_image(settings), nvidia=report.gpu_node,
+                                     nvidia_default=settings.gpu.runtime == "default"):
+        problems.append(f"containerd runs with {departure} (`containerd config dump`; is another file under "
+                        "/etc/containerd overriding prepare's?)")
     if containerd.cri != "ok":
         problems.append("containerd's CRI plugin is not running (`ctr plugins ls` on the node)")
     if report.crictl.endpoint != CRI_SOCKET:
@@ -78,11 +80,8 @@ def check_node(host: str, report: NodeReport, settings: Settings) -> list[str]:
         problems.append(f"{', '.join(missing_holds)} not held at their version (apt-mark hold / dnf versionlock)")
     if report.unit("kubelet").enabled != "enabled":
         problems.append("the kubelet is not enabled at boot")
-    if report.gpu_node:
-        if not report.nvidia_gpus:
-            problems.append("it is a GPU node but nvidia-smi lists no GPU")
-        if "nvidia" not in containerd.runtimes:
-            problems.append("containerd has no nvidia runtime (nvidia-ctk runtime configure)")
+    if report.gpu_node and not report.nvidia_gpus:
+        problems.append("it is a GPU node but nvidia-smi lists no GPU")
     return problems
 
 
@@ -107,36 +106,39 @@ def read_reports(run_dir: Path) -> dict[str, NodeReport]:
     return reports
 
 
-def _raise_playbook_failure(result: PlaybookResult) -> None:
-    # An unreachable repository fails twice (the download, then the task naming the source and the fix): show
-    # the second, which says what to do.
-    named = [f for f in result.failures if f.task.startswith(NAMED_SOURCE_FAILURE)]
-    if named:
-        raise BootstrapError(f"prepare failed: {named[0].host}: {named[0].message} (full log: "
-                             f"{result.run_dir / 'run.log'})")
-    result.raise_for_failure()
-
-
 def check_prepared(playbook: PlaybookResult, cluster: Cluster, settings: Settings,
                    nodes: Sequence[str] | None = None) -> dict[str, NodeReport]:
     """The Python check after the playbook: every node reported, and reported itself ready for kubeadm.
 
-    Raises BootstrapError naming the node and its problems (or the unreachable source); returns the reports by
-    node name.
+    Raises BootstrapError naming every node that failed (with its own first cause: the unreachable source, the
+    lock, the task), was unreachable, sent no report, or is not ready, one line each; returns the reports by node
+    name.
     """
-    _raise_playbook_failure(playbook)
+    failed = playbook.failed_hosts
+    if not playbook.ok and not failed:
+        playbook.raise_for_failure()
     reports = read_reports(playbook.run_dir)
-    checked = {}
-    for node in [cluster.node(name) for name in nodes] if nodes else cluster.nodes:
-        # Ansible reports under the inventory host name.
+    # Ansible reports and fails under the inventory host name; the lines and the marks name the node.
+    name_of = {node.host: node.name for node in cluster.nodes}
+    lines = {name_of.get(host, host): failure_line(failure) for host, failure in failed.items()}
+    marks = {name_of.get(host, host): failure_mark(failure) for host, failure in failed.items()}
+    targets = [cluster.node(name) for name in nodes] if nodes else list(cluster.nodes)
+    checked: dict[str, NodeReport] = {}
+    for node in targets:
+        if node.name in lines:
+            continue
         report = reports.get(node.host)
         if report is None:
-            raise BootstrapError(f"prepare: {node.name} sent no report of its state (full log: "
-                                 f"{playbook.run_dir / 'run.log'})")
+            lines[node.name], marks[node.name] = f"{node.name} sent no report of its state", "no report"
+            continue
         checked[node.name] = report
         problems = check_node(node.name, report, settings)
         if problems:
-            raise BootstrapError(f"prepare: {node.name} is not ready: {'; '.join(problems)}")
+            lines[node.name], marks[node.name] = f"{node.name} is not ready: {'; '.join(problems)}", "not ready"
+    if lines:
+        order = {node.name: index for index, node in enumerate(targets)}
+        ordered = dict(sorted(lines.items(), key=lambda item: order.get(item[0], len(order))))
+        raise nodes_error("prepare", ordered, marks, len(targets), playbook.run_dir / "run.log")
     return checked
 
 

@@ -7,7 +7,7 @@ from __future__ import annotations
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 # The module's SCHEMA: bumped together with it when the document's shape changes.
-NODE_REPORT_SCHEMA = 1
+NODE_REPORT_SCHEMA = 2
 # The key the module returns the document under; events carrying it are node reports, whatever the task's title.
 NODE_REPORT_KEY = "cb_report"
 
@@ -27,12 +27,9 @@ class Unit(_Document):
 
 
 class Containerd(_Document):
-    """containerd's effective configuration (`containerd config dump`) and its CRI plugin."""
+    """containerd's effective configuration and its CRI plugin."""
 
-    default_runtime: str | None
-    runtimes: list[str]
-    systemd_cgroup: bool  # the default runtime runs with SystemdCgroup = true
-    sandbox_image: str | None
+    config_dump: str  # `containerd config dump` as printed (TOML): provision/nodes/containerd_config.py reads it
     cri: str | None  # the CRI plugin's status in `ctr plugins ls` ("ok"); None when it is not listed
 
 

@@ -1,9 +1,8 @@
-"""The kubeadm configuration file for `kubeadm init`, rendered from the settings for the API version that
-the chosen Kubernetes release reads.
+"""The kubeadm configuration file for `kubeadm init`, rendered from the settings.
 
-kubeadm.k8s.io/v1beta4 arrived in Kubernetes 1.31; before it, v1beta3. The two differ in shape, not only in
-name: v1beta4 writes extra arguments as a list of {name, value} pairs (v1beta3: a map), and moved the
-control-plane wait from apiServer.timeoutForControlPlane to InitConfiguration.timeouts.
+Every supported Kubernetes minor reads kubeadm.k8s.io/v1beta4, and 1.36/1.37 read nothing older (v1beta3 is
+gone), so v1beta4 is the only shape written: extra arguments are a list of {name, value} pairs, and the
+control-plane wait is InitConfiguration.timeouts.
 """
 from __future__ import annotations
 
@@ -11,6 +10,7 @@ from typing import Any
 
 import yaml
 
+from provision.inputs import versions
 from provision.inputs.inventory import Cluster
 from provision.inputs.settings import Settings
 from provision.inputs.sources import resolve_sources
@@ -25,33 +25,34 @@ ADMIN_CONF_PATH = "/etc/kubernetes/admin.conf"
 # workers join with a token minted on every run, never with this one.
 INIT_TOKEN_TTL = "15m0s"
 CONTROL_PLANE_WAIT = "5m0s"
+# kubeadm's preflight check that refuses a cgroup v1 host from 1.35 (skipped only with kubelet.allow_cgroup_v1).
+CGROUP_V1_PREFLIGHT_CHECK = "SystemVerification"
 
 
-def kubeadm_api_version(minor: int) -> str:
-    """kubeadm.k8s.io/v1beta4 from Kubernetes 1.31 on, v1beta3 before."""
-    return "kubeadm.k8s.io/v1beta4" if minor >= 31 else "kubeadm.k8s.io/v1beta3"
+def ignored_preflight_errors(settings: Settings) -> list[str]:
+    """The kubeadm preflight checks `init` and `join` skip: none, unless cgroup v1 hosts are allowed."""
+    return [CGROUP_V1_PREFLIGHT_CHECK] if settings.kubelet.allow_cgroup_v1 else []
 
 
-def _args(pairs: dict[str, str], structured: bool) -> list[dict[str, str]] | dict[str, str]:
-    if structured:
-        return [{"name": name, "value": value} for name, value in pairs.items()]
-    return dict(pairs)
+def _args(pairs: dict[str, str]) -> list[dict[str, str]]:
+    return [{"name": name, "value": value} for name, value in pairs.items()]
 
 
 def init_config_documents(cluster: Cluster, settings: Settings) -> list[dict[str, Any]]:
     """InitConfiguration, ClusterConfiguration, KubeletConfiguration and KubeProxyConfiguration, as mappings."""
     kube = settings.kubernetes
-    api_version = kubeadm_api_version(kube.minor_number)
-    v1beta4 = api_version.endswith("v1beta4")
+    api_version = versions.KUBEADM_API_VERSION
     control_plane = cluster.control_plane
     address = node_ip(control_plane)
 
     registration: dict[str, Any] = {"name": control_plane.name, "criSocket": CRI_SOCKET}
     if address:
-        registration["kubeletExtraArgs"] = _args({"node-ip": address}, v1beta4)
+        registration["kubeletExtraArgs"] = _args({"node-ip": address})
     if not cluster.workers:
         # A cluster of one node must run workloads on its control plane.
         registration["taints"] = []
+    if ignored_preflight_errors(settings):
+        registration["ignorePreflightErrors"] = ignored_preflight_errors(settings)
 
     init: dict[str, Any] = {
         "apiVersion": api_version,
@@ -66,8 +67,7 @@ def init_config_documents(cluster: Cluster, settings: Settings) -> list[dict[str
     }
     if address:
         init["localAPIEndpoint"] = {"advertiseAddress": address, "bindPort": API_SERVER_PORT}
-    if v1beta4:
-        init["timeouts"] = {"controlPlaneComponentHealthCheck": CONTROL_PLANE_WAIT}
+    init["timeouts"] = {"controlPlaneComponentHealthCheck": CONTROL_PLANE_WAIT}
 
     # The operator's machine reaches the API server on the inventory address, which may differ from the
     # advertised one (a public address in front of a private network): the certificate covers both. Every
@@ -82,8 +82,6 @@ def init_config_documents(cluster: Cluster, settings: Settings) -> list[dict[str
     if endpoint.host and endpoint.host not in cert_sans:
         cert_sans.append(endpoint.host)
     api_server: dict[str, Any] = {"certSANs": cert_sans}
-    if not v1beta4:
-        api_server["timeoutForControlPlane"] = CONTROL_PLANE_WAIT
 
     cluster_config: dict[str, Any] = {
         "apiVersion": api_version,
@@ -97,19 +95,22 @@ def init_config_documents(cluster: Cluster, settings: Settings) -> list[dict[str
         },
         "apiServer": api_server,
     }
-    # A bare minor ("1.31") means the newest patch the package repository had: kubeadm then defaults to its
+    # A bare minor ("1.36") means the newest patch the package repository had: kubeadm then defaults to its
     # own version, which needs no lookup on dl.k8s.io (offline and mirrored installs have none).
     if kube.version.count(".") == 2:
         cluster_config["kubernetesVersion"] = f"v{kube.version}"
     if endpoint.control_plane_endpoint:
         cluster_config["controlPlaneEndpoint"] = endpoint.control_plane_endpoint
 
-    kubelet = {
+    kubelet: dict[str, Any] = {
         "apiVersion": "kubelet.config.k8s.io/v1beta1",
         "kind": "KubeletConfiguration",
         # containerd is configured with SystemdCgroup = true by the prepare phase; both must agree.
         "cgroupDriver": "systemd",
     }
+    if settings.kubelet.allow_cgroup_v1:
+        # kubeadm hands this to every node's kubelet (the kubelet-config ConfigMap), workers included.
+        kubelet["failCgroupV1"] = False
     kube_proxy = {
         "apiVersion": "kubeproxy.config.k8s.io/v1alpha1",
         "kind": "KubeProxyConfiguration",

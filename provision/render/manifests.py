@@ -10,6 +10,7 @@ from dataclasses import dataclass
 
 import jinja2
 
+from provision.inputs import versions
 from provision.inputs.inventory import Cluster
 from provision.inputs.settings import GPU_RESOURCE, Settings
 from provision.inputs.sources import resolve_sources
@@ -24,7 +25,6 @@ from provision.render.endpoint import (
 from provision.render.kubeadm_config import ADMIN_CONF_PATH
 from provision.resources import MANIFESTS_DIR
 
-CALICO_IMAGES = ("cni", "node", "kube-controllers")
 _env = jinja2.Environment(loader=jinja2.FileSystemLoader(str(MANIFESTS_DIR)), undefined=jinja2.StrictUndefined,
                           trim_blocks=True, lstrip_blocks=True, keep_trailing_newline=True, autoescape=False)
 
@@ -32,7 +32,7 @@ _env = jinja2.Environment(loader=jinja2.FileSystemLoader(str(MANIFESTS_DIR)), un
 def image_ref(settings: Settings, image: str) -> str:
     """An upstream image reference, moved to offline.image_repository when one is set.
 
-    `docker.io/calico/node:v3.28.2` becomes `<registry>/calico/node:v3.28.2`: the registry host is replaced
+    `quay.io/calico/node:v3.33.1` becomes `<registry>/calico/node:v3.33.1`: the registry host is replaced
     and the path kept, so one local registry serves images from every upstream registry.
     """
     registry = settings.offline.image_repository
@@ -67,14 +67,21 @@ class CalicoSource:
     kustomization: dict[str, str]
 
 
+def calico_images(settings: Settings) -> dict[str, str]:
+    """Calico's images as its release manifest names them -> where they are pulled from (moved to
+    offline.image_repository when one is set, else unchanged: quay.io, mirrored by containerd's registry mirrors)."""
+    return {f"{versions.CALICO_REGISTRY}/{name}": image_ref(settings, f"{versions.CALICO_REGISTRY}/{name}")
+            for name in versions.CALICO_IMAGES}
+
+
 def calico_source(settings: Settings) -> CalicoSource:
     version = settings.calico.version
     base = resolve_sources(settings).calico_manifest.rstrip("/")
     upstream_file = f"calico-{version}.yaml"
-    registry = settings.offline.image_repository
+    moved = {name: new for name, new in calico_images(settings).items() if name != new}
     kustomization = {
         "kustomization.yaml": _render("calico/kustomization.yaml.j2", version=version, upstream_file=upstream_file,
-                                      registry=registry.rstrip("/") if registry else None, images=CALICO_IMAGES),
+                                      images=moved),
         "calico-node-patch.yaml": _render("calico/calico-node-patch.yaml.j2", pod_cidr=settings.kubernetes.pod_cidr),
     }
     return CalicoSource(url=f"{base}/{version}/manifests/calico.yaml", upstream_file=upstream_file,
@@ -88,22 +95,20 @@ KUBE_VIP_LEASE = "plndr-cp-lock"
 # On the nodes: where the local proxy's configuration lives, and the static pods' directory.
 API_PROXY_DIR = "/etc/kubernetes/cb-api-proxy"
 STATIC_POD_DIR = "/etc/kubernetes/manifests"
-# kubeadm 1.29+ writes admin.conf before it is authorised; the first control plane's kube-vip uses this until
-# `kubeadm init` is done.
+# kubeadm (1.29 on, so every supported minor) writes admin.conf before it is authorised; the first control
+# plane's kube-vip uses this until `kubeadm init` is done.
 SUPER_ADMIN_CONF = "/etc/kubernetes/super-admin.conf"
-SUPER_ADMIN_FROM_MINOR = 29
 
 
 def kube_vip_manifest(settings: Settings, *, interface: str, during_init: bool = False) -> str:
     """kube-vip's static pod for one control plane: ARP on `interface` for control_plane.vip. `during_init`: the
-    first control plane's copy while `kubeadm init` runs (super-admin.conf, from Kubernetes 1.29)."""
+    first control plane's copy while `kubeadm init` runs (super-admin.conf)."""
     vip = settings.control_plane.vip
     if vip is None:
         raise ValueError("kube-vip needs control_plane.vip")
-    super_admin = during_init and settings.kubernetes.minor_number >= SUPER_ADMIN_FROM_MINOR
     return _render("endpoint/kube-vip.yaml.j2", image=image_ref(settings, settings.control_plane.kube_vip_image),
                    api_server_port=API_SERVER_PORT, interface=interface, lease=KUBE_VIP_LEASE, vip=vip,
-                   kubeconfig=SUPER_ADMIN_CONF if super_admin else ADMIN_CONF_PATH)
+                   kubeconfig=SUPER_ADMIN_CONF if during_init else ADMIN_CONF_PATH)
 
 
 @dataclass(frozen=True)

@@ -7,12 +7,20 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+from provision.inputs import versions
 from provision.inputs.inventory import Cluster
 from provision.inputs.platforms import NodePython, Platform, bootstrap_script, role_rows
 from provision.inputs.settings import Settings
 from provision.inputs.sources import resolve_sources
 from provision.render.endpoint import API_SERVER_CERT_NAME, api_endpoint, node_ip
 from provision.render.kubeadm_config import CRI_SOCKET
+
+
+def sandbox_image(settings: Settings) -> str:
+    """The pause image kubeadm of the chosen minor uses, from the image repository: containerd pins the same one,
+    so it is pulled once."""
+    pause = versions.kubernetes_release(settings.kubernetes.minor_number).pause
+    return f"{resolve_sources(settings).image_repository}/pause:{pause}"
 
 
 def playbook_vars(cluster: Cluster, settings: Settings) -> dict[str, Any]:
@@ -22,6 +30,7 @@ def playbook_vars(cluster: Cluster, settings: Settings) -> dict[str, Any]:
     return {
         "cb_kube_version": kube.version,
         "cb_kube_minor": kube.minor,
+        "cb_sandbox_image": sandbox_image(settings),
         "cb_pod_cidr": kube.pod_cidr,
         "cb_service_cidr": kube.service_cidr,
         "cb_dns_domain": kube.dns_domain,
@@ -31,8 +40,13 @@ def playbook_vars(cluster: Cluster, settings: Settings) -> dict[str, Any]:
         "cb_sources": sources.as_dict(),
         "cb_offline": settings.offline.source is not None,
         "cb_install_docker": settings.container_runtime.install_docker,
-        "cb_docker_source": settings.container_runtime.docker_source,
+        "cb_containerd_source": settings.container_runtime.containerd_source,
+        # containerd_source auto takes the distribution's containerd from this version on (else containerd.io).
+        "cb_containerd_distribution_minimum": versions.shown_version(versions.AUTO_DISTRIBUTION_CONTAINERD),
         "cb_firewall_mode": settings.firewall.mode,
+        "cb_switch_to_cgroup_v2": settings.kubelet.switch_to_cgroup_v2,
+        "cb_package_lock_timeout_s": settings.packages.lock_timeout_s,
+        "cb_download_attempts": settings.downloads.attempts,
         "cb_calico_version": settings.calico.version,
         "cb_gpu": settings.gpu.model_dump(),
         # The smoke test's data cache on the nodes (a hostPath): reset removes it.
@@ -80,6 +94,13 @@ def nvidia_nodes(cluster: Cluster, gpus: Mapping[str, int]) -> list[str]:
     return [n.host for n in cluster.nodes if n.gpu == "true" or (n.gpu == "auto" and gpus.get(n.name, 0) > 0)]
 
 
-def prepare_vars(cluster: Cluster, gpus: Mapping[str, int]) -> dict[str, Any]:
-    """The prepare playbook's own variables: which nodes are GPU nodes, so the nvidia role never looks again."""
-    return {"cb_nvidia_nodes": nvidia_nodes(cluster, gpus)}
+def prepare_vars(cluster: Cluster, gpus: Mapping[str, int],
+                 generations: Mapping[str, list[str]] | None = None) -> dict[str, Any]:
+    """The prepare playbook's own variables: which nodes are GPU nodes, so the nvidia role never looks again, and
+    the NVIDIA kernel module each needs (open for Turing and newer, proprietary when an older GPU is there; open,
+    NVIDIA's default, when preflight named no generation)."""
+    nodes = nvidia_nodes(cluster, gpus)
+    known = {name: [versions.GPU_GENERATIONS[versions.generation_index(g)] for g in (generations or {}).get(name, [])]
+             for name in nodes}
+    return {"cb_nvidia_nodes": nodes,
+            "cb_nvidia_modules": {name: versions.module_flavour(known[name]) if known[name] else "open" for name in nodes}}

@@ -34,6 +34,7 @@ from pathlib import Path
 
 import yaml
 
+from provision.inputs.versions import CONTAINER_TOOLKIT_DEFAULT, DRIVER_BRANCH_DEFAULT, KUBERNETES_DEFAULT
 from tests.lab.lab import CACHE_DIR, Lab, LabError, _flock
 
 KUBERNETES_PACKAGES = ("kubeadm", "kubelet", "kubectl")
@@ -182,7 +183,7 @@ def _release(directory: Path, files: list[str]) -> str:
     return "\n".join(lines) + "\n"
 
 
-def build_kubernetes_repo(dest: Path, minor: str = "1.31", patch: int = 0) -> Path:
+def build_kubernetes_repo(dest: Path, minor: str = KUBERNETES_DEFAULT, patch: int = 0) -> Path:
     """Write `<dest>/kubernetes/v<minor>/deb/` (signed flat repository + Release.key); returns `<dest>/kubernetes`."""
     repo = dest / "kubernetes" / f"v{minor}" / "deb"
     repo.mkdir(parents=True)
@@ -436,18 +437,21 @@ def nvidia_packages(driver_branch: str, toolkit_version: str) -> tuple[list[Pack
 
 
 def _driver_modules_yaml(driver_branch: str, packages: list[Package]) -> str:
-    """modulemd for the stream the product installs (@nvidia-driver:<branch>-dkms), its default profile."""
-    stream = f"{driver_branch}-dkms"
+    """modulemd for the streams the product installs (@nvidia-driver:<branch>-open for the open kernel modules,
+    <branch>-dkms for the proprietary ones), each with its default profile."""
     modular = [p for p in packages if p.name != "cuda-drivers"]
     artifacts = "".join(f"      - {p.name}-0:{p.version}-{p.release}.{p.arch}\n" for p in modular)
     profile = "".join(f"        - {p.name}\n" for p in modular)
-    return (f"---\ndocument: modulemd\nversion: 2\ndata:\n  name: nvidia-driver\n  stream: \"{stream}\"\n"
-            f"  version: 1\n  context: cblab\n  arch: x86_64\n  summary: NVIDIA driver placeholder\n"
-            f"  description: NVIDIA driver placeholder for the cluster-bootstrap lab\n"
-            f"  license:\n    module: [MIT]\n  profiles:\n    default:\n      rpms:\n{profile}"
-            f"  artifacts:\n    rpms:\n{artifacts}...\n"
-            f"---\ndocument: modulemd-defaults\nversion: 1\ndata:\n  module: nvidia-driver\n"
-            f"  profiles:\n    \"{stream}\": [default]\n...\n")
+    streams = [f"{driver_branch}-open", f"{driver_branch}-dkms"]
+    documents = "".join(
+        f"---\ndocument: modulemd\nversion: 2\ndata:\n  name: nvidia-driver\n  stream: \"{stream}\"\n"
+        f"  version: 1\n  context: cblab\n  arch: x86_64\n  summary: NVIDIA driver placeholder\n"
+        f"  description: NVIDIA driver placeholder for the cluster-bootstrap lab\n"
+        f"  license:\n    module: [MIT]\n  profiles:\n    default:\n      rpms:\n{profile}"
+        f"  artifacts:\n    rpms:\n{artifacts}...\n" for stream in streams)
+    defaults = "".join(f"    \"{stream}\": [default]\n" for stream in streams)
+    return (f"{documents}---\ndocument: modulemd-defaults\nversion: 1\ndata:\n  module: nvidia-driver\n"
+            f"  profiles:\n{defaults}...\n")
 
 
 RPMBUILD_DEFINES = [
@@ -530,8 +534,9 @@ def _publish_repo(directory: Path, rpms: list[Path], key: SigningKey, modules: s
     key.export(directory / "repodata" / "repomd.xml.key")
 
 
-def build_rpm_tree(dest: Path, *, kube_minor: str = "1.31", kube_patch: int = 0, driver_branch: str = "565",
-                   toolkit_version: str = "1.17.3", kernel_release: str | None = None,
+def build_rpm_tree(dest: Path, *, kube_minor: str = KUBERNETES_DEFAULT, kube_patch: int = 0,
+                   driver_branch: str = DRIVER_BRANCH_DEFAULT, toolkit_version: str = CONTAINER_TOOLKIT_DEFAULT,
+                   kernel_release: str | None = None,
                    releasevers: tuple[str, ...] = ("8", "9")) -> RpmTree:
     """Build the RPM side of the offline layout under dest (about 150 MB; each package file is stored once
     and hard-linked into every repository that lists it):
@@ -596,13 +601,20 @@ def build_rpm_tree(dest: Path, *, kube_minor: str = "1.31", kube_patch: int = 0,
 OFFLINE_DIR = "/srv/cb-offline"
 
 
-def push_kubernetes_repo(lab: Lab, tmp: Path) -> None:
+def push_kubernetes_repo(lab: Lab, tmp: Path, minor: str = KUBERNETES_DEFAULT) -> None:
     """Build the placeholder repository once and copy it to every node (a local directory, file://)."""
-    build_kubernetes_repo(tmp)
+    build_kubernetes_repo(tmp, minor)
     for node in lab.nodes:
         archive = subprocess.run(["tar", "-C", str(tmp), "-cf", "-", "."], check=True, capture_output=True).stdout
         ssh = [*node.ssh_command("root"), f"mkdir -p {OFFLINE_DIR} && tar -C {OFFLINE_DIR} -xf -"]
         subprocess.run(ssh, input=archive, check=True, capture_output=True, timeout=60)
+
+
+def serve_kubernetes_repo(lab: Lab, tmp: Path, minor: str = KUBERNETES_DEFAULT) -> str:
+    """Build the placeholder repository and serve it from the lab's hub over HTTP (a mirror stand-in); returns
+    the base URL for mirrors.kubernetes_repo."""
+    build_kubernetes_repo(tmp, minor)
+    return f"{lab.serve_mirror(tmp).url}/kubernetes"
 
 
 def write_config(lab: Lab, path: Path, **sections: dict[str, object]) -> Path:

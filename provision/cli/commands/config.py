@@ -7,11 +7,28 @@ from rich.syntax import Syntax
 from rich.table import Table
 
 from provision.cli.options import ConfigOption, InventoryOption, Output, OutputOption
-from provision.cli.support import echo_json, say_warnings
+from provision.cli.support import echo_json, warn
 from provision.cli.views import literal_console
-from provision.inputs.settings import load_settings
+from provision.inputs import versions
+from provision.inputs.settings import Settings, load_settings
 from provision.inputs.sources import resolve_sources
-from provision.inputs.validation import load_cluster
+from provision.inputs.validation import load_cluster, settings_warnings
+
+
+def resolved_versions(settings: Settings) -> dict[str, object]:
+    """What the versions table chose for these settings, beyond the values the settings show themselves."""
+    release = versions.kubernetes_release(settings.kubernetes.minor_number)
+    return {
+        "kubeadm_api": versions.KUBEADM_API_VERSION,
+        "sandbox_image": f"{resolve_sources(settings).image_repository}/pause:{release.pause}",
+        "containerd": f"{versions.shown_version(release.containerd_minimum)} or newer"
+                      + (f" ({versions.shown_version(release.containerd_warn_below)}+ recommended)"
+                         if release.containerd_minimum < release.containerd_warn_below else ""),
+        # A smoke_test.image set in cluster.yaml is used whatever the GPUs; left out, it follows the oldest GPU.
+        "smoke_image_per_generation": {g.name: settings.smoke_test.image if "image" in settings.smoke_test.model_fields_set
+                                       else versions.smoke_image_for([g.name]) for g in versions.GPU_GENERATIONS},
+        "checked_on": versions.CHECKED_ON.isoformat(),
+    }
 
 
 def register(app: typer.Typer) -> None:
@@ -19,9 +36,12 @@ def register(app: typer.Typer) -> None:
 
     @config_app.command("show")
     def show(config: ConfigOption = None, output: OutputOption = Output.text) -> None:
-        """Print the effective settings (defaults filled in) and the package and image sources they resolve to."""
+        """Print the effective settings (defaults filled in), the package and image sources they resolve to, and
+        what the versions table chose for them."""
         settings = load_settings(config)
-        document = settings.model_dump(mode="json") | {"resolved_sources": resolve_sources(settings).as_dict()}
+        warn(settings_warnings(settings))
+        document = settings.model_dump(mode="json") | {"resolved_sources": resolve_sources(settings).as_dict(),
+                                                       "resolved_versions": resolved_versions(settings)}
         if output is Output.json:
             echo_json(document)
             return
@@ -36,7 +56,7 @@ def register(app: typer.Typer) -> None:
     def validate(inventory: InventoryOption, config: ConfigOption = None, output: OutputOption = Output.text) -> None:
         """Check the inventory and settings without connecting to any node; print the nodes it describes."""
         cluster, settings = load_cluster(inventory, config)
-        say_warnings(cluster)
+        warn([*cluster.warnings, *settings_warnings(settings)])
         if output is Output.json:
             echo_json({
                 "valid": True, "inventory": str(inventory), "config": str(config) if config else None,

@@ -22,10 +22,13 @@ HELP = """Run the pre-flight checks on every node in the inventory, without chan
 
 Each node is reached over SSH (host keys checked against ssh.known_hosts_file) and checked, all nodes in
 parallel: sudo without a prompt, a supported OS (CentOS Stream 9, Rocky/AlmaLinux 9, Ubuntu
-22.04/24.04, Debian 12), at least 2 CPUs and 1700 MB of memory on the control plane, a hostname,
+22.04/24.04, Debian 12/13/sid), at least 2 CPUs and 1700 MB of memory on the control plane, a hostname,
 product_uuid and MAC address no other node has, the Kubernetes ports free, a clock within 30 s of this
-machine's, swap and SELinux (which prepare will change), and NVIDIA GPUs with their driver. Failures block
-`bootstrap up` and are listed with their fix under the table; warnings do not block.
+machine's, swap and SELinux (which prepare will change), NVIDIA GPUs with their driver, and the rules
+between the node and the versions chosen: containerd 2 for Kubernetes 1.36+ (the one installed, or the one
+prepare would install), cgroup v2 from 1.35, Linux 5.13+ for kube-proxy's nftables mode, each GPU
+generation against the driver branch and an explicit smoke-test image's CUDA. Failures block `bootstrap up`
+and are listed with their fix under the table; warnings do not block.
 
 \b
 Example:

@@ -14,12 +14,19 @@ HELP = """Prepare the nodes for kubeadm; the first phase of `bootstrap up`, safe
 
 On every node: hostname from the inventory name, every node in /etc/hosts, swap off for good, SELinux
 permissive (RHEL family), the firewall opened for kubeadm and Calico (firewall.mode), overlay and
-br_netfilter loaded, the bridge and forwarding sysctls, chrony, containerd with the systemd cgroup driver
-(and Docker unless container_runtime.install_docker is false), crictl, kubeadm/kubelet/kubectl held at
-kubernetes.version; on GPU nodes (gpu=true, or found on PCI by preflight with gpu=auto) the NVIDIA driver,
-the container toolkit and containerd's nvidia runtime, rebooting only when the driver needs it. Every
-repository comes from the settings (mirrors.*, mirrors.profile: cn, offline.source). Preflight runs first
-when it has not checked these nodes yet. A second run changes nothing.
+br_netfilter loaded, the bridge and forwarding sysctls, chrony, containerd (2.x: Docker's containerd.io, or
+the distribution's where it is 2.0+; container_runtime.containerd_source) configured for the major installed
+with the systemd cgroup driver and kubeadm's pause image, then read back with `containerd config dump`
+(and Docker from the same source unless container_runtime.install_docker is false), crictl,
+kubeadm/kubelet/kubectl held at kubernetes.version; on cgroup v1 nodes with kubelet.switch_to_cgroup_v2 the
+unified hierarchy and a reboot; on GPU nodes (gpu=true, or found on PCI by preflight with gpu=auto) the
+NVIDIA driver (open or proprietary module per GPU generation), the container toolkit and containerd's nvidia
+runtime, rebooting only when the driver needs it. Every repository comes from the settings (mirrors.*,
+mirrors.profile: cn, offline.source). Preflight, with the version rules, runs first when it has not checked
+these nodes yet. A package manager another process holds (unattended-upgrades on a fresh machine) is waited
+for up to packages.lock_timeout_s, and transient download failures are tried again (downloads.attempts);
+every failed or unreachable node is named. Killed at any point, a re-run finishes the job. A second run
+changes nothing.
 
 \b
 Example:

@@ -6,6 +6,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Literal
 
+from provision.inputs import versions
 from provision.inputs.inventory import Node
 from provision.inputs.platforms import (
     NodePython,
@@ -17,6 +18,7 @@ from provision.inputs.platforms import (
     missing_cpu_flags,
     platform_for,
 )
+from provision.inputs.settings import Settings
 from provision.nodes.nic import check_links
 from provision.nodes.preflight.probe import NVIDIA_VENDOR, NodeFacts, VipFacts
 
@@ -33,9 +35,11 @@ KUBE_PROCESSES = frozenset({"kube-apiserver", "etcd", "kubelet", "kube-controlle
 
 # --- which problems block: the one place that decides ------------------------------------------------------
 
-# A problem found by one of these stops `up` on any node.
+# A problem found by one of these stops `up` on any node. The compatibility rules come in pairs where the
+# settings can accept the risk: containerd_1x (Kubernetes 1.35) and cgroup_v1_allowed (kubelet.allow_cgroup_v1)
+# are the warned halves of containerd and cgroup.
 BLOCKING = frozenset({"ssh", "sudo", "facts", "os", "python", "isa", "hostname", "product_uuid", "mac", "ports", "clock",
-                      "gpu", "vip", "proxy_port"})
+                      "gpu", "containerd", "cgroup", "kernel", "gpu_driver", "smoke_image", "vip", "proxy_port"})
 # These stop `up` only on the control plane (kubeadm init refuses); on a worker they are a warning.
 BLOCKING_ON_CONTROL_PLANE = frozenset({"cpu", "memory"})
 
@@ -233,6 +237,140 @@ def check_proxy_port(facts: NodeFacts, port: int) -> Finding:
     return Finding("proxy_port", True, f"{port}, where the local API proxy listens, is held by {who}",
                    f"stop it (`ss -ltnp 'sport = :{port}'` on the node shows it), or give the cluster a VIP "
                    "(control_plane.vip), which needs no port on the nodes")
+# --- the compatibility rules between a node and the versions chosen (provision/inputs/versions.py) ---------------
+
+# Which source each runtime package comes from: Debian's docker.io depends on Debian's containerd, which
+# conflicts with containerd.io, and docker-ce needs containerd.io, so one node holds one family only.
+PACKAGE_SOURCE = {"containerd": "distribution", "docker.io": "distribution",
+                  "containerd.io": "docker", "docker-ce": "docker"}
+
+
+def distribution_containerd(facts: NodeFacts) -> tuple[int, ...] | None:
+    """The containerd the node's distribution would install: its package manager's candidate when it names one,
+    else the platform table's for the release; None when it offers none (the RHEL family)."""
+    if facts.containerd_candidate:
+        return versions.parse_version(facts.containerd_candidate) or None
+    row = platform_for(facts.os_release)
+    known = row.containerd if isinstance(row, Platform) else None
+    return versions.parse_version(known) if known else None
+
+
+def containerd_source(facts: NodeFacts, setting: str) -> str:
+    """Where this node's containerd comes from: the setting, or for auto what versions.auto_containerd_source
+    picks for the distribution's own containerd (the container_runtime role makes the same choice on the node)."""
+    return setting if setting != "auto" else versions.auto_containerd_source(distribution_containerd(facts))
+
+
+def check_containerd(facts: NodeFacts, settings: Settings) -> Finding:
+    """Rule: Kubernetes 1.36 and later need containerd 2 (1.35 is the last minor for containerd 1.x, warned);
+    judged on the containerd the node has, else the one prepare would install."""
+    kube = settings.kubernetes
+    source = containerd_source(facts, settings.container_runtime.containerd_source)
+    wanted = " and ".join(versions.CONTAINERD_PACKAGES[source])
+    foreign = sorted(name for name in facts.runtime_packages if PACKAGE_SOURCE.get(name, source) != source)
+    if foreign:
+        other = "distribution" if source == "docker" else "docker"
+        return Finding("containerd", True, f"{', '.join(foreign)} installed, but container_runtime.containerd_source "
+                                           f"resolves to {source} ({wanted}), which cannot be installed beside it",
+                       f"set container_runtime.containerd_source: {other} to keep them, or remove them first "
+                       f"(`apt-get purge {' '.join(foreign)}` on the node)")
+    if facts.containerd_version:
+        version, origin = facts.containerd_version, "installed"
+    elif source == "docker":
+        version, origin = versions.DOCKER_CONTAINERD_MINIMUM, "Docker's containerd.io, to be installed"
+    else:
+        found = distribution_containerd(facts)
+        if found is None:
+            return Finding("containerd", True, "container_runtime.containerd_source is distribution, but the "
+                                               "distribution offers no containerd package",
+                           "set container_runtime.containerd_source: auto (Docker's containerd.io)")
+        version, origin = found, "the distribution's, to be installed"
+    verdict = versions.containerd_verdict(kube.minor_number, version)
+    detail = f"{verdict.detail} ({origin})"
+    if verdict.status == "ok":
+        return Finding("containerd", False, detail)
+    two = "set container_runtime.containerd_source: docker (Docker's containerd.io, 2.x)"
+    if origin == "installed":
+        two = "upgrade the node's containerd to 2.x (Docker's containerd.io), or remove it so prepare installs it"
+    if verdict.status == "warn":
+        return Finding("containerd_1x", True, detail, f"before moving to Kubernetes 1.36: {two}")
+    return Finding("containerd", True, detail, f"{two}, or set kubernetes.version: '1.35' (the last minor for "
+                                              "containerd 1.x)")
+
+
+def check_cgroup(facts: NodeFacts, settings: Settings) -> Finding:
+    """Rule: from 1.35 the kubelet refuses cgroup v1 (KEP-5573), unless the settings accept it or switch the node."""
+    minor = settings.kubernetes.minor_number
+    if facts.cgroup_version != 1 or minor < versions.CGROUP_V1_REFUSED_FROM:
+        shown = {1: "v1", 2: "v2"}.get(facts.cgroup_version or 0, "not read")
+        return Finding("cgroup", False, f"cgroup {shown}")
+    kubelet = settings.kubelet
+    if kubelet.switch_to_cgroup_v2:
+        return Finding("cgroup_v2_switch", True, "cgroup v1: prepare switches the node to cgroup v2 "
+                                                 "(kubelet.switch_to_cgroup_v2) and reboots it")
+    if kubelet.allow_cgroup_v1:
+        return Finding("cgroup_v1_allowed", True, f"cgroup v1, run with failCgroupV1: false because "
+                                                  f"kubelet.allow_cgroup_v1 is true: unsupported by Kubernetes 1.{minor}",
+                       "move the node to cgroup v2 (kubelet.switch_to_cgroup_v2: true), then set allow_cgroup_v1 false")
+    return Finding("cgroup", True, f"cgroup v1 (legacy or hybrid hierarchy), which the kubelet of Kubernetes 1.{minor} "
+                                   "refuses (failCgroupV1, KEP-5573)",
+                   "switch the node to cgroup v2 with kubelet.switch_to_cgroup_v2: true (prepare sets "
+                   "systemd.unified_cgroup_hierarchy=1 and reboots it), or accept cgroup v1 with "
+                   "kubelet.allow_cgroup_v1: true (unsupported, warned on every run)")
+
+
+def check_kernel(facts: NodeFacts, settings: Settings) -> Finding:
+    """Rule: kube-proxy's nftables mode needs Linux 5.13 or newer."""
+    kernel = facts.kernel or "not read"
+    release = versions.parse_version(facts.kernel or "")
+    if settings.kubernetes.kube_proxy_mode != "nftables" or not release or release >= versions.NFTABLES_MINIMUM_KERNEL:
+        return Finding("kernel", False, f"Linux {kernel}")
+    return Finding("kernel", True, f"Linux {kernel}: kube-proxy's nftables mode needs Linux "
+                                   f"{versions.shown_version(versions.NFTABLES_MINIMUM_KERNEL)} or newer",
+                   "set kubernetes.kube_proxy_mode: iptables, or upgrade the node's kernel")
+
+
+def gpu_generations(facts: NodeFacts, node: Node) -> tuple[str, ...]:
+    """The generations of the node's NVIDIA GPUs that the versions table knows (none on a gpu=false node)."""
+    if node.gpu == "false":
+        return ()
+    found = {versions.gpu_generation(device) for device in facts.gpu_device_ids}
+    return tuple(g.name for g in versions.GPU_GENERATIONS if g in found)
+
+
+def check_gpu_versions(facts: NodeFacts, settings: Settings, node: Node) -> list[Finding]:
+    """Rules: each GPU generation (told by its PCI device id) against gpu.driver_branch, and an explicit
+    smoke_test.image's CUDA against what the generation runs. Nothing to judge on a node without GPUs."""
+    if node.gpu == "false" or not facts.gpu_device_ids:
+        return []
+    branch = settings.gpu.driver_branch
+    findings = []
+    generations: dict[str, versions.GpuGeneration] = {}
+    for device in sorted(set(facts.gpu_device_ids)):
+        generation = versions.gpu_generation(device)
+        if generation is None:
+            findings.append(Finding("gpu_generation", True, f"NVIDIA device 0x{device:04x} is in no generation the "
+                                                            "versions table knows: its driver branch is not checked",
+                                    "update cluster-bootstrap, or check the GPU's support in NVIDIA's driver notes"))
+        else:
+            generations[generation.name] = generation
+    for generation in generations.values():
+        problem = versions.driver_problem(generation, branch)
+        if problem:
+            findings.append(Finding("gpu_driver", True, problem.split(": ")[0], problem.split(": ", 1)[1]))
+    image = settings.smoke_test.image
+    cuda = versions.image_cuda_major(image)
+    oldest = min(generations.values(), key=lambda g: g.cuda_major, default=None)
+    if "image" in settings.smoke_test.model_fields_set and cuda and oldest and cuda > oldest.cuda_major:
+        fitting = versions.smoke_image_for([oldest.name])
+        findings.append(Finding("smoke_image", True, f"smoke_test.image {image} is built for CUDA {cuda}, which "
+                                                     f"{oldest.name} GPUs cannot run (CUDA {oldest.cuda_major} at most)",
+                                f"leave smoke_test.image out (these GPUs get {fitting})" if fitting
+                                else f"set smoke_test.image to a CUDA {oldest.cuda_major} image"))
+    if generations and not any(f.problem for f in findings if f.name in ("gpu_driver", "smoke_image")):
+        flavour = versions.module_flavour(list(generations.values()))
+        findings.append(Finding("gpu_driver", False, f"{', '.join(generations)} on driver {branch} ({flavour} module)"))
+    return findings
 
 
 def check_unique(facts_by_node: dict[str, NodeFacts]) -> dict[str, list[Finding]]:
@@ -288,11 +426,13 @@ class NodeVerdict:
     python: NodePython | None  # the interpreter Ansible will run there (None when the node is refused)
 
 
-def evaluate(nodes: list[Node], facts_by_node: dict[str, NodeFacts], ansible_core: str, *, multi_node: bool = False,
+def evaluate(nodes: list[Node], facts_by_node: dict[str, NodeFacts], ansible_core: str, *,
+             settings: Settings | None = None, multi_node: bool = False,
              min_link_gbps: float = 10.0) -> dict[str, NodeVerdict]:
     """Judge the facts of the nodes that could be probed (for a controller running `ansible_core`): per node, its
-    checks, GPU count and interpreter. `multi_node`: the smoke test will train across nodes, so links under
-    min_link_gbps are warned about."""
+    checks, GPU count and interpreter. `settings`: what the compatibility rules hold the node to (the defaults when
+    None). `multi_node`: the smoke test will train across nodes, so links under min_link_gbps are warned about."""
+    settings = settings or Settings()
     unique = check_unique(facts_by_node)
     results = {}
     for node in nodes:
@@ -303,7 +443,9 @@ def evaluate(nodes: list[Node], facts_by_node: dict[str, NodeFacts], ansible_cor
         findings = [os_finding, check_support(facts), python_finding, check_isa(facts), check_cpu(facts),
                     check_memory(facts), *unique[node.name], check_ports(facts, node), check_clock(facts),
                     check_swap(facts), check_selinux(facts), gpu_finding,
-                    check_network(facts, multi_node=multi_node, min_gbps=min_link_gbps)]
+                    check_network(facts, multi_node=multi_node, min_gbps=min_link_gbps),
+                    check_containerd(facts, settings), check_cgroup(facts, settings), check_kernel(facts, settings),
+                    *check_gpu_versions(facts, settings, node)]
         checks = [judge(node, f) for f in findings]
         usable = os_finding.name not in {c.name for c in checks if c.status == "fail"}
         results[node.name] = NodeVerdict(checks, gpu_count, python if usable else None)

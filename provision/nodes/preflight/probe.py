@@ -8,6 +8,7 @@ import shlex
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 
+from provision.inputs import versions
 from provision.inputs.platforms import PythonFound, probed_interpreters
 from provision.nodes.nic import PROBE_SECTION as NIC_PROBE_SECTION
 from provision.nodes.nic import Links, parse_links
@@ -63,6 +64,15 @@ class NodeFacts:
     clock_offset_s: float = 0.0
     clock_uncertainty_s: float = 0.0
     vip: VipFacts | None = None
+    # What the compatibility rules read: the kernel release, the cgroup version (2: the unified hierarchy;
+    # 1: v1 or hybrid), the PCI device ids of the NVIDIA GPUs, the containerd installed (`containerd
+    # --version`), the runtime packages installed (name -> version), and the containerd the distribution offers.
+    kernel: str | None = None
+    cgroup_version: int | None = None
+    gpu_device_ids: tuple[int, ...] = ()
+    containerd_version: tuple[int, ...] | None = None
+    runtime_packages: dict[str, str] = field(default_factory=dict)
+    containerd_candidate: str | None = None
     arch: str = ""  # uname -m
     cpu_flags: frozenset[str] = frozenset()  # /proc/cpuinfo's, of the first CPU
     # The interpreters of the platform table found on the node (version, whether they import dnf and selinux).
@@ -135,6 +145,22 @@ if [ -n "$vip" ]; then
     ip -4 neigh show to "$vip" 2>/dev/null
   fi
 fi
+section kernel; uname -r
+section cgroup_fs; stat -fc %T /sys/fs/cgroup 2>/dev/null
+section nvidia_pci_ids
+for d in /sys/bus/pci/devices/*; do
+  [ "$(cat "$d/vendor" 2>/dev/null)" = "0x$nvidia_vendor" ] || continue
+  case "$(cat "$d/class")" in 0x03*) cat "$d/device";; esac
+done
+section containerd_version; containerd --version 2>/dev/null
+section runtime_packages
+if command -v dpkg-query >/dev/null 2>&1; then
+  dpkg-query -W -f '${Package} ${Version} ${db:Status-Abbrev}\n' containerd containerd.io docker.io docker-ce \
+    2>/dev/null | awk '$3 ~ /^.i/ {print $1, $2}'
+elif command -v rpm >/dev/null 2>&1; then
+  rpm -q --qf '%{NAME} %{VERSION}\n' containerd.io docker-ce 2>/dev/null | grep -v 'not installed'
+fi
+section containerd_candidate; apt-cache policy containerd 2>/dev/null | awk '$1 == "Candidate:" {print $2}'
 """ + NIC_PROBE_SECTION + "section end\n"
 
 
@@ -281,7 +307,31 @@ def parse_facts(text: str) -> NodeFacts:
         links=parse_links(sections, default_iface),
         node_time_s=next((t for t in map(_float_or_none, sections.get("time", [])) if t is not None), None),
         vip=parse_vip(sections),
+        kernel=_first(sections.get("kernel")),
+        cgroup_version={"cgroup2fs": 2, "tmpfs": 1}.get(_first(sections.get("cgroup_fs")) or ""),
+        gpu_device_ids=tuple(int(line.strip(), 16) for line in sections.get("nvidia_pci_ids", [])
+                             if re.fullmatch(r"0x[0-9a-fA-F]{4}", line.strip())),
+        containerd_version=parse_containerd_version(sections.get("containerd_version", [])),
+        runtime_packages={parts[0]: parts[1] for parts in (line.split() for line in sections.get("runtime_packages", []))
+                          if len(parts) == 2},
+        containerd_candidate=next((c for c in [_first(sections.get("containerd_candidate"))] if c and c != "(none)"),
+                                  None),
         arch=next((line.strip() for line in sections.get("arch", []) if line.strip()), ""),
         cpu_flags=frozenset(" ".join(sections.get("cpu_flags", [])).split()),
         pythons=parse_pythons(sections.get("python", [])),
     )
+
+
+def _first(lines: list[str] | None) -> str | None:
+    return next((line.strip() for line in lines or [] if line.strip()), None)
+
+
+def parse_containerd_version(lines: Iterable[str]) -> tuple[int, ...] | None:
+    """`containerd --version` (`containerd containerd.io v2.1.5 <commit>`, or Debian's `containerd
+    github.com/containerd/containerd 1.6.20~ds1 1.6.20~ds1-1`) -> (2, 1, 5); None when not installed."""
+    for line in lines:
+        for word in line.split()[1:]:
+            version = versions.parse_version(word)
+            if len(version) >= 2 and "/" not in word:
+                return version
+    return None

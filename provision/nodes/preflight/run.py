@@ -20,6 +20,7 @@ from provision.nodes.preflight.checks import (
     check_proxy_port,
     check_vip,
     evaluate,
+    gpu_generations,
     judge,
     worst,
 )
@@ -53,6 +54,8 @@ class NodeReport:
     python: NodePython | None = None
     # The speed multi-node training crosses at (nodes/nic.py); None when unknown.
     link_gbps: float | None = None
+    # The generations of its GPUs (versions.GPU_GENERATIONS names), read from their PCI device ids.
+    gpu_generations: tuple[str, ...] = ()
 
     def check(self, name: str) -> CheckResult | None:
         return next((c for c in self.checks if c.name == name), None)
@@ -88,6 +91,10 @@ class PreflightReport:
     @property
     def gpu_counts(self) -> dict[str, int]:
         return {n.name: n.gpu_count for n in self.nodes}
+
+    @property
+    def gpu_generations(self) -> dict[str, list[str]]:
+        return {n.name: list(n.gpu_generations) for n in self.nodes}
 
     @property
     def link_speeds(self) -> dict[str, float]:
@@ -182,7 +189,7 @@ def run_preflight(cluster: Cluster, settings: Settings, *, nodes: list[str] | No
         probes = {p.node.name: p for p in pool.map(probe, probed_nodes)}
     facts_by_node = {name: p.facts for name, p in probes.items() if p.facts is not None}
     smoke = settings.smoke_test
-    judged = evaluate([n for n in targets if n.name in facts_by_node], facts_by_node, ansible_core,
+    judged = evaluate([n for n in targets if n.name in facts_by_node], facts_by_node, ansible_core, settings=settings,
                       multi_node=smoke.enabled and smoke.nodes > 1, min_link_gbps=smoke.min_link_gbps)
     vip_facts = {name: facts.vip for name, facts in facts_by_node.items() if facts.vip is not None}
     holders = {name: found.held_on for name, found in vip_facts.items() if found.held_on}
@@ -196,9 +203,10 @@ def run_preflight(cluster: Cluster, settings: Settings, *, nodes: list[str] | No
             checks = [*checks, judge(node, check_proxy_port(facts_by_node[node.name], PROXY_PORT))]
         all_checks = tuple(probes[node.name].checks + checks)
         facts = facts_by_node.get(node.name)
+        generations = gpu_generations(facts, node) if facts is not None and verdict and verdict.gpu_count else ()
         reports.append(NodeReport(node.name, node.role, node.address, all_checks,
                                   verdict.gpu_count if verdict else 0, verdict.python if verdict else None,
-                                  facts.links.link_gbps if facts else None))
+                                  facts.links.link_gbps if facts else None, gpu_generations=generations))
         if on_progress:
             with lock:
                 tally = progress.tally[node.name]

@@ -50,66 +50,14 @@ options:
 
 # The version of the document's shape, and the key it is returned under: provision/nodes/reports.py reads
 # exactly this version, and finds the document by this key.
-SCHEMA = 1
+SCHEMA = 2
 REPORT_KEY = "cb_report"
 
-_SECTION_RE = re.compile(r"^\s*\[([^\[\]]+)\]\s*(#.*)?$")
-_KEY_RE = re.compile(r"""^\s*("[^"]*"|'[^']*'|[A-Za-z0-9_-]+)\s*=\s*(.*?)\s*$""")
-_HEADER_PART_RE = re.compile(r""""([^"]*)"|'([^']*)'|([^.\s]+)""")
 _FSTAB_SWAP_RE = re.compile(r"^[^#\s]\S*\s+\S+\s+swap\s")
 
 
 def _unquote(text: str) -> str:
     return text[1:-1] if len(text) >= 2 and text[0] == text[-1] and text[0] in "\"'" else text
-
-
-def _value(raw: str) -> object:
-    if raw in ("true", "false"):
-        return raw == "true"
-    if raw[:1] in "\"'":
-        end = raw.find(raw[0], 1)
-        return raw[1:end] if end > 0 else raw[1:]
-    return raw
-
-
-def toml_tables(text: str) -> dict[tuple[str, ...], dict[str, object]]:
-    """The tables of a TOML document (header path -> its scalar keys), as far as containerd's dump needs: strings,
-    booleans and the rest as raw text. The nodes' Pythons may predate tomllib (3.11), hence no TOML library."""
-    tables: dict[tuple[str, ...], dict[str, object]] = {(): {}}
-    current: tuple[str, ...] = ()
-    for line in text.splitlines():
-        section = _SECTION_RE.match(line)
-        if section:
-            current = tuple(a or b or c for a, b, c in _HEADER_PART_RE.findall(section.group(1)))
-            tables.setdefault(current, {})
-            continue
-        key = _KEY_RE.match(line)
-        if key and not line.lstrip().startswith("#"):
-            tables[current][_unquote(key.group(1))] = _value(key.group(2))
-    return tables
-
-
-def parse_containerd_config(text: str) -> dict[str, object]:
-    """`containerd config dump` (configuration version 2 or 3) -> its runtimes, the default one, whether that one
-    uses the systemd cgroup driver, and the sandbox (pause) image."""
-    tables = toml_tables(text)
-    runtimes: dict[str, tuple[str, ...]] = {}
-    default_runtime = None
-    sandbox_image = None
-    for path, keys in tables.items():
-        if path[-1:] == ("containerd",) and "default_runtime_name" in keys:
-            default_runtime = str(keys["default_runtime_name"])
-        if len(path) >= 3 and path[-3:-1] == ("containerd", "runtimes"):
-            runtimes[path[-1]] = path
-        # Version 2 keeps it in the CRI plugin's table, version 3 among the pinned images.
-        if "sandbox_image" in keys:
-            sandbox_image = str(keys["sandbox_image"])
-        elif path[-1:] == ("pinned_images",) and "sandbox" in keys:
-            sandbox_image = str(keys["sandbox"])
-    default_path = runtimes.get(default_runtime or "")
-    options = tables.get((*default_path, "options"), {}) if default_path else {}
-    return {"default_runtime": default_runtime, "runtimes": sorted(runtimes),
-            "systemd_cgroup": options.get("SystemdCgroup") is True, "sandbox_image": sandbox_image}
 
 
 def parse_ctr_plugins(text: str) -> str | None:
@@ -193,9 +141,9 @@ def _holds(module: AnsibleModule) -> list[str]:
 
 def report(module: AnsibleModule) -> dict[str, object]:
     params = module.params
+    # As containerd prints it: Python reads and judges it (provision/nodes/containerd_config.py).
     _, dump = _output(module, ["containerd", "config", "dump"])
-    containerd = parse_containerd_config(dump)
-    containerd["cri"] = parse_ctr_plugins(_output(module, ["ctr", "plugins", "ls"])[1])
+    containerd = {"config_dump": dump, "cri": parse_ctr_plugins(_output(module, ["ctr", "plugins", "ls"])[1])}
     held = _holds(module)
     crictl_installed = shutil.which("crictl") is not None
     gpus = None
