@@ -26,13 +26,16 @@ def private_state_dir(tmp_path_factory: pytest.TempPathFactory, monkeypatch: pyt
     monkeypatch.setenv("BOOTSTRAP_STATE_DIR", str(tmp_path_factory.mktemp("state")))
 
 
-# The trainer's tests need torch and numpy, which only the Python 3.11 environment has (scripts/setup.sh): the
-# other environment does not collect them (./dev.sh test runs them in the first).
-TRAINER_TEST_MODULES = ("test_trainer.py", "test_trainer_data.py")
+# The tests that import the trainer's modules need its dependencies, torch and numpy, which only the Python 3.11
+# environment has (scripts/setup.sh): the other environment does not collect them (./dev.sh test runs them in the
+# first).
+TRAINER_TEST_MODULES = ("test_trainer.py", "test_trainer_data.py", "test_infer_image.py", "test_smoke_cache.py")
+TRAINER_DEPENDENCIES = ("torch", "numpy")
 
 
 def pytest_ignore_collect(collection_path: Path, config: pytest.Config) -> bool | None:
-    if collection_path.name in TRAINER_TEST_MODULES and importlib.util.find_spec("torch") is None:
+    if collection_path.name in TRAINER_TEST_MODULES and not all(
+            importlib.util.find_spec(name) for name in TRAINER_DEPENDENCIES):
         return True
     return None
 
