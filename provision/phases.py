@@ -25,8 +25,11 @@ from provision.inputs.state import ClusterState, PhaseRecord, inputs_fingerprint
 from provision.nodes.runner import PlaybookResult, RunProgress, run_playbook
 
 Status = Literal["ok", "failed", "skipped", "not run"]
-# A need is satisfied by the phase that provides it (in this run or an earlier one).
-Need = Literal["gpus", "kubeconfig"]
+# The local API proxy's static pod (its app.kubernetes.io/name, provision/manifests/endpoint/api-proxy.yaml.j2).
+API_PROXY_NAME = "cb-api-proxy"
+# A need is satisfied by the phase that provides it (in this run or an earlier one). vip_interfaces: where each
+# control plane announces the VIP (kube-vip's manifests are rendered with it).
+Need = Literal["gpus", "kubeconfig", "vip_interfaces"]
 
 
 @dataclass
@@ -64,7 +67,7 @@ class Phase:
     playbook: str | None = None
     # Extra playbook variables beyond playbook_vars (rendered configs, manifests).
     extra_vars: Callable[[PhaseContext], dict[str, Any]] | None = None
-    # Hosts the playbook is limited to (None: every host its plays target).
+    # Nodes (node names) the playbook is limited to (None: every host its plays target).
     limit: Callable[[PhaseContext], list[str] | None] | None = None
     needs: tuple[Need, ...] = ()
     provides: tuple[Need, ...] = ()
@@ -113,17 +116,39 @@ def _api(ctx: PhaseContext):  # type: ignore[no-untyped-def]
     return load_api_client(admin_kubeconfig_path(ctx.cluster))
 
 
-def _expectations(ctx: PhaseContext, nodes: Sequence[str] | None = None):  # type: ignore[no-untyped-def]
+def _expectations(ctx: PhaseContext, nodes: Sequence[str] | None = None, *,  # type: ignore[no-untyped-def]
+                  joined: bool = False):
+    """What a healthy cluster looks like for these nodes (default: this run's). `joined`: every node has joined,
+    so the joined control planes are control planes, the endpoint's static pods run where they belong and etcd's members
+    are the control planes (asked when the cluster has several, or this run adds one)."""
     from provision.kube.verify import Expectations
+    from provision.render.endpoint import endpoint_mode
 
     settings = ctx.settings
+    cluster = ctx.cluster
     scope = tuple(nodes) if nodes is not None else ctx.target_nodes
     gpus = {name: count for name, count in (ctx.state.gpus or {}).items() if name in scope}
+    # Those that joined (the first one was initialised as the control plane).
+    control_planes = tuple(n.name for n in cluster.control_planes[1:] if n.name in scope)
+    etcd = None
+    endpoint_pods = None
+    every_control_plane = tuple(n.name for n in cluster.control_planes)
+    if joined:
+        if len(cluster.control_planes) > 1 and (ctx.nodes is None or control_planes):
+            # `node add` of one control plane: others of the inventory may still be waiting for theirs.
+            etcd = every_control_plane if ctx.nodes is None else control_planes
+        mode = endpoint_mode(cluster, settings)
+        if mode == "vip":
+            endpoint_pods = ("kube-vip", tuple(n.name for n in cluster.control_planes if n.name in scope))
+        elif mode == "proxy":
+            endpoint_pods = (API_PROXY_NAME, scope)
     return Expectations(nodes=scope, gpus=gpus, pod_cidr=settings.kubernetes.pod_cidr,
                         dns_domain=settings.kubernetes.dns_domain, gpu_runtime=settings.gpu.runtime,
                         dns_probe_image=_dns_probe_image(settings),
                         pods_on=None if ctx.nodes is None else tuple(scope),
-                        dns_node=scope[0] if ctx.nodes is not None and len(scope) == 1 else None)
+                        dns_node=scope[0] if ctx.nodes is not None and len(scope) == 1 else None,
+                        control_planes=control_planes if joined else (), etcd_members=etcd,
+                        etcd_allowed=every_control_plane if etcd is not None else None, endpoint_pods=endpoint_pods)
 
 
 def _dns_probe_image(settings: Settings) -> str:
@@ -148,6 +173,7 @@ def _preflight(ctx: PhaseContext) -> str:
     gpus = dict(ctx.state.gpus or {})
     gpus.update({name: int(report.gpu_counts.get(name, 0)) for name in ctx.target_nodes})
     ctx.state.gpus = gpus
+    ctx.state.vip_interfaces |= report.vip_interfaces
     ctx.state.link_gbps = {name: speed for name, speed in ctx.state.link_gbps.items() if name not in ctx.target_nodes} \
         | report.link_speeds
     pythons = {name: python for name, python in ctx.state.pythons.items() if name not in ctx.target_nodes}
@@ -184,22 +210,53 @@ def _prepared(ctx: PhaseContext) -> str:
 
 # --- control plane -----------------------------------------------------------------------------------------
 
+def _kube_vip_vars(ctx: PhaseContext) -> dict[str, Any]:
+    """kube-vip's static pods (endpoint vip): one per control plane, for the interface it announces the VIP on, and
+    the first control plane's copy for while kubeadm init runs. Empty without a VIP."""
+    from provision.render.endpoint import endpoint_mode
+    from provision.render.manifests import STATIC_POD_DIR, kube_vip_manifest
+
+    settings = ctx.settings
+    found: dict[str, Any] = {"manifest_path": f"{STATIC_POD_DIR}/kube-vip.yaml", "manifests": {}, "during_init": ""}
+    if endpoint_mode(ctx.cluster, settings) != "vip":
+        return found
+
+    def interface(name: str) -> str:
+        chosen = settings.control_plane.interface or ctx.state.vip_interfaces.get(name)
+        if chosen is None:
+            raise BootstrapError(f"no interface known for kube-vip on {name}: run `bootstrap preflight` (it finds the "
+                                 "route to the VIP), or set control_plane.interface")
+        return chosen
+
+    first = ctx.cluster.control_plane
+    found["manifests"] = {n.host: kube_vip_manifest(settings, interface=interface(n.name))
+                          for n in ctx.cluster.control_planes}
+    found["during_init"] = kube_vip_manifest(settings, interface=interface(first.name), during_init=True)
+    return found
+
+
 def _control_plane_vars(ctx: PhaseContext) -> dict[str, Any]:
     from provision.kube.kubeconfig import fetched_kubeconfig_path
     from provision.render.kubeadm_config import CONFIG_PATH, render_init_config
 
     return {"cb_kubeadm_config": render_init_config(ctx.cluster, ctx.settings),
             "cb_kubeadm_config_path": CONFIG_PATH,
-            "cb_kubeconfig_fetch_dest": str(fetched_kubeconfig_path(ctx.cluster))}
+            "cb_kubeconfig_fetch_dest": str(fetched_kubeconfig_path(ctx.cluster)),
+            "cb_kube_vip": _kube_vip_vars(ctx)}
 
 
 def _control_plane_check(ctx: PhaseContext) -> str:
     from provision.kube.kubeconfig import fetched_kubeconfig_path, install_admin_kubeconfig
-    from provision.kube.verify import wait_for_api
+    from provision.kube.verify import read_cluster_configuration, wait_for_api
+    from provision.render.kubeadm_config import endpoint_change_problem
 
-    kubeconfig = install_admin_kubeconfig(fetched_kubeconfig_path(ctx.cluster), ctx.cluster)
+    kubeconfig = install_admin_kubeconfig(fetched_kubeconfig_path(ctx.cluster), ctx.cluster, ctx.settings)
     ctx.facts["kubeconfig"] = kubeconfig
-    version = wait_for_api(_api(ctx), timeout_s=120)
+    api = _api(ctx)
+    version = wait_for_api(api, timeout_s=120)
+    problem = endpoint_change_problem(read_cluster_configuration(api), ctx.cluster, ctx.settings)
+    if problem:
+        raise BootstrapError(problem)
     wanted = ctx.settings.kubernetes.version
     running = version.lstrip("v").split("+")[0]
     if not (running == wanted if wanted.count(".") == 2 else running.startswith(wanted + ".")):
@@ -231,17 +288,34 @@ def _network_check(ctx: PhaseContext) -> str:
 # --- join --------------------------------------------------------------------------------------------------
 
 def _join_limit(ctx: PhaseContext) -> list[str] | None:
+    from provision.render.endpoint import endpoint_mode
+
     if ctx.nodes is None:
         return None
-    # The control plane mints the join command; only the named workers join.
+    # A control plane added behind local proxies changes every node's proxy: all of them take part.
+    adds_control_plane = any(ctx.cluster.node(name).is_control_plane for name in ctx.nodes)
+    if adds_control_plane and endpoint_mode(ctx.cluster, ctx.settings) == "proxy":
+        return None
+    # The first control plane mints the join command; only the named nodes join.
     return [ctx.cluster.control_plane.name, *ctx.nodes]
 
 
 def _join_vars(ctx: PhaseContext) -> dict[str, Any]:
-    from provision.render.kubeadm_config import ignored_preflight_errors, node_ip
+    from provision.render.endpoint import api_endpoint, node_ip
+    from provision.render.kubeadm_config import ignored_preflight_errors
+    from provision.render.manifests import API_PROXY_DIR, STATIC_POD_DIR, api_proxy, kube_proxy_kubeconfig
 
-    return {"cb_node_ips": {n.name: node_ip(n) for n in ctx.cluster.nodes if node_ip(n)},
-            "cb_ignore_preflight_errors": ignored_preflight_errors(ctx.settings)}
+    endpoint = api_endpoint(ctx.cluster, ctx.settings)
+    proxy = api_proxy(ctx.cluster, ctx.settings) if endpoint.mode == "proxy" else None
+    return {
+        # By inventory host name: the role looks itself up with inventory_hostname.
+        "cb_node_ips": {n.host: node_ip(n) for n in ctx.cluster.nodes if node_ip(n)},
+        "cb_kube_vip": _kube_vip_vars(ctx),
+        "cb_api_proxy": {"dir": API_PROXY_DIR, "manifest_path": f"{STATIC_POD_DIR}/cb-api-proxy.yaml",
+                         "config": proxy.config if proxy else "", "manifest": proxy.manifest if proxy else ""},
+        "cb_kube_proxy_kubeconfig": kube_proxy_kubeconfig(endpoint) if proxy else "",
+        "cb_ignore_preflight_errors": ignored_preflight_errors(ctx.settings),
+    }
 
 
 def _join_check(ctx: PhaseContext) -> str:
@@ -249,7 +323,7 @@ def _join_check(ctx: PhaseContext) -> str:
     from provision.kube.verify import verify_cluster
 
     api = _api(ctx)
-    report = verify_cluster(api, _expectations(ctx), checks=("nodes",),
+    report = verify_cluster(api, _expectations(ctx, joined=True), checks=("nodes",),
                             timeout_s=ctx.settings.verify.timeout_s, on_message=ctx.say)
     report.raise_for_problems("join")
     workers = [n.name for n in ctx.cluster.nodes if not n.is_control_plane and n.name in ctx.target_nodes]
@@ -341,11 +415,13 @@ def _addon_phases() -> list[Phase]:
 def _verify(ctx: PhaseContext) -> str:
     from provision.kube.verify import verify_cluster
 
-    report = verify_cluster(_api(ctx), _expectations(ctx), timeout_s=ctx.settings.verify.timeout_s,
+    # Through the admin kubeconfig, which names the control-plane endpoint (kube/kubeconfig.py installs it so).
+    api = _api(ctx)
+    report = verify_cluster(api, _expectations(ctx, joined=True), timeout_s=ctx.settings.verify.timeout_s,
                             on_message=ctx.say)
     ctx.facts["verify_report"] = report
     report.raise_for_problems()
-    return report.summary()
+    return f"{report.summary()}; API through {api.configuration.host}"
 
 
 # --- smoke test --------------------------------------------------------------------------------------------
@@ -388,6 +464,30 @@ def _drain(ctx: PhaseContext) -> str:
     return result.summary()
 
 
+def _etcd_members(ctx: PhaseContext) -> tuple[list[str], list[str]]:
+    """The control planes being reset, and those that stay (node names, inventory order)."""
+    targets = set(ctx.target_nodes)
+    planes = [n.name for n in ctx.cluster.control_planes]
+    return [n for n in planes if n in targets], [n for n in planes if n not in targets]
+
+
+def _etcd_skip(ctx: PhaseContext) -> str | None:
+    leaving, staying = _etcd_members(ctx)
+    if not leaving:
+        return "no control plane is reset"
+    if not staying:
+        return "every control plane is reset: etcd goes with them"
+    return None
+
+
+def _etcd_check(ctx: PhaseContext) -> str:
+    leaving, staying = _etcd_members(ctx)
+    removed = sum(ctx.playbook_results[-1].changed.values())
+    members = ", ".join(leaving)
+    return (f"etcd members of {members} removed (on {staying[0]})" if removed
+            else f"{members} no longer etcd members")
+
+
 def _reset_check(ctx: PhaseContext) -> str:
     result = ctx.playbook_results[-1]
     changed = {h: c for h, c in result.changed.items() if c}
@@ -400,23 +500,29 @@ def _reset_limit(ctx: PhaseContext) -> list[str] | None:
 
 
 PHASES: dict[str, Phase] = {p.name: p for p in (
-    Phase("preflight", "check every node can take part", _preflight, provides=("gpus",), read_only=True),
+    Phase("preflight", "check every node can take part", _preflight, provides=("gpus", "vip_interfaces"),
+          read_only=True),
     # The NVIDIA stack goes where preflight found GPUs: `prepare` alone runs preflight first when it has not.
     Phase("prepare", "packages, containerd, kubelet, NVIDIA stack", _prepared, playbook="prepare.yml",
           extra_vars=_prepare_vars, limit=lambda ctx: list(ctx.nodes) if ctx.nodes is not None else None,
           needs=("gpus",), checks_playbook=True),
     Phase("control_plane", "kubeadm init and the admin kubeconfig", _control_plane_check,
-          playbook="control_plane.yml", extra_vars=_control_plane_vars, provides=("kubeconfig",)),
+          playbook="control_plane.yml", extra_vars=_control_plane_vars, needs=("vip_interfaces",),
+          provides=("kubeconfig",)),
     Phase("network", "Calico pod network", _network_check, playbook="network.yml", extra_vars=_network_vars,
           needs=("kubeconfig",)),
-    Phase("join", "workers join with a freshly minted token", _join_check, playbook="join.yml",
-          extra_vars=_join_vars, limit=_join_limit, needs=("kubeconfig",)),
+    Phase("join", "control planes, then workers, join with a freshly minted token", _join_check,
+          playbook="join.yml", extra_vars=_join_vars, limit=_join_limit, needs=("kubeconfig", "vip_interfaces")),
     Phase("gpu", "NVIDIA device plugin on GPU nodes", _gpu_check, playbook="gpu_plugin.yml", extra_vars=_gpu_vars,
           needs=("gpus", "kubeconfig"), skip_reason=_gpu_skip),
     *_addon_phases(),
     Phase("verify", "nodes Ready, system pods, DNS, GPUs", _verify, needs=("gpus", "kubeconfig"), read_only=True),
     Phase("smoke", "CIFAR-10 training Job", _smoke, needs=("kubeconfig",), skip_reason=_smoke_skip),
     Phase("drain", "cordon, evict and delete through the API", _drain, undoes=True),
+    # Before the machines are reset: etcd forgets the control planes that leave while the others keep its majority.
+    Phase("etcd", "remove the etcd members of the control planes being reset", _etcd_check,
+          playbook="etcd_remove.yml", extra_vars=lambda ctx: {"cb_etcd_leaving": _etcd_members(ctx)[0]},
+          limit=lambda ctx: _etcd_members(ctx)[1][:1], skip_reason=_etcd_skip, undoes=True),
     Phase("reset", "kubeadm reset and every trace it leaves", _reset_check, playbook="reset.yml",
           limit=_reset_limit, undoes=True),
 )}
@@ -424,7 +530,7 @@ PHASES: dict[str, Phase] = {p.name: p for p in (
 UP_PHASES: tuple[str, ...] = ("preflight", "prepare", "control_plane", "network", "join", "gpu", *ADDON_ORDER,
                               "verify", "smoke")
 NODE_ADD_PHASES: tuple[str, ...] = ("preflight", "prepare", "join", "gpu", "verify")
-RESET_PHASES: tuple[str, ...] = ("drain", "reset")
+RESET_PHASES: tuple[str, ...] = ("drain", "etcd", "reset")
 
 
 def select_phases(names: Sequence[str], *, from_phase: str | None = None, only: str | None = None) -> list[Phase]:
@@ -444,6 +550,11 @@ def select_phases(names: Sequence[str], *, from_phase: str | None = None, only: 
 def _satisfied(need: Need, ctx: PhaseContext) -> bool:
     if need == "gpus":
         return ctx.state.gpus is not None and all(n in ctx.state.gpus for n in ctx.target_nodes)
+    if need == "vip_interfaces":
+        from provision.render.endpoint import endpoint_mode
+
+        return (endpoint_mode(ctx.cluster, ctx.settings) != "vip" or ctx.settings.control_plane.interface is not None
+                or all(n.name in ctx.state.vip_interfaces for n in ctx.cluster.control_planes))
     from provision.kube.kubeconfig import admin_kubeconfig_path
 
     return admin_kubeconfig_path(ctx.cluster).exists()
@@ -461,8 +572,9 @@ def _run_one(phase: Phase, ctx: PhaseContext) -> PhaseOutcome:
     try:
         if phase.playbook:
             ctx.say(f"{phase.name}: running {phase.playbook}")
+            limit = phase.limit(ctx) if phase.limit else None
             result = run_playbook(phase.playbook, ctx.cluster, ctx.settings, phase=phase.name,
-                                  limit=phase.limit(ctx) if phase.limit else None,
+                                  limit=ctx.cluster.hosts(limit) if limit is not None else None,
                                   extra_vars=phase.extra_vars(ctx) if phase.extra_vars else None,
                                   pythons=ctx.state.pythons,
                                   on_progress=ctx.on_progress, verbose=ctx.verbose,

@@ -43,7 +43,7 @@ USAGE = [
     ("lab-workers-negative", ["lab", "up", "--workers", "-1"], ["--workers"]),
     ("state-dir-without-value", ["--state-dir"], ["Option '--state-dir' requires an argument"]),
     ("unknown-host-to-reset", ["reset", "--yes", "-i", "INVENTORY", "nosuch"], ["no host named 'nosuch'", "cp1, w1"]),
-    ("node-add-control-plane", ["node", "add", "-i", "INVENTORY", "cp1"], ["'cp1' is the control plane"]),
+    ("node-add-control-plane", ["node", "add", "-i", "INVENTORY", "cp1"], ["'cp1' is the first control plane"]),
     ("node-remove-unknown", ["node", "remove", "--yes", "-i", "INVENTORY", "w9"], ["no host named 'w9'"]),
     ("prepare-limit-unknown", ["prepare", "-i", "INVENTORY", "--limit", "w9"], ["no host named 'w9'"]),
 ]

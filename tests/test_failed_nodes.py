@@ -77,7 +77,7 @@ def test_prepare_names_the_failed_the_unreachable_and_the_unready_nodes_together
     assert lines[0].startswith("prepare failed on 3 of 4 nodes")
     assert [line.split(":")[0].strip() for line in lines[1:]] == ["n2", "n3", "n4 is not ready"]
     assert "lock-frontend is still held by pid 812" in lines[1] and "unreachable" in lines[2]
-    assert "hostname is 'n4-old', not its inventory name 'n4'" in lines[3]
+    assert "hostname is 'n4-old', not its node name 'n4'" in lines[3]
     assert raised.value.nodes == {"n2": "failed", "n3": "unreachable", "n4": "not ready"}
 
 

@@ -32,7 +32,6 @@ from provision.nodes.runner import RunProgress
 from tests.lab.lab import Lab, LabNode, MirrorStandIn
 from tests.lab.repos import build_kubernetes_repo, write_config
 
-KEY = "/kubernetes/v1.31/deb/Release.key"
 IN_RELEASE = "/InRelease"
 # Holds dpkg's frontend lock the way apt does (an fcntl record lock) while /run/cb-hold exists, at most argv[1]
 # seconds: a stand-in for unattended-upgrades on a freshly booted machine.
@@ -50,6 +49,8 @@ HOLDER_PATH = "/usr/local/sbin/cb-lock-holder"
 
 # Debian 12's own containerd (1.6) runs Kubernetes 1.35, not 1.36: the lab's bookworm nodes prepare for 1.35.
 BOOKWORM_KUBERNETES = "1.35"
+# The key of the Kubernetes repository the mirror stand-in serves (tests/lab/repos.py lays it out per minor).
+KEY = f"/kubernetes/v{BOOKWORM_KUBERNETES}/deb/Release.key"
 
 
 @pytest.fixture(scope="module")

@@ -252,3 +252,46 @@ def test_node_ip_host_variable_beats_ansible_host_and_a_host_name_leaves_it_to_k
     assert "kubeletExtraArgs" not in docs["InitConfiguration"]["nodeRegistration"]
     assert "controlPlaneEndpoint" not in docs["ClusterConfiguration"]
     assert "cp1.example.com" in docs["ClusterConfiguration"]["apiServer"]["certSANs"]
+
+
+# --- several control planes ------------------------------------------------------------------------------------
+
+HA_HOSTS = ("[kube_control_plane]\ncp1 ansible_host=203.0.113.1 ip=10.20.0.1\ncp2 ansible_host=203.0.113.2 ip=10.20.0.2\n"
+            "cp3 ansible_host=203.0.113.3 ip=10.20.0.3\n[kube_node]\nw1 ansible_host=10.20.0.11\n")
+HA_ENDPOINTS = {"vip": ({"control_plane": {"vip": "10.20.0.100"}}, "10.20.0.100:6443"),
+                # Without a VIP kubeadm's endpoint is the first control plane (joins and TLS bootstrap go there);
+                # the nodes' local proxies carry the rest.
+                "proxy": ({}, "10.20.0.1:6443")}
+
+
+@pytest.mark.parametrize("version", VERSIONS)
+@pytest.mark.parametrize("mode", sorted(HA_ENDPOINTS))
+def test_the_ha_configuration_fits_that_releases_kubeadm_api_and_certifies_every_way_in(
+        tmp_path: Path, version: str, mode: str) -> None:
+    settings, endpoint = HA_ENDPOINTS[mode]
+    documents = render(tmp_path, {**settings, "kubernetes": {"version": version}}, hosts=HA_HOSTS)
+    schema = kubeadm_schema(True)
+    problems = [p for d in documents if d["kind"] in schema for p in conform(d, schema[d["kind"]], d["kind"])]
+    assert problems == []
+    docs = by_kind(documents)
+    cluster = docs["ClusterConfiguration"]
+    assert cluster["controlPlaneEndpoint"] == endpoint
+    sans = cluster["apiServer"]["certSANs"]
+    # Every control plane by name, inventory address and cluster address, and the VIP: a client may reach any.
+    expected = ["cp1", "203.0.113.1", "10.20.0.1", "cp2", "203.0.113.2", "10.20.0.2", "cp3", "203.0.113.3",
+                "10.20.0.3"] + (["10.20.0.100"] if mode == "vip" else [])
+    assert sans == expected
+    # kubeadm init runs on the first control plane, advertising its cluster address.
+    init = docs["InitConfiguration"]
+    assert init["nodeRegistration"]["name"] == "cp1"
+    assert init["localAPIEndpoint"] == {"advertiseAddress": "10.20.0.1", "bindPort": 6443}
+    # The certificate key and tokens are never written into the file.
+    assert "certificateKey" not in init and "token" not in init["bootstrapTokens"][0]
+
+
+def test_a_control_plane_named_only_by_dns_still_gets_an_endpoint_for_the_proxy(tmp_path: Path) -> None:
+    hosts = ("[control_plane]\ncp1 ansible_host=cp1.example.com\ncp2 ansible_host=cp2.example.com\n"
+             "cp3 ansible_host=cp3.example.com\n")
+    docs = by_kind(render(tmp_path, hosts=hosts))
+    assert docs["ClusterConfiguration"]["controlPlaneEndpoint"] == "cp1.example.com:6443"
+    assert "localAPIEndpoint" not in docs["InitConfiguration"]

@@ -11,6 +11,7 @@ import yaml
 
 from provision.errors import BootstrapError
 from provision.inputs.inventory import load_inventory
+from provision.inputs.settings import Settings, parse_settings
 from provision.kube.client import load_api_client
 from provision.kube.kubeconfig import (
     admin_kubeconfig_path,
@@ -47,7 +48,7 @@ def test_installed_kubeconfig_is_private_and_points_at_the_inventory_address(clu
     fetched = fetched_kubeconfig_path(cluster)
     fetched.write_text(yaml.safe_dump(ADMIN_CONF))
     fetched.chmod(0o644)
-    installed = install_admin_kubeconfig(fetched, cluster)
+    installed = install_admin_kubeconfig(fetched, cluster, Settings())
     assert installed == admin_kubeconfig_path(cluster)
     assert mode(installed) == 0o600 and mode(fetched) == 0o600 and mode(installed.parent) == 0o700
     data = yaml.safe_load(installed.read_text())
@@ -61,13 +62,13 @@ def test_a_fetched_file_that_is_not_a_kubeconfig_is_refused(cluster) -> None:
     fetched = fetched_kubeconfig_path(cluster)
     fetched.write_text("apiVersion: v1\nkind: Config\nclusters: []\n")
     with pytest.raises(BootstrapError, match="has no cluster or user"):
-        install_admin_kubeconfig(fetched, cluster)
+        install_admin_kubeconfig(fetched, cluster, Settings())
 
 
 def test_merge_adds_a_named_context_and_keeps_the_others(cluster, tmp_path: Path) -> None:
     fetched = fetched_kubeconfig_path(cluster)
     fetched.write_text(yaml.safe_dump(ADMIN_CONF))
-    installed = install_admin_kubeconfig(fetched, cluster)
+    installed = install_admin_kubeconfig(fetched, cluster, Settings())
     target = tmp_path / "home" / ".kube" / "config"
     target.parent.mkdir(parents=True)
     existing = {"apiVersion": "v1", "kind": "Config", "current-context": "prod",
@@ -100,7 +101,7 @@ def test_merge_creates_a_missing_kubeconfig(cluster, tmp_path: Path) -> None:
     fetched = fetched_kubeconfig_path(cluster)
     fetched.write_text(yaml.safe_dump(ADMIN_CONF))
     target = tmp_path / "fresh" / "config"
-    merge_kubeconfig(install_admin_kubeconfig(fetched, cluster), "bootstrap-cp1", target)
+    merge_kubeconfig(install_admin_kubeconfig(fetched, cluster, Settings()), "bootstrap-cp1", target)
     assert mode(target) == 0o600
     assert yaml.safe_load(target.read_text())["current-context"] == "bootstrap-cp1"
 
@@ -111,5 +112,19 @@ def test_a_broken_target_kubeconfig_is_not_overwritten(cluster, tmp_path: Path) 
     target = tmp_path / "config"
     target.write_text("clusters: [unclosed\n")
     with pytest.raises(BootstrapError, match="not valid YAML"):
-        merge_kubeconfig(install_admin_kubeconfig(fetched, cluster), "lab", target)
+        merge_kubeconfig(install_admin_kubeconfig(fetched, cluster, Settings()), "lab", target)
     assert target.read_text() == "clusters: [unclosed\n"
+
+
+def test_with_a_vip_the_kubeconfig_points_at_the_vip(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("BOOTSTRAP_STATE_DIR", str(tmp_path / "state"))
+    hosts = tmp_path / "hosts.ini"
+    hosts.write_text("[control_plane]\ncp1 ansible_host=10.0.0.1\ncp2 ansible_host=10.0.0.2\ncp3 ansible_host=10.0.0.3\n")
+    cluster = load_inventory(hosts)
+    fetched = fetched_kubeconfig_path(cluster)
+    fetched.write_text(yaml.safe_dump(ADMIN_CONF))
+    installed = install_admin_kubeconfig(fetched, cluster, parse_settings({"control_plane": {"vip": "10.0.0.100"}}))
+    assert yaml.safe_load(installed.read_text())["clusters"][0]["cluster"]["server"] == "https://10.0.0.100:6443"
+    # Without one (a local proxy on every node), this machine goes to the first control plane.
+    installed = install_admin_kubeconfig(fetched, cluster, Settings())
+    assert yaml.safe_load(installed.read_text())["clusters"][0]["cluster"]["server"] == "https://10.0.0.1:6443"

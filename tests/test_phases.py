@@ -112,7 +112,8 @@ def test_up_is_the_issue_order_and_node_add_reuses_its_phases() -> None:
     addons = {name: "addon.yml" for addon in ("volcano", "training_operator", "trainer")
               for name in (addon, f"remove_{addon}")}
     assert playbooks == {"prepare": "prepare.yml", "control_plane": "control_plane.yml", "network": "network.yml",
-                         "join": "join.yml", "gpu": "gpu_plugin.yml", "reset": "reset.yml"} | addons
+                         "join": "join.yml", "gpu": "gpu_plugin.yml", "etcd": "etcd_remove.yml",
+                         "reset": "reset.yml"} | addons
     assert all((PLAYBOOKS_DIR / playbook).is_file() for playbook in playbooks.values())
 
 
@@ -351,13 +352,15 @@ def test_a_run_killed_in_a_phase_leaves_it_running_and_up_resumes_there(cluster,
 def test_a_reset_forgets_what_up_completed(cluster, monkeypatch: pytest.MonkeyPatch) -> None:
     recorder = Recorder()
     phases = [recorder.phase(n, fail=(n == "join")) for n in UP_PHASES]
+    # The real etcd phase: a worker's reset skips it (no control plane leaves).
     recorder.install(monkeypatch, *phases, Phase("drain", "drain", lambda ctx: "drained", undoes=True),
-                     Phase("reset", "reset", lambda ctx: "clean", undoes=True))
+                     PHASES["etcd"], Phase("reset", "reset", lambda ctx: "clean", undoes=True))
     CliRunner().invoke(app, ["up", "--inventory", str(cluster.inventory_path)])
     # A worker wiped: what up completed no longer describes the nodes (resetting the control plane forgets all).
     outcome = CliRunner().invoke(app, ["reset", "w1", "--inventory", str(cluster.inventory_path), "--yes"])
     assert outcome.exit_code == 0, outcome.output
-    assert set(ClusterState.load(cluster).phases) == {"drain", "reset"}
+    assert set(ClusterState.load(cluster).phases) == {"drain", "etcd", "reset"}
+    assert ClusterState.load(cluster).phases["etcd"].status == "skipped"
 
     recorder.ran.clear()
     CliRunner().invoke(app, ["up", "--inventory", str(cluster.inventory_path)])
@@ -392,7 +395,7 @@ def test_node_commands_refuse_the_control_plane_and_unknown_names(cluster) -> No
     runner = CliRunner()
     # (The CLI's main() turns an InputError into exit code 2.)
     outcome = runner.invoke(app, ["node", "add", "cp1", "--inventory", str(cluster.inventory_path)])
-    assert isinstance(outcome.exception, InputError) and "'cp1' is the control plane" in str(outcome.exception)
+    assert isinstance(outcome.exception, InputError) and "'cp1' is the first control plane" in str(outcome.exception)
     outcome = runner.invoke(app, ["node", "remove", "w9", "--inventory", str(cluster.inventory_path), "--yes"])
     assert isinstance(outcome.exception, InputError) and "no host named 'w9'" in str(outcome.exception)
     outcome = runner.invoke(app, ["node", "add", "w1", "--inventory", str(cluster.inventory_path)])
@@ -401,7 +404,8 @@ def test_node_commands_refuse_the_control_plane_and_unknown_names(cluster) -> No
 
 def test_reset_asks_before_wiping(cluster, monkeypatch: pytest.MonkeyPatch) -> None:
     recorder = Recorder()
-    recorder.install(monkeypatch, recorder.phase("drain"), recorder.phase("reset"))
+    recorder.install(monkeypatch, recorder.phase("drain"), recorder.phase("etcd", skip="no control plane is reset"),
+                     recorder.phase("reset"))
     outcome = CliRunner().invoke(app, ["reset", "w1", "--inventory", str(cluster.inventory_path)], input="n\n")
     assert outcome.exit_code == 1 and recorder.ran == []
     assert "Wipe Kubernetes from w1" in outcome.output
@@ -418,7 +422,7 @@ def test_down_resets_every_node_and_forgets_the_cluster_here(cluster, monkeypatc
     recorder = Recorder()
     seen: list[tuple[str, ...]] = []
     recorder.install(monkeypatch, Phase("drain", "drain", lambda ctx: seen.append(ctx.target_nodes) or "ok"),
-                     recorder.phase("reset"))
+                     recorder.phase("etcd", skip="every control plane is reset"), recorder.phase("reset"))
     admin_kubeconfig_path(cluster).parent.mkdir(parents=True)
     admin_kubeconfig_path(cluster).write_text(yaml.safe_dump({"clusters": []}))
     monkeypatch.setenv("HOME", str(tmp_path / "home"))
@@ -441,7 +445,7 @@ def test_verify_for_a_node_added_later_looks_at_that_node(cluster) -> None:
         result = run_phases([PHASES["verify"]], ctx)
         probe = server.requests_to("POST", "/api/v1/namespaces/kube-system/pods")[0].json
     assert result.ok, result.error
-    assert result.outcomes[0].detail == "1 nodes Ready, 2 GPUs allocatable, DNS answers"
+    assert result.outcomes[0].detail.startswith("1 nodes Ready, 2 GPUs allocatable, DNS answers; API through http")
     assert probe["spec"]["nodeName"] == "w1"
 
 

@@ -164,7 +164,8 @@ def test_a_failed_init_is_rolled_back_and_reported_without_the_token(lab: Lab) -
     assert failure.host == "n1" and "kubeadm init failed on n1 and was rolled back" in failure.message
     assert "timed out waiting for the condition" in failure.message
     assert TOKEN not in failure.message and "token" not in failure.message.lower().replace("kubeadm", "")
-    assert calls(lab, "n1")[-2:] == ["init --config /etc/kubernetes/kubeadm-config.yaml --skip-token-print",
+    assert calls(lab, "n1")[-2:] == ["init --config /etc/kubernetes/kubeadm-config.yaml --skip-token-print --upload-certs "
+                                     "--skip-certificate-key-print",
                                      "reset --force"]
     assert leaked(result.run_dir) == []
     n1.ssh("rm -f /root/kubeadm-calls")
@@ -188,7 +189,8 @@ def test_control_plane_pulls_images_then_inits_once_and_fetches_a_private_kubeco
     first = play("control_plane", ctx)
     assert first.ok, first.failures
     assert calls(lab, "n1") == ["config images pull --config /etc/kubernetes/kubeadm-config.yaml",
-                                "init --config /etc/kubernetes/kubeadm-config.yaml --skip-token-print"]
+                                "init --config /etc/kubernetes/kubeadm-config.yaml --skip-token-print --upload-certs "
+                                     "--skip-certificate-key-print"]
     # Only the control plane runs kubeadm; the other nodes only had their networks checked.
     assert calls(lab, "n2") == [] and calls(lab, "n3") == []
     n1 = lab.node("n1")
@@ -200,7 +202,7 @@ def test_control_plane_pulls_images_then_inits_once_and_fetches_a_private_kubeco
     assert "failCgroupV1: false" in written and "- SystemVerification" in written
     assert leaked(first.run_dir) == []
 
-    installed = install_admin_kubeconfig(fetched_kubeconfig_path(ctx.cluster), ctx.cluster)
+    installed = install_admin_kubeconfig(fetched_kubeconfig_path(ctx.cluster), ctx.cluster, ctx.settings)
     assert oct(installed.stat().st_mode & 0o777) == "0o600"
     assert yaml.safe_load(installed.read_text())["clusters"][0]["cluster"]["server"] == f"https://{n1.ip}:6443"
 

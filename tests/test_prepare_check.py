@@ -53,7 +53,7 @@ def test_a_ready_node_has_no_problems() -> None:
 
 
 @pytest.mark.parametrize(("changes", "problem"), [
-    ({"hostname": "debian"}, "hostname is 'debian', not its inventory name 'n1'"),
+    ({"hostname": "debian"}, "hostname is 'debian', not its node name 'n1'"),
     ({"swap": {"active": ["/dev/dm-1"]}}, "swap is still on"),
     ({"swap": {"fstab": ["/swapfile none swap sw 0 0"]}}, "/etc/fstab still has an active swap line"),
     ({"modules_load": ["overlay"]}, "br_netfilter is not in /etc/modules-load.d/cluster-bootstrap.conf"),

@@ -29,13 +29,14 @@ def load_inputs(nodes: NodeOptions) -> tuple[Cluster, Settings]:
     choice the options made."""
     check_state_root()
     cluster, settings = load_cluster(nodes.inventory, nodes.config)
-    warn(settings_warnings(settings))
+    warn([*cluster.warnings, *settings_warnings(settings)])
     return cluster, with_host_key_choice(settings, nodes.accept_new_host_keys)
 
 
 def warn(warnings: list[str]) -> None:
     """Each on stderr (wrapped to the terminal, like preflight's problems), so --output json keeps stdout to its one
-    document."""
+    document: what the inventory says that this run reads differently, what the settings allow that upstream no
+    longer supports."""
     for line in warnings:
         console.print(f"warning: {line}", style="bold yellow")
 

@@ -1,9 +1,16 @@
 """The inventory: Ansible INI or YAML, read with Ansible's own parser, turned into a validated Cluster.
 
-Groups: `control_plane` (exactly one host; `masters`, `master` and kubespray's `kube_control_plane` are
-accepted as aliases) and `workers` (may be empty; `nodes`, `kube_node` accepted). Per host: ansible_host,
-ansible_user, ansible_port, ansible_ssh_private_key_file, ansible_ssh_common_args (a known_hosts file and a
-bastion, see ssh_options.py) and `gpu` (true / false / auto).
+Groups: the control planes (one, or an odd number up to seven; two are allowed and warned about) under
+`control_plane` or an alias (`kube_control_plane`, `masters`, `master`, `kube_master`), the workers (may be
+none) under `workers` or an alias (`worker`, `kube_node`, `nodes`, `node`); `etcd` and `k8s_cluster` are accepted
+where they only repeat those (dialects.py holds every installer's words). Per host: ansible_host, ansible_user,
+ansible_port, ansible_ssh_private_key_file, ansible_ssh_common_args (a known_hosts file and a bastion, see
+ssh_options.py), `gpu` (true / false / auto), the node's address for the cluster (`node_ip`, or kubespray's `ip`)
+and its name (`k8s_nodename`, kubespray's `kube_override_hostname`: needed where the host name is an IP address).
+
+A Node has two names: `name`, its Kubernetes node name and the machine's hostname, and `host`, what Ansible
+calls it (the inventory's host name: run limits, the groups file and `inventory_hostname` in the roles). They
+differ only where the inventory names the node in a variable.
 
 The file, and the group_vars and host_vars files Ansible would read beside it, are first read safely (size,
 encoding, YAML bounds: see files.py); Ansible parses them silently, and every host is then checked here, so a
@@ -18,12 +25,22 @@ import os
 import re
 import shlex
 import stat
-from collections.abc import Iterator
-from dataclasses import dataclass, field
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Literal
 
 from provision.errors import InputError
+from provision.inputs.dialects import (
+    ACCESS_ADDRESS_VARIABLE,
+    CLUSTER_GROUPS,
+    CONTROL_PLANE_GROUPS,
+    ETCD_GROUPS,
+    FOREIGN_GROUPS,
+    NODE_ADDRESS_VARIABLES,
+    NODE_NAME_VARIABLES,
+    WORKER_GROUPS,
+)
 from provision.inputs.files import (
     MAX_YAML_NODES,
     RefusedYamlError,
@@ -37,8 +54,9 @@ from provision.inputs.files import (
 from provision.inputs.settings import known_hosts_problem
 from provision.inputs.ssh_options import SSH_ARG_VARIABLES, SshOptions, parse_ssh_arguments
 
-CONTROL_PLANE_GROUPS = ("control_plane", "masters", "master", "kube_control_plane")
-WORKER_GROUPS = ("workers", "nodes", "kube_node")
+# etcd needs a majority of its members: an even count tolerates no more failures than one fewer, and etcd
+# advises against more than seven.
+MAX_CONTROL_PLANES = 7
 # Kubernetes node names are RFC 1123 subdomains, lower case; the host name also becomes the machine's hostname,
 # whose labels are at most 63 characters, the whole at most 64: one limit of 63 for both.
 MAX_NODE_NAME = 63
@@ -60,6 +78,7 @@ InventoryFormat = Literal["ini", "yaml"]
 
 @dataclass(frozen=True)
 class Node:
+    # The Kubernetes node name, also the machine's hostname: what kubeadm, the API checks and drains use.
     name: str
     address: str
     role: Role
@@ -72,6 +91,16 @@ class Node:
     ssh: SshOptions = field(default_factory=SshOptions)
     # Every variable Ansible resolved for the host (group_vars included), for playbooks that need more.
     variables: dict[str, Any] = field(default_factory=dict, compare=False, repr=False)
+    # The inventory's host name, what Ansible calls the node (run limits, the groups file, inventory_hostname);
+    # left out, the node name.
+    host: str = ""
+    # The IPv4 address the other nodes reach this one on, when the inventory gives one apart from ansible_host
+    # (`node_ip`, kubespray's `ip`).
+    ip: str | None = None
+
+    def __post_init__(self) -> None:
+        if not self.host:
+            object.__setattr__(self, "host", self.name)
 
     @property
     def is_control_plane(self) -> bool:
@@ -83,21 +112,34 @@ class Cluster:
     inventory_path: Path
     nodes: tuple[Node, ...]
     inventory_format: InventoryFormat = "ini"
+    # Lines about what the inventory says that bootstrap reads differently or not at all (shown, not refused).
+    warnings: tuple[str, ...] = ()
+
+    @property
+    def control_planes(self) -> tuple[Node, ...]:
+        """In inventory order; the first is where `kubeadm init` runs, the others join it."""
+        return tuple(n for n in self.nodes if n.is_control_plane)
 
     @property
     def control_plane(self) -> Node:
-        return next(n for n in self.nodes if n.is_control_plane)
+        """The first control plane: `kubeadm init` runs there, join commands are minted there, and this machine
+        keeps the cluster's state under its name."""
+        return self.control_planes[0]
 
     @property
     def workers(self) -> tuple[Node, ...]:
         return tuple(n for n in self.nodes if not n.is_control_plane)
 
     def node(self, name: str) -> Node:
-        for candidate in self.nodes:
-            if candidate.name == name:
-                return candidate
+        """The node of that node name, or else of that inventory host name."""
+        for candidate in (*(n for n in self.nodes if n.name == name), *(n for n in self.nodes if n.host == name)):
+            return candidate
         raise InputError(f"{self.inventory_path}: no host named {shown(name)}; hosts are: "
                          f"{', '.join(n.name for n in self.nodes)}")
+
+    def hosts(self, names: Iterable[str]) -> list[str]:
+        """The inventory host names (what Ansible limits take) of these nodes."""
+        return [self.node(name).host for name in names]
 
 
 def ansible_inventory_env(path: Path, inventory_format: InventoryFormat) -> dict[str, str]:
@@ -423,13 +465,70 @@ def _check_vars_files(path: Path, names: set[str]) -> None:
                     raise _vault_refusal(str(file), vault)
 
 
+def _is_ipv4(text: str) -> bool:
+    try:
+        ipaddress.IPv4Address(text)
+    except ValueError:
+        return False
+    return True
+
+
+NAME_FIX = f"use lower-case letters, digits and '-' (at most {MAX_NODE_NAME} characters), e.g. gpu-worker-1"
+
+
+def _node_name(where: str, host_name: str, resolved: dict[str, Any]) -> str:
+    """The node's name: a node-name variable when the inventory gives one (kubeasz's k8s_nodename, empty by
+    default, means none), else the host name; either checked as kubeadm checks node names."""
+    given = {variable: resolved[variable] for variable in NODE_NAME_VARIABLES
+             if resolved.get(variable) is not None and resolved.get(variable) != ""}
+    if len({str(value) for value in given.values()}) > 1:
+        both = " and ".join(f"{variable}={shown(value)}" for variable, value in given.items())
+        raise InputError(f"{where}: {both} name the node differently: keep one")
+    for variable, value in given.items():
+        problem = node_name_problem(value) if isinstance(value, str) else "is not a name"
+        if problem is None and _is_ipv4(value):
+            problem = "is an IP address"
+        if problem:
+            raise InputError(f"{where}: {variable}={shown(value)} is not a valid Kubernetes node name: it {problem}; "
+                             f"{NAME_FIX}")
+        if node_name_problem(host_name) and not _is_ipv4(host_name):
+            raise InputError(f"{where} is not a valid inventory host name: it {node_name_problem(host_name)}; "
+                             f"name the host by its IP address or {NAME_FIX}")
+        return str(value)
+    problem = node_name_problem(host_name)
+    if problem:
+        raise InputError(f"{where} is not a valid Kubernetes node name: it {problem}; {NAME_FIX}")
+    if _is_ipv4(host_name):
+        raise InputError(f"{where} is an IP address, which would become the node's name and its machine's "
+                         f"hostname: name the node with k8s_nodename, e.g. `{host_name} k8s_nodename=gpu-worker-1`")
+    return host_name
+
+
+def _node_ip(where: str, address: str, resolved: dict[str, Any]) -> str | None:
+    """The address the other nodes reach this one on, when the inventory gives one: node_ip, or kubespray's ip
+    (both IPv4; the two, and kubespray's access_ip, must agree)."""
+    given = {variable: resolved[variable] for variable in NODE_ADDRESS_VARIABLES
+             if resolved.get(variable) is not None and resolved.get(variable) != ""}
+    for variable, value in given.items():
+        if not isinstance(value, str) or not _is_ipv4(value):
+            raise InputError(f"{where}: {variable}={shown(value)} is not an IPv4 address (clusters are IPv4-only for "
+                             "now): write the address the node uses to reach the others, e.g. node_ip=10.0.0.5")
+    if len(set(given.values())) > 1:
+        both = " and ".join(f"{variable}={value}" for variable, value in given.items())
+        raise InputError(f"{where}: {both} differ: both name the address the other nodes reach this one on; keep one")
+    ip = str(next(iter(given.values()))) if given else None
+    access = resolved.get(ACCESS_ADDRESS_VARIABLE)
+    if access not in (None, "") and access != (ip or address):
+        raise InputError(f"{where}: {ACCESS_ADDRESS_VARIABLE}={shown(access)} differs from the node's address "
+                         f"{ip or address}: every node has one address for the cluster here; set ip (or node_ip) to "
+                         f"the address the other nodes reach this one on and remove {ACCESS_ADDRESS_VARIABLE}")
+    return ip
+
+
 def _node(path: Path, host_name: str, role: Role, resolved: dict[str, Any]) -> Node:
     """One host's variables -> a Node, each value checked where it is read."""
     where = f"{path}: host {shown(host_name)}"
-    problem = node_name_problem(host_name)
-    if problem:
-        raise InputError(f"{where} is not a valid Kubernetes node name: it {problem}; use lower-case letters, digits "
-                         f"and '-' (at most {MAX_NODE_NAME} characters), e.g. gpu-worker-1")
+    name = _node_name(where, host_name, resolved)
     encrypted = _find_encrypted(resolved)
     if encrypted:
         raise _vault_refusal(where, encrypted)
@@ -441,6 +540,7 @@ def _node(path: Path, host_name: str, role: Role, resolved: dict[str, Any]) -> N
     problem = address_problem(address) if isinstance(address, str) else "is not an address"
     if problem:
         raise InputError(f"{where}: ansible_host={shown(address)} {problem}")
+    ip = _node_ip(where, str(address), resolved)
 
     port = resolved.get("ansible_port", resolved.get("ansible_ssh_port", 22))
     problem = port_problem(port)
@@ -471,7 +571,7 @@ def _node(path: Path, host_name: str, role: Role, resolved: dict[str, Any]) -> N
 
     ssh = _ssh_options(path, where, resolved)
     return Node(
-        name=str(host_name),
+        name=name,
         address=str(address),
         role=role,
         user=str(user),
@@ -480,6 +580,8 @@ def _node(path: Path, host_name: str, role: Role, resolved: dict[str, Any]) -> N
         gpu=_as_bool_word(resolved.get("gpu", "auto"), where),
         ssh=ssh,
         variables={k: v for k, v in resolved.items() if not k.startswith(("ansible_play", "playbook_"))},
+        host=str(host_name),
+        ip=ip,
     )
 
 
@@ -544,6 +646,10 @@ def load_inventory(path: Path) -> Cluster:
             raise InputError(f"{path}: Ansible cannot read the inventory: {_first_line(exc)}") from None
 
 
+def _group_list(names: Iterable[str]) -> str:
+    return ", ".join(f"[{name}]" for name in names)
+
+
 def _cluster(path: Path, inventory_format: InventoryFormat) -> Cluster:
     from ansible.inventory.manager import InventoryManager
     from ansible.parsing.dataloader import DataLoader
@@ -554,7 +660,8 @@ def _cluster(path: Path, inventory_format: InventoryFormat) -> Cluster:
     variables = VariableManager(loader=loader, inventory=manager)
     groups = manager.groups
 
-    def members(names: tuple[str, ...]) -> dict[str, str]:
+    def members(names: Iterable[str]) -> dict[str, str]:
+        """Host name -> the first of these groups it is in."""
         found: dict[str, str] = {}
         for group_name in names:
             if group_name in groups:
@@ -564,38 +671,82 @@ def _cluster(path: Path, inventory_format: InventoryFormat) -> Cluster:
 
     control_plane = members(CONTROL_PLANE_GROUPS)
     workers = members(WORKER_GROUPS)
+    warnings = _check_groups(path, control_plane, workers, members(ETCD_GROUPS),
+                             {name: members([name]) for name in FOREIGN_GROUPS})
+    for host in manager.get_hosts():
+        if host.name not in control_plane and host.name not in workers:
+            # k8s_cluster only gathers the two roles; a host in it alone has none.
+            gathered = next((g.name for g in host.get_groups() if g.name in CLUSTER_GROUPS), None)
+            inside = f" (only [{gathered}], which gathers them)" if gathered else ""
+            raise InputError(f"{path}: host {shown(host.name)} is in neither [control_plane] nor [workers]{inside} "
+                             f"(aliases: {_group_list(CONTROL_PLANE_GROUPS[1:] + WORKER_GROUPS[1:])}): add it to "
+                             "one of them or remove it")
+    # Control planes first, each role in the order of its groups (the first control plane is where kubeadm init
+    # runs), not in the order Ansible enumerates `all`.
+    hosts = {host.name: host for host in manager.get_hosts()}
+    nodes = tuple(_node(path, name, "control_plane" if name in control_plane else "worker",
+                        variables.get_vars(host=hosts[name], include_hostvars=False))
+                  for name in [*control_plane, *workers])
+    cluster = Cluster(inventory_path=path, nodes=nodes, inventory_format=inventory_format, warnings=tuple(warnings))
+    _check_nodes(cluster)
+    if len(cluster.control_planes) == 2:
+        names = " and ".join(shown(n.name) for n in cluster.control_planes)
+        warnings.append(f"{path}: two control planes ({names}) tolerate no failure: etcd needs both for a majority, "
+                        "so losing either stops the API; a third control plane tolerates one")
+    return replace(cluster, warnings=tuple(warnings))
+
+
+def _check_groups(path: Path, control_plane: dict[str, str], workers: dict[str, str], etcd: dict[str, str],
+                  foreign: dict[str, dict[str, str]]) -> list[str]:
+    """Refuse what the groups say that bootstrap cannot do; return what it reads differently (warnings)."""
     if not control_plane:
-        raise InputError(f"{path}: no control plane: put exactly one host under [control_plane] "
+        raise InputError(f"{path}: no control plane: put one host (or three) under [control_plane] "
                          f"(aliases: {', '.join(CONTROL_PLANE_GROUPS[1:])})")
-    if len(control_plane) > 1:
-        names = ", ".join(shown(name) for name in sorted(control_plane))
-        raise InputError(f"{path}: {len(control_plane)} control-plane hosts ({names}); "
-                         "only one is supported for now: move the others under [workers]")
+    count = len(control_plane)
+    if count > MAX_CONTROL_PLANES or (count % 2 == 0 and count > 2):
+        names = ", ".join(shown(name) for name in control_plane)
+        fewer = min(MAX_CONTROL_PLANES, count - 1)
+        raise InputError(f"{path}: {count} control-plane hosts ({names}): etcd wants an odd number, at most "
+                         f"{MAX_CONTROL_PLANES} ({count} tolerate no more failures than {count - 1}): keep {fewer} "
+                         "and move the others under [workers]")
     for name in control_plane:
         if name in workers:
             raise InputError(f"{path}: host {shown(name)} is in both [{control_plane[name]}] and [{workers[name]}]: "
-                             "a host is either the control plane or a worker, remove it from one group")
-    for host in manager.get_hosts():
-        if host.name not in control_plane and host.name not in workers:
-            raise InputError(f"{path}: host {shown(host.name)} is in neither [control_plane] nor [workers]: "
-                             "add it to one of them or remove it")
-    nodes = tuple(_node(path, host.name, "control_plane" if host.name in control_plane else "worker",
-                        variables.get_vars(host=host, include_hostvars=False))
-                  for host in manager.get_hosts())
-    cluster = Cluster(inventory_path=path, nodes=nodes, inventory_format=inventory_format)
-    _check_nodes(cluster)
-    return cluster
+                             "a host is either a control plane or a worker, remove it from one group")
+    external = [name for name in etcd if name not in control_plane]
+    if external:
+        raise InputError(f"{path}: [{etcd[external[0]]}] lists {shown(external[0])}, which is not a control plane: "
+                         "external etcd is not supported (kubeadm's stacked etcd runs one member on each control "
+                         "plane); remove the group or list exactly the control planes in it")
+    left_out = [name for name in control_plane if etcd and name not in etcd]
+    if left_out:
+        raise InputError(f"{path}: [{next(iter(etcd.values()))}] leaves out control plane {shown(left_out[0])}: "
+                         "kubeadm's stacked etcd runs a member on every control plane; list them all (or write "
+                         f"[etcd:children] with [{control_plane[left_out[0]]}] under it), or remove the group")
+    warnings = []
+    for group, hosts in foreign.items():
+        stray = [name for name in hosts if name not in control_plane and name not in workers]
+        if stray:
+            raise InputError(f"{path}: host {shown(stray[0])} is in [{group}]: {FOREIGN_GROUPS[group]}")
+        if hosts:
+            warnings.append(f"{path}: [{group}] is not used: {FOREIGN_GROUPS[group]}")
+    return warnings
 
 
 def _check_nodes(cluster: Cluster) -> None:
     path = cluster.inventory_path
     seen_addresses: dict[tuple[str, int], str] = {}
+    seen_names: dict[str, str] = {}
     for node in cluster.nodes:
         key = (node.address.lower().removesuffix("."), node.port)
         if key in seen_addresses:
-            raise InputError(f"{path}: hosts '{seen_addresses[key]}' and '{node.name}' share the address "
+            raise InputError(f"{path}: hosts '{seen_addresses[key]}' and '{node.host}' share the address "
                              f"{node.address}:{node.port}: each host needs its own ansible_host")
-        seen_addresses[key] = node.name
+        seen_addresses[key] = node.host
+        if node.name in seen_names:
+            raise InputError(f"{path}: hosts '{seen_names[node.name]}' and '{node.host}' are both named "
+                             f"{shown(node.name)}: every node needs its own name (k8s_nodename)")
+        seen_names[node.name] = node.host
 
 
 def node_ip_addresses(cluster: Cluster) -> dict[str, ipaddress.IPv4Address | ipaddress.IPv6Address]:

@@ -674,6 +674,66 @@ class DownloadsSettings(_Section):
     attempts: int = Field(default=4, ge=1, le=10)
 
 
+# An interface name as Linux allows it (at most 15 bytes, no '/', no whitespace), as `ip` prints it.
+INTERFACE_RE = re.compile(r"^[A-Za-z0-9_.:@-]{1,15}$")
+
+
+class ControlPlaneSettings(_Section):
+    # Where the nodes and this machine reach the API servers. vip: a virtual IP address kube-vip (a static pod on
+    # every control plane) moves to a healthy one; proxy: a local proxy on every node in front of all API servers;
+    # none: the (only) control plane's own address. auto: vip when `vip` is set, else proxy with several control
+    # planes, else none.
+    endpoint: Literal["auto", "vip", "proxy", "none"] = "auto"
+    # The virtual IP: a free address in the control planes' own subnet (checked by preflight), held by one of
+    # them at a time (ARP).
+    vip: str | None = None
+    # The interface kube-vip announces the VIP on; left out, each control plane's route to the VIP decides.
+    interface: str | None = None
+    kube_vip_image: str = versions.KUBE_VIP_IMAGE
+    proxy_image: str = versions.API_PROXY_IMAGE
+
+    @field_validator("vip")
+    @classmethod
+    def _vip(cls, value: str | None) -> str | None:
+        if value is None:
+            return None
+        try:
+            address = ipaddress.IPv4Address(value)
+        except ValueError:
+            raise ValueError(f"{shown(value)} is not an IPv4 address: write a free address of the control planes' "
+                             "subnet, e.g. 192.168.10.100") from None
+        if address.is_unspecified or address.is_loopback or address.is_multicast or address.is_reserved \
+                or address.is_link_local:
+            raise ValueError(f"{value} cannot be a virtual IP (unspecified, loopback, link-local, multicast or "
+                             "reserved): pick a free address of the control planes' subnet")
+        return str(address)
+
+    @field_validator("interface")
+    @classmethod
+    def _interface(cls, value: str | None) -> str | None:
+        if value is not None and not INTERFACE_RE.match(value):
+            raise ValueError(f"{shown(value)} is not a network interface name (at most 15 letters, digits, '_', "
+                             "'.', '-'), e.g. eth0")
+        return value
+
+    @field_validator("kube_vip_image", "proxy_image")
+    @classmethod
+    def _tagged_image(cls, value: str) -> str:
+        return _image(value, tagged=True)
+
+    @model_validator(mode="after")
+    def _vip_goes_with_its_mode(self) -> ControlPlaneSettings:
+        if self.endpoint == "vip" and self.vip is None:
+            raise ValueError("endpoint vip needs control_plane.vip: a free address of the control planes' subnet")
+        if self.vip is not None and self.endpoint in ("proxy", "none"):
+            raise ValueError(f"vip {self.vip} is only used with endpoint vip (it is {self.endpoint}): set endpoint "
+                             "vip (or auto), or leave vip out")
+        if self.interface is not None and self.vip is None:
+            raise ValueError("interface names where kube-vip announces control_plane.vip, which is not set: set vip, "
+                             "or leave interface out")
+        return self
+
+
 class FirewallSettings(_Section):
     # open-ports: open the kubeadm and Calico ports in firewalld/ufw; disable: stop the firewall; leave: touch nothing.
     mode: Literal["open-ports", "disable", "leave"] = "open-ports"
@@ -692,6 +752,7 @@ class Settings(_Section):
     verify: VerifySettings = Field(default_factory=VerifySettings)
     ssh: SshSettings = Field(default_factory=SshSettings)
     firewall: FirewallSettings = Field(default_factory=FirewallSettings)
+    control_plane: ControlPlaneSettings = Field(default_factory=ControlPlaneSettings)
     packages: PackagesSettings = Field(default_factory=PackagesSettings)
     downloads: DownloadsSettings = Field(default_factory=DownloadsSettings)
     ansible: AnsibleSettings = Field(default_factory=AnsibleSettings)

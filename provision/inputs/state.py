@@ -117,6 +117,9 @@ class ClusterState:
     pythons: dict[str, NodePython] = field(default_factory=dict)
     # Name -> outcome of the last time each phase ran.
     phases: dict[str, PhaseRecord] = field(default_factory=dict)
+    # Control plane -> the interface its route to the control-plane VIP takes (kube-vip announces it there), as
+    # preflight found it.
+    vip_interfaces: dict[str, str] = field(default_factory=dict)
     # Node name -> the link speed (Gb/s) multi-node training crosses there, where preflight could read it.
     link_gbps: dict[str, float] = field(default_factory=dict)
 
@@ -130,6 +133,7 @@ class ClusterState:
             return cls(gpus=data.get("gpus"), gpu_generations=data.get("gpu_generations") or {},
                        pythons={k: NodePython(**v) for k, v in (data.get("pythons") or {}).items()},
                        phases={k: PhaseRecord(**v) for k, v in (data.get("phases") or {}).items()},
+                       vip_interfaces=dict(data.get("vip_interfaces") or {}),
                        link_gbps=dict(data.get("link_gbps") or {}))
         except (ValueError, TypeError) as exc:
             raise BootstrapError(f"{path}: unreadable state ({exc}); delete it and re-run `bootstrap up`") from None
@@ -140,6 +144,7 @@ class ClusterState:
         tmp.write_text(json.dumps({"gpus": self.gpus, "gpu_generations": self.gpu_generations,
                                    "pythons": {k: asdict(v) for k, v in self.pythons.items()},
                                    "phases": {k: asdict(v) for k, v in self.phases.items()},
+                                   "vip_interfaces": self.vip_interfaces,
                                    "link_gbps": self.link_gbps}, indent=2))
         tmp.replace(path)
 

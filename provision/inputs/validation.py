@@ -2,10 +2,12 @@
 from __future__ import annotations
 
 import ipaddress
+from dataclasses import replace
 from pathlib import Path
 
 from provision.errors import InputError
 from provision.inputs import versions
+from provision.inputs.dialects import IGNORED_VARIABLES, SETTING_VARIABLES
 from provision.inputs.files import shown
 from provision.inputs.inventory import Cluster, load_inventory, node_ip_addresses
 from provision.inputs.settings import Settings, load_settings
@@ -15,19 +17,81 @@ NODE_POD_PREFIX = 24
 
 
 def _node_addresses(cluster: Cluster) -> list[tuple[str, ipaddress.IPv4Address | ipaddress.IPv6Address]]:
-    """Inventory addresses, and the `node_ip` host variables that name the address nodes talk on."""
+    """Inventory addresses, and the addresses the nodes talk on (`node_ip`, kubespray's `ip`)."""
     found = list(node_ip_addresses(cluster).items())
-    for node in cluster.nodes:
-        value = node.variables.get("node_ip")
-        if value is None:
-            continue
-        try:
-            found.append((node.name, ipaddress.IPv4Address(value if isinstance(value, str) else "")))
-        except ValueError:
-            raise InputError(f"{cluster.inventory_path}: host '{node.name}': node_ip={shown(value)} is not an IPv4 "
-                             "address (clusters are IPv4-only for now): write the address the node uses to reach the "
-                             "others, e.g. node_ip=10.0.0.5") from None
+    found += [(node.name, ipaddress.IPv4Address(node.ip)) for node in cluster.nodes if node.ip]
     return found
+
+
+# What other installers' variables set that is fixed here.
+FIXED_VALUES = {"container runtime": "containerd", "API server port": "6443", "network plugin": "calico"}
+
+
+def _setting_value(settings: Settings, key: str) -> str:
+    if key in FIXED_VALUES:
+        return FIXED_VALUES[key]
+    section, _, name = key.partition(".")
+    return str(getattr(getattr(settings, section), name))
+
+
+def _same(variable_value: object, setting_value: str) -> bool:
+    text = str(variable_value).strip().strip("'\"").lstrip("v")
+    try:
+        return ipaddress.ip_network(text) == ipaddress.ip_network(setting_value)
+    except ValueError:
+        return text.lower() == setting_value.lower()
+
+
+def foreign_variable_warnings(cluster: Cluster, settings: Settings, source: str) -> list[str]:
+    """One line per variable of another installer that asks for something this run will not do: a setting of
+    theirs whose value differs from ours (named with the key to write in cluster.yaml), or one that means nothing
+    here."""
+    warnings: list[str] = []
+    said: set[str] = set()
+    for node in cluster.nodes:
+        for variable, value in node.variables.items():
+            if variable in said or value is None or value == "":
+                continue
+            if variable in SETTING_VARIABLES:
+                key = SETTING_VARIABLES[variable]
+                ours = _setting_value(settings, key)
+                if _same(value, ours):
+                    continue
+                if key in FIXED_VALUES:
+                    warnings.append(f"{cluster.inventory_path}: {variable}={shown(value)} is not read: the {key} is "
+                                    f"always {ours} here; remove {variable}")
+                else:
+                    warnings.append(f"{cluster.inventory_path}: {variable}={shown(value)} is not read: settings come "
+                                    f"from cluster.yaml, where {key} is {ours}; write `{key}: {value}` in {source} to "
+                                    f"have it, and remove {variable}")
+            elif variable in IGNORED_VARIABLES:
+                warnings.append(f"{cluster.inventory_path}: {variable} is not used: {IGNORED_VARIABLES[variable]}; "
+                                "remove it")
+            else:
+                continue
+            said.add(variable)
+    return warnings
+
+
+def _check_endpoint(cluster: Cluster, settings: Settings, source: str) -> None:
+    control_plane = settings.control_plane
+    count = len(cluster.control_planes)
+    if control_plane.endpoint == "none" and count > 1:
+        raise InputError(f"{source}: control_plane.endpoint is none but {cluster.inventory_path} has {count} control "
+                         "planes: they need an endpoint that survives one of them, set endpoint: vip (with vip: a "
+                         "free address of their subnet) or endpoint: proxy, or leave it auto")
+    if control_plane.vip is None:
+        return
+    vip = ipaddress.IPv4Address(control_plane.vip)
+    for name, address in _node_addresses(cluster):
+        if address == vip:
+            raise InputError(f"{source}: control_plane.vip {vip} is node '{name}''s own address in "
+                             f"{cluster.inventory_path}: the VIP must be a free address of the control planes' subnet")
+    kube = settings.kubernetes
+    for key, network in (("pod_cidr", kube.pod_cidr), ("service_cidr", kube.service_cidr)):
+        if vip in ipaddress.ip_network(network):
+            raise InputError(f"{source}: control_plane.vip {vip} is inside kubernetes.{key} {network}: the VIP must "
+                             "be a free address of the control planes' own subnet")
 
 
 def check_cluster_settings(cluster: Cluster, settings: Settings, source: str) -> None:
@@ -45,6 +109,7 @@ def check_cluster_settings(cluster: Cluster, settings: Settings, source: str) ->
         raise InputError(f"{source}: kubernetes.pod_cidr {pod} has room for {room} nodes (a /{NODE_POD_PREFIX} each) "
                          f"but {inventory} has {len(cluster.nodes)}: use a /{needed} or wider, e.g. "
                          f"{ipaddress.ip_network(f'10.128.0.0/{needed}', strict=False)}")
+    _check_endpoint(cluster, settings, source)
     for name, address in _node_addresses(cluster):
         if address in pod:
             raise InputError(f"{source}: kubernetes.pod_cidr {pod} contains node '{name}' ({address}) of {inventory}: "
@@ -74,8 +139,11 @@ def settings_warnings(settings: Settings) -> list[str]:
 
 
 def load_cluster(inventory: Path, config: Path | None) -> tuple[Cluster, Settings]:
-    """Inventory and settings, each validated and then checked against each other."""
+    """Inventory and settings, each validated and then checked against each other. What the inventory says that
+    this run reads differently is in the cluster's warnings."""
     settings = load_settings(config)
     cluster = load_inventory(inventory)
-    check_cluster_settings(cluster, settings, str(config) if config else "default settings")
-    return cluster, settings
+    source = str(config) if config else "default settings"
+    check_cluster_settings(cluster, settings, source)
+    warnings = foreign_variable_warnings(cluster, settings, str(config) if config else "cluster.yaml")
+    return replace(cluster, warnings=cluster.warnings + tuple(warnings)), settings

@@ -39,6 +39,9 @@ SOURCES: dict[str, str] = {
     "container toolkit": "NVIDIA/nvidia-container-toolkit CHANGELOG (v1.17.4, v1.18.1, v1.19.1); NVIDIA/nvkind #76",
     "device plugin": "NVIDIA/k8s-device-plugin #2057 (v0.20.1)",
     "PyTorch": "PyPI torch 2.15.0 and 2.14.1; pytorch/pytorch #190385 (2.15 drops CUDA 12.6)",
+    "kube-vip": "https://github.com/kube-vip/kube-vip/releases/tag/v1.2.4 (kube-vip/helm-charts #112, #113)",
+    "HAProxy": "haproxy.org (3.2 LTS, maintained to 2030-Q2; 3.2.19 the newest patch confirmed here); "
+               "the Docker official image's -alpine variant",
 }
 
 
@@ -307,6 +310,16 @@ CONTAINER_TOOLKIT_MINIMUM = (1, 19, 0)
 # NVIDIA/k8s-device-plugin #2057 (2026-09-22).
 DEVICE_PLUGIN_DEFAULT = "v0.20.1"
 DEVICE_PLUGIN_MINIMUM = (0, 17, 0)
+
+
+# --- the control-plane endpoint (several control planes) -----------------------------------------------------
+
+# kube-vip's static pod on every control plane holds the VIP (ARP, leader election on a Lease): v1.2.4 is the
+# newest release seen (2026-09), after v1.2.3's fixes.
+KUBE_VIP_IMAGE = "ghcr.io/kube-vip/kube-vip:v1.2.4"
+# The local API proxy without a VIP: HAProxy's 3.2 LTS line (TCP only, health-checked backends). 3.2.19 is the
+# newest patch of the line confirmed when the table was checked; any later 3.2.x is a drop-in.
+API_PROXY_IMAGE = "docker.io/library/haproxy:3.2.19-alpine"
 
 
 # --- the smoke test's images -------------------------------------------------------------------------------------

@@ -14,8 +14,10 @@ import yaml
 
 from provision.errors import BootstrapError
 from provision.inputs.inventory import Cluster
+from provision.inputs.settings import Settings
 from provision.inputs.state import cluster_dir
-from provision.render.kubeadm_config import ADMIN_CONF_PATH, API_SERVER_PORT
+from provision.render.endpoint import api_endpoint
+from provision.render.kubeadm_config import ADMIN_CONF_PATH
 
 DEFAULT_KUBECONFIG = Path("~/.kube/config")
 
@@ -61,24 +63,17 @@ def _write_private(path: Path, data: dict[str, Any]) -> None:
         raise
 
 
-def api_server_url(cluster: Cluster) -> str:
-    host = cluster.control_plane.address
-    if ":" in host:  # IPv6 literal
-        host = f"[{host}]"
-    return f"https://{host}:{API_SERVER_PORT}"
-
-
-def install_admin_kubeconfig(fetched: Path, cluster: Cluster) -> Path:
-    """Turn the admin.conf fetched from the control plane into the operator's copy: mode 0600, and the
-    server set to the inventory address of the control plane (the one this machine reaches it on; the
-    API server certificate carries it, see kubeadm_config)."""
+def install_admin_kubeconfig(fetched: Path, cluster: Cluster, settings: Settings) -> Path:
+    """Turn the admin.conf fetched from the first control plane into the operator's copy: mode 0600, and the server
+    set to the control-plane endpoint as this machine reaches it (the VIP; else the first control plane's inventory
+    address, which the API server certificate carries, see kubeadm_config)."""
     data = _load(fetched)
     clusters = data.get("clusters") or []
     if not clusters or not data.get("users"):
         raise BootstrapError(f"{fetched}: the admin kubeconfig fetched from {cluster.control_plane.name} has no "
                              f"cluster or user; check {ADMIN_CONF_PATH} there")
     for entry in clusters:
-        entry.setdefault("cluster", {})["server"] = api_server_url(cluster)
+        entry.setdefault("cluster", {})["server"] = api_endpoint(cluster, settings).operator_url
     fetched.chmod(0o600)
     target = cluster_dir(cluster) / admin_kubeconfig_path(cluster).name
     _write_private(target, data)

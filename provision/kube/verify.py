@@ -1,11 +1,13 @@
 """Is the cluster healthy? Asked through the Kubernetes API (the kubernetes client), never over SSH.
 
-Every node Ready, every kube-system pod running, cluster DNS answering from inside a pod, and on GPU nodes
-`nvidia.com/gpu` allocatable equal to the GPUs preflight found. The checks poll until they pass or the
+Every node Ready (the control planes as control planes), every kube-system pod running (kube-vip or the local API
+proxy where the endpoint puts them), etcd's members exactly the control planes, cluster DNS answering from inside
+a pod, and on GPU nodes `nvidia.com/gpu` allocatable equal to the GPUs preflight found. The checks poll until they pass or the
 time is up; what still fails then becomes a Problem naming the node and the likely cause.
 """
 from __future__ import annotations
 
+import json
 import time
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
@@ -36,8 +38,14 @@ DNS_PROBE_LABELS = {"app.kubernetes.io/name": "dns-probe", "app.kubernetes.io/ma
 REQUEST_TIMEOUT_S = 10
 # A container restarted this often while waiting in CrashLoopBackOff is not going to recover by itself.
 SETTLED_RESTARTS = 3
-Check = Literal["nodes", "pods", "gpus", "dns"]
-ALL_CHECKS: tuple[Check, ...] = ("nodes", "pods", "gpus", "dns")
+CONTROL_PLANE_LABEL = "node-role.kubernetes.io/control-plane"
+# kubeadm's etcd static pods, and etcdctl in them with kubeadm's certificates.
+ETCD_SELECTOR = "component=etcd"
+ETCDCTL_MEMBER_LIST = ["etcdctl", "--endpoints=https://127.0.0.1:2379", "--cacert=/etc/kubernetes/pki/etcd/ca.crt",
+                       "--cert=/etc/kubernetes/pki/etcd/server.crt", "--key=/etc/kubernetes/pki/etcd/server.key",
+                       "member", "list", "-w", "json"]
+Check = Literal["nodes", "pods", "gpus", "etcd", "dns"]
+ALL_CHECKS: tuple[Check, ...] = ("nodes", "pods", "gpus", "etcd", "dns")
 T = TypeVar("T")
 
 
@@ -70,6 +78,15 @@ class Expectations:
     pods_on: tuple[str, ...] | None = None
     # Where the DNS probe runs (None: wherever the scheduler puts it); `node add` asks from the new node.
     dns_node: str | None = None
+    # Nodes that must have joined as control planes (the first one was initialised as one).
+    control_planes: tuple[str, ...] = ()
+    # etcd's members must include these control planes; None: etcd is not asked.
+    etcd_members: tuple[str, ...] | None = None
+    # ... and be none but these (every control plane of the inventory; None: only those above).
+    etcd_allowed: tuple[str, ...] | None = None
+    # The control-plane endpoint's static pod (its app.kubernetes.io/name: kube-vip, cb-api-proxy) and the nodes
+    # that must run it; None: nothing to look for.
+    endpoint_pods: tuple[str, tuple[str, ...]] | None = None
 
 
 @dataclass
@@ -78,6 +95,8 @@ class VerifyReport:
     # Node -> (GPUs expected, GPUs allocatable).
     gpus: dict[str, tuple[int, int]] = field(default_factory=dict)
     dns_answered: bool | None = None
+    # etcd's members as listed (None: not asked, or no answer).
+    etcd_members: list[str] | None = None
     problems: list[Problem] = field(default_factory=list)
     elapsed_s: float = 0.0
 
@@ -87,6 +106,8 @@ class VerifyReport:
 
     def summary(self) -> str:
         parts = [f"{len(self.ready_nodes)} nodes Ready"]
+        if self.etcd_members:
+            parts.append(f"{len(self.etcd_members)} etcd members")
         if self.gpus:
             parts.append(f"{sum(found for _, found in self.gpus.values())} GPUs allocatable")
         if self.dns_answered:
@@ -140,6 +161,17 @@ def wait_for_api(api: client.ApiClient, timeout_s: float, *, sleep: Callable[[fl
         sleep(min(2.0, max(0.0, deadline - time.monotonic())))
 
 
+def read_cluster_configuration(api: client.ApiClient) -> str:
+    """kubeadm's ClusterConfiguration as the cluster keeps it (the kubeadm-config ConfigMap); "" when absent."""
+    try:
+        config_map = call_api(api, client.CoreV1Api(api).read_namespaced_config_map, "kubeadm-config", "kube-system")
+    except ApiException as exc:
+        if exc.status == 404:
+            return ""
+        raise
+    return str((config_map.data or {}).get("ClusterConfiguration", ""))
+
+
 # --- node checks -------------------------------------------------------------------------------------
 
 def _ready_condition(node: client.V1Node) -> client.V1NodeCondition | None:
@@ -175,6 +207,81 @@ def _node_problems(nodes: dict[str, client.V1Node], expected: Iterable[str]) -> 
             cause = message or reason or "the kubelet reports it not ready"
         problems.append(Problem(name, "is NotReady", cause))
     return ready, problems
+
+
+def _control_plane_problems(nodes: dict[str, client.V1Node], expected: Iterable[str]) -> list[Problem]:
+    """A control plane of the inventory that registered without kubeadm's control-plane role joined as a worker."""
+    problems = []
+    for name in expected:
+        node = nodes.get(name)
+        labels = (node.metadata.labels if node is not None and node.metadata else None) or {}
+        if node is not None and CONTROL_PLANE_LABEL not in labels:
+            problems.append(Problem(name, "is in the cluster but not as a control plane",
+                                    f"it joined as a worker: `bootstrap reset {name}`, then `bootstrap up --from join` "
+                                    "joins it as a control plane", settled=True))
+    return problems
+
+
+# --- the control-plane endpoint and etcd ---------------------------------------------------------------
+
+def endpoint_pod_problems(pods: Iterable[client.V1Pod], component: str, nodes: Iterable[str]) -> list[Problem]:
+    """Every node that must run the endpoint's static pod (kube-vip, the local API proxy) has one (whether it runs
+    well is the pod check's)."""
+    running_on = {node_name(p) for p in pods if pod_labels(p).get("app.kubernetes.io/name") == component}
+    return [Problem(name, f"{component} does not run there",
+                    f"its static pod is /etc/kubernetes/manifests on {name}: see `crictl ps -a --name "
+                    f"{component.removeprefix('cb-')}` and `journalctl -u kubelet` there; `bootstrap up --from join` "
+                    "lays it down again") for name in nodes if name not in running_on]
+
+
+def etcd_member_names(text: str) -> list[str] | None:
+    """`etcdctl member list -w json` -> the members' names (an unstarted learner has none); None if unreadable."""
+    try:
+        members = json.loads(text).get("members")
+    except (ValueError, AttributeError):
+        return None
+    if not isinstance(members, list):
+        return None
+    return [str(m.get("name", "")) for m in members if isinstance(m, dict)]
+
+
+def etcd_member_problems(members: list[str] | None, expected: Iterable[str],
+                         allowed: Iterable[str] | None = None) -> list[Problem]:
+    """etcd's members against the control planes: each expected one a member, and no member of a machine that is
+    not one of the `allowed` (default: the expected)."""
+    expected = list(expected)
+    permitted = set(expected if allowed is None else allowed)
+    if members is None:
+        return [Problem("etcd", "did not list its members", "no etcd pod answered `etcdctl member list`: check the "
+                        "etcd pods (`kubectl -n kube-system get pods -l component=etcd`)")]
+    problems = [Problem(name, "is not an etcd member", f"its etcd did not join: see `crictl logs` of etcd on {name}; "
+                        f"`bootstrap reset {name}`, then `bootstrap up --from join`")
+                for name in expected if name not in members]
+    problems += [Problem("etcd", f"has a member {name or '(unnamed, not started)'} that is no control plane of the "
+                         "inventory", "a control plane removed without its member, or one not started: `etcdctl "
+                         "member remove` it on a control plane (bootstrap node remove does that first)")
+                 for name in members if name not in permitted]
+    return problems
+
+
+def read_etcd_members(api: client.ApiClient, pods: Iterable[client.V1Pod]) -> list[str] | None:
+    """etcd's members as one running etcd pod lists them (kubectl exec through the API); None if none answered."""
+    from kubernetes.stream import stream
+
+    core = client.CoreV1Api(api)
+    for pod in pods:
+        if pod_phase(pod) != "Running" or pod_labels(pod).get("component") != "etcd":
+            continue
+        try:
+            output = stream(core.connect_get_namespaced_pod_exec, pod_name(pod), "kube-system",
+                            command=ETCDCTL_MEMBER_LIST, stderr=False, stdin=False, stdout=True, tty=False,
+                            _request_timeout=REQUEST_TIMEOUT_S)
+        except (ApiException, urllib3.exceptions.HTTPError, OSError):
+            continue
+        members = etcd_member_names(str(output))
+        if members is not None:
+            return members
+    return None
 
 
 # --- pod checks --------------------------------------------------------------------------------------
@@ -299,6 +406,7 @@ def _snapshot(api: client.ApiClient, expect: Expectations, checks: tuple[Check, 
     if "nodes" in checks:
         report.ready_nodes, node_problems = _node_problems(nodes, expect.nodes)
         report.problems.extend(node_problems)
+        report.problems.extend(_control_plane_problems(nodes, expect.control_planes))
     gpu_problems = _gpu_problems(nodes, pods, expect, report) if "gpus" in checks else []
     if "pods" in checks:
         gpu_nodes = {p.subject for p in gpu_problems}
@@ -312,6 +420,13 @@ def _snapshot(api: client.ApiClient, expect: Expectations, checks: tuple[Check, 
             if problem and not (_pod_component(pod) == "nvidia-device-plugin" and problem.subject in gpu_nodes):
                 report.problems.append(problem)
     report.problems.extend(gpu_problems)
+    if "pods" in checks and expect.endpoint_pods is not None:
+        report.problems.extend(endpoint_pod_problems(pods, *expect.endpoint_pods))
+    if "etcd" in checks and expect.etcd_members is not None:
+        etcd_pods = call_api(api, core.list_namespaced_pod, "kube-system", label_selector=ETCD_SELECTOR).items
+        members = read_etcd_members(api, etcd_pods)
+        report.etcd_members = members
+        report.problems.extend(etcd_member_problems(members, expect.etcd_members, expect.etcd_allowed))
     return report
 
 

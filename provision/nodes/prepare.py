@@ -43,7 +43,7 @@ def check_node(host: str, report: NodeReport, settings: Settings) -> list[str]:
     """Problems with a prepared node, each naming the fact and what to look at; empty when it is ready."""
     problems = []
     if report.hostname != host:
-        problems.append(f"hostname is '{report.hostname}', not its inventory name '{host}'")
+        problems.append(f"hostname is '{report.hostname}', not its node name '{host}'")
     if report.swap.active:
         problems.append("swap is still on (swapon --show lists it)")
     if report.swap.fstab:
@@ -111,30 +111,35 @@ def check_prepared(playbook: PlaybookResult, cluster: Cluster, settings: Setting
     """The Python check after the playbook: every node reported, and reported itself ready for kubeadm.
 
     Raises BootstrapError naming every node that failed (with its own first cause: the unreachable source, the
-    lock, the task), was unreachable, sent no report, or is not ready, one line each; returns the reports.
+    lock, the task), was unreachable, sent no report, or is not ready, one line each; returns the reports by node
+    name.
     """
     failed = playbook.failed_hosts
     if not playbook.ok and not failed:
         playbook.raise_for_failure()
     reports = read_reports(playbook.run_dir)
-    lines = {host: failure_line(failure) for host, failure in failed.items()}
-    marks = {host: failure_mark(failure) for host, failure in failed.items()}
-    targets = list(nodes or [node.name for node in cluster.nodes])
-    for host in targets:
-        if host in lines:
+    # Ansible reports and fails under the inventory host name; the lines and the marks name the node.
+    name_of = {node.host: node.name for node in cluster.nodes}
+    lines = {name_of.get(host, host): failure_line(failure) for host, failure in failed.items()}
+    marks = {name_of.get(host, host): failure_mark(failure) for host, failure in failed.items()}
+    targets = [cluster.node(name) for name in nodes] if nodes else list(cluster.nodes)
+    checked: dict[str, NodeReport] = {}
+    for node in targets:
+        if node.name in lines:
             continue
-        report = reports.get(host)
+        report = reports.get(node.host)
         if report is None:
-            lines[host], marks[host] = f"{host} sent no report of its state", "no report"
+            lines[node.name], marks[node.name] = f"{node.name} sent no report of its state", "no report"
             continue
-        problems = check_node(host, report, settings)
+        checked[node.name] = report
+        problems = check_node(node.name, report, settings)
         if problems:
-            lines[host], marks[host] = f"{host} is not ready: {'; '.join(problems)}", "not ready"
+            lines[node.name], marks[node.name] = f"{node.name} is not ready: {'; '.join(problems)}", "not ready"
     if lines:
-        order = {host: index for index, host in enumerate(targets)}
+        order = {node.name: index for index, node in enumerate(targets)}
         ordered = dict(sorted(lines.items(), key=lambda item: order.get(item[0], len(order))))
         raise nodes_error("prepare", ordered, marks, len(targets), playbook.run_dir / "run.log")
-    return reports
+    return checked
 
 
 def prepare(
@@ -148,12 +153,13 @@ def prepare(
     become_password: str | None = None,
     pythons: Mapping[str, NodePython] | None = None,
 ) -> PrepareResult:
-    """Prepare the nodes, given the NVIDIA GPUs preflight counted on each (`gpus`, node name -> count; the
-    inventory's gpu=true / gpu=false win over it) and the interpreter it chose for each (`pythons`; a node without
-    one is left to Ansible's interpreter discovery). Raises BootstrapError naming the host and the problem when a
-    node is not ready. The prepare phase (provision/phases.py) runs the same playbook and check, with the counts
-    and interpreters from the cluster's state."""
-    playbook = run_playbook(PLAYBOOK, cluster, settings, phase="prepare", limit=limit,
+    """Prepare the nodes (`limit`: node names; None, all), given the NVIDIA GPUs preflight counted on each
+    (`gpus`, node name -> count; the inventory's gpu=true / gpu=false win over it) and the interpreter it chose for
+    each (`pythons`; a node without one is left to Ansible's interpreter discovery). Raises BootstrapError naming
+    the node and the problem when one is not ready. The prepare phase (provision/phases.py) runs the same playbook
+    and check, with the counts and interpreters from the cluster's state."""
+    playbook = run_playbook(PLAYBOOK, cluster, settings, phase="prepare",
+                            limit=cluster.hosts(limit) if limit is not None else None,
                             extra_vars=prepare_vars(cluster, gpus), on_progress=on_progress, verbose=verbose,
                             become_password=become_password, pythons=pythons)
     return PrepareResult(playbook=playbook, reports=check_prepared(playbook, cluster, settings, limit))

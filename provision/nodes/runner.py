@@ -196,11 +196,14 @@ def _groups_inventory(cluster: Cluster, run_dir: Path, settings: Settings,
         key = {"ansible_ssh_private_key_file": str(node.key_file)} if node.key_file else {}
         return found | key | interpreters.get(node.name, {})
 
+    # Ansible's names for the nodes (inventory host names), the control planes in inventory order: the first is
+    # where kubeadm init runs, the others join it in that order.
     groups = {
         "all": {
             "children": {
-                "control_plane": {"hosts": {cluster.control_plane.name: host_vars(cluster.control_plane)}},
-                "workers": {"hosts": {n.name: host_vars(n) for n in cluster.workers}},
+                "control_plane": {"hosts": {n.host: host_vars(n) for n in cluster.control_planes}},
+                "first_control_plane": {"hosts": {cluster.control_plane.host: {}}},
+                "workers": {"hosts": {n.host: host_vars(n) for n in cluster.workers}},
                 "k8s_cluster": {"children": {"control_plane": {}, "workers": {}}},
             }
         }
@@ -223,8 +226,9 @@ def run_playbook(
     become_password: str | None = None,
     pythons: Mapping[str, NodePython] | None = None,
 ) -> PlaybookResult:
-    """Run `playbooks/<playbook>` against the cluster; returns per-host tallies and failures. `pythons` (node ->
-    the interpreter preflight chose) goes into the run's inventory; nodes without one are left to Ansible."""
+    """Run `playbooks/<playbook>` against the cluster, limited to `limit` (inventory host names, Node.host), if
+    given; returns tallies and failures per inventory host name. `pythons` (node name -> the interpreter preflight
+    chose) goes into the run's inventory; nodes without one are left to Ansible."""
     phase = phase or Path(playbook).stem
     playbook_path = PLAYBOOKS_DIR / playbook
     if not playbook_path.is_file():
@@ -232,7 +236,7 @@ def run_playbook(
     import ansible_runner
 
     run_dir = new_run_dir(phase)
-    hosts = [n.name for n in cluster.nodes if not limit or n.name in limit]
+    hosts = [n.host for n in cluster.nodes if not limit or n.host in limit]
     progress = RunProgress(phase=phase, hosts=hosts, tally={h: HostTally() for h in hosts})
     # Line-buffered: `tail -f run.log` (and a test watching it) sees each result as it comes.
     log = (run_dir / "run.log").open("w", buffering=1)

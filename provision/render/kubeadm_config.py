@@ -6,18 +6,17 @@ control-plane wait is InitConfiguration.timeouts.
 """
 from __future__ import annotations
 
-import ipaddress
 from typing import Any
 
 import yaml
 
 from provision.inputs import versions
-from provision.inputs.inventory import Cluster, Node
+from provision.inputs.inventory import Cluster
 from provision.inputs.settings import Settings
 from provision.inputs.sources import resolve_sources
+from provision.render.endpoint import API_SERVER_PORT, api_endpoint, node_ip
 
 CRI_SOCKET = "unix:///run/containerd/containerd.sock"
-API_SERVER_PORT = 6443
 # Written on the control plane by the control_plane role; `kubeadm init --config` reads it.
 CONFIG_PATH = "/etc/kubernetes/kubeadm-config.yaml"
 # Where `kubeadm init` writes the cluster admin's kubeconfig on the control plane (the control_plane role fetches it).
@@ -33,19 +32,6 @@ CGROUP_V1_PREFLIGHT_CHECK = "SystemVerification"
 def ignored_preflight_errors(settings: Settings) -> list[str]:
     """The kubeadm preflight checks `init` and `join` skip: none, unless cgroup v1 hosts are allowed."""
     return [CGROUP_V1_PREFLIGHT_CHECK] if settings.kubelet.allow_cgroup_v1 else []
-
-
-def node_ip(node: Node) -> str | None:
-    """The address other nodes reach this one on: the `node_ip` host variable, else ansible_host when it is an
-    IP literal; None leaves the choice to kubeadm and the kubelet (the interface of the default route)."""
-    for candidate in (node.variables.get("node_ip"), node.address):
-        if candidate is None:
-            continue
-        try:
-            return str(ipaddress.ip_address(str(candidate)))
-        except ValueError:
-            continue
-    return None
 
 
 def _args(pairs: dict[str, str]) -> list[dict[str, str]]:
@@ -84,10 +70,17 @@ def init_config_documents(cluster: Cluster, settings: Settings) -> list[dict[str
     init["timeouts"] = {"controlPlaneComponentHealthCheck": CONTROL_PLANE_WAIT}
 
     # The operator's machine reaches the API server on the inventory address, which may differ from the
-    # advertised one (a public address in front of a private network): the certificate covers both.
-    cert_sans = [control_plane.name, control_plane.address]
-    if address and address not in cert_sans:
-        cert_sans.append(address)
+    # advertised one (a public address in front of a private network): the certificate covers both. Every
+    # control plane's names are listed (those that join later get certificates from this configuration, kept in
+    # the cluster), and the VIP, which kube-vip moves between them.
+    endpoint = api_endpoint(cluster, settings)
+    cert_sans: list[str] = []
+    for node in cluster.control_planes:
+        for san in (node.name, node.address, node_ip(node)):
+            if san and san not in cert_sans:
+                cert_sans.append(san)
+    if endpoint.host and endpoint.host not in cert_sans:
+        cert_sans.append(endpoint.host)
     api_server: dict[str, Any] = {"certSANs": cert_sans}
 
     cluster_config: dict[str, Any] = {
@@ -106,8 +99,8 @@ def init_config_documents(cluster: Cluster, settings: Settings) -> list[dict[str
     # own version, which needs no lookup on dl.k8s.io (offline and mirrored installs have none).
     if kube.version.count(".") == 2:
         cluster_config["kubernetesVersion"] = f"v{kube.version}"
-    if address:
-        cluster_config["controlPlaneEndpoint"] = f"{address}:{API_SERVER_PORT}"
+    if endpoint.control_plane_endpoint:
+        cluster_config["controlPlaneEndpoint"] = endpoint.control_plane_endpoint
 
     kubelet: dict[str, Any] = {
         "apiVersion": "kubelet.config.k8s.io/v1beta1",
@@ -130,3 +123,21 @@ def init_config_documents(cluster: Cluster, settings: Settings) -> list[dict[str
 def render_init_config(cluster: Cluster, settings: Settings) -> str:
     """The multi-document YAML file `kubeadm init --config` reads."""
     return yaml.safe_dump_all(init_config_documents(cluster, settings), sort_keys=False, explicit_start=True)
+
+
+def endpoint_change_problem(cluster_configuration: str, cluster: Cluster, settings: Settings) -> str | None:
+    """Why the settings cannot be applied to a cluster kubeadm formed with `cluster_configuration` (the
+    ClusterConfiguration of its kubeadm-config ConfigMap): kubeadm keeps controlPlaneEndpoint for good, and every
+    certificate, kubeconfig and join names it. None when they agree (one control plane growing to three without a
+    VIP keeps the first one's address, and agrees)."""
+    try:
+        formed = yaml.safe_load(cluster_configuration) or {}
+    except yaml.YAMLError:
+        return None
+    was = formed.get("controlPlaneEndpoint") if isinstance(formed, dict) else None
+    wanted = api_endpoint(cluster, settings).control_plane_endpoint
+    if was == wanted or was is None or wanted is None:
+        return None
+    return (f"the cluster was formed with the control-plane endpoint {was}, the settings now give {wanted} "
+            f"(control_plane.endpoint {settings.control_plane.endpoint}): kubeadm cannot move a formed cluster's "
+            "endpoint; set control_plane back as it was, or `bootstrap down` and `up` again")

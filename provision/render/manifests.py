@@ -5,13 +5,24 @@ apply it, so the tests check exactly what is applied.
 """
 from __future__ import annotations
 
+import hashlib
 from dataclasses import dataclass
 
 import jinja2
 
 from provision.inputs import versions
+from provision.inputs.inventory import Cluster
 from provision.inputs.settings import GPU_RESOURCE, Settings
 from provision.inputs.sources import resolve_sources
+from provision.render.endpoint import (
+    API_SERVER_CERT_NAME,
+    API_SERVER_PORT,
+    PROXY_HOST,
+    PROXY_PORT,
+    ApiEndpoint,
+    node_ip,
+)
+from provision.render.kubeadm_config import ADMIN_CONF_PATH
 from provision.resources import MANIFESTS_DIR
 
 _env = jinja2.Environment(loader=jinja2.FileSystemLoader(str(MANIFESTS_DIR)), undefined=jinja2.StrictUndefined,
@@ -75,3 +86,51 @@ def calico_source(settings: Settings) -> CalicoSource:
     }
     return CalicoSource(url=f"{base}/{version}/manifests/calico.yaml", upstream_file=upstream_file,
                         kustomization=kustomization)
+
+
+# --- the control-plane endpoint: kube-vip, the local API proxy, kube-proxy's kubeconfig -----------------------
+
+# The Lease kube-vip's control-plane instances elect their leader with (its default name).
+KUBE_VIP_LEASE = "plndr-cp-lock"
+# On the nodes: where the local proxy's configuration lives, and the static pods' directory.
+API_PROXY_DIR = "/etc/kubernetes/cb-api-proxy"
+STATIC_POD_DIR = "/etc/kubernetes/manifests"
+# kubeadm (1.29 on, so every supported minor) writes admin.conf before it is authorised; the first control
+# plane's kube-vip uses this until `kubeadm init` is done.
+SUPER_ADMIN_CONF = "/etc/kubernetes/super-admin.conf"
+
+
+def kube_vip_manifest(settings: Settings, *, interface: str, during_init: bool = False) -> str:
+    """kube-vip's static pod for one control plane: ARP on `interface` for control_plane.vip. `during_init`: the
+    first control plane's copy while `kubeadm init` runs (super-admin.conf)."""
+    vip = settings.control_plane.vip
+    if vip is None:
+        raise ValueError("kube-vip needs control_plane.vip")
+    return _render("endpoint/kube-vip.yaml.j2", image=image_ref(settings, settings.control_plane.kube_vip_image),
+                   api_server_port=API_SERVER_PORT, interface=interface, lease=KUBE_VIP_LEASE, vip=vip,
+                   kubeconfig=SUPER_ADMIN_CONF if during_init else ADMIN_CONF_PATH)
+
+
+@dataclass(frozen=True)
+class ApiProxy:
+    config: str
+    manifest: str
+
+
+def api_proxy(cluster: Cluster, settings: Settings) -> ApiProxy:
+    """The local proxy every node runs in proxy mode: HAProxy's configuration (every control plane a server) and
+    the static pod that runs it, the same on every node."""
+    listen = f"{PROXY_HOST}:{PROXY_PORT}"
+    servers = [{"name": node.name, "address": node_ip(node) or node.address} for node in cluster.control_planes]
+    config = _render("endpoint/haproxy.cfg.j2", listen=listen, servers=servers, api_server_port=API_SERVER_PORT)
+    manifest = _render("endpoint/api-proxy.yaml.j2", listen=listen, config_dir=API_PROXY_DIR,
+                       config_hash=hashlib.sha256(config.encode()).hexdigest()[:16],
+                       image=image_ref(settings, settings.control_plane.proxy_image))
+    return ApiProxy(config=config, manifest=manifest)
+
+
+def kube_proxy_kubeconfig(endpoint: ApiEndpoint) -> str:
+    """kube-proxy's kubeconfig (the kubeconfig.conf of its ConfigMap, as kubeadm writes it) with the server every
+    node reaches the API on: through the local proxy, the server verified by a name its certificate has."""
+    return _render("endpoint/kube-proxy-kubeconfig.yaml.j2", server=endpoint.node_url,
+                   tls_server_name=API_SERVER_CERT_NAME)

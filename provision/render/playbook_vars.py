@@ -12,6 +12,7 @@ from provision.inputs.inventory import Cluster
 from provision.inputs.platforms import NodePython, Platform, bootstrap_script, role_rows
 from provision.inputs.settings import Settings
 from provision.inputs.sources import resolve_sources
+from provision.render.endpoint import API_SERVER_CERT_NAME, api_endpoint, node_ip
 from provision.render.kubeadm_config import CRI_SOCKET
 
 
@@ -25,6 +26,7 @@ def sandbox_image(settings: Settings) -> str:
 def playbook_vars(cluster: Cluster, settings: Settings) -> dict[str, Any]:
     kube = settings.kubernetes
     sources = resolve_sources(settings)
+    endpoint = api_endpoint(cluster, settings)
     return {
         "cb_kube_version": kube.version,
         "cb_kube_minor": kube.minor,
@@ -49,8 +51,19 @@ def playbook_vars(cluster: Cluster, settings: Settings) -> dict[str, Any]:
         "cb_gpu": settings.gpu.model_dump(),
         # The smoke test's data cache on the nodes (a hostPath): reset removes it.
         "cb_smoke_cache_path": settings.smoke_test.cache_path,
-        "cb_control_plane": {"name": cluster.control_plane.name, "address": cluster.control_plane.address},
-        "cb_cluster_nodes": [{"name": n.name, "address": n.address, "role": n.role} for n in cluster.nodes],
+        # The first control plane (kubeadm init runs there); `host` is Ansible's name for it, `name` the node's.
+        "cb_control_plane": {"name": cluster.control_plane.name, "host": cluster.control_plane.host,
+                             "address": cluster.control_plane.address},
+        # `ip`: the address the other nodes reach it on, where the inventory gives one (else null).
+        "cb_cluster_nodes": [{"name": n.name, "host": n.host, "address": n.address, "ip": node_ip(n), "role": n.role}
+                             for n in cluster.nodes],
+        # Inventory host name -> node name (the machine's hostname, kubeadm's --node-name).
+        "cb_node_names": {n.host: n.name for n in cluster.nodes},
+        # Where the API servers are reached (render/endpoint.py): kubeadm's controlPlaneEndpoint, where a joined
+        # node's kubelet and kube-proxy go (the local proxy, verified as tls_server_name), the VIP (or null).
+        "cb_api_endpoint": {"mode": endpoint.mode, "control_plane_endpoint": endpoint.control_plane_endpoint,
+                            "node_url": endpoint.node_url, "tls_server_name": API_SERVER_CERT_NAME,
+                            "vip": endpoint.host if endpoint.mode == "vip" else None},
         # The platform table (provision/inputs/platforms.py): each node's row is found by its facts
         # (playbooks/group_vars/all.yml: node_platform); os_prep refuses a node whose row is not supported.
         "cb_platforms": role_rows(),
@@ -75,9 +88,10 @@ def python_host_vars(cluster: Cluster, settings: Settings, pythons: Mapping[str,
 
 
 def nvidia_nodes(cluster: Cluster, gpus: Mapping[str, int]) -> list[str]:
-    """The nodes that get the NVIDIA driver and container toolkit: gpu=true in the inventory, or gpu=auto (the
-    default) and preflight counted NVIDIA GPUs on the node (`gpus`, node name -> count). gpu=false never."""
-    return [n.name for n in cluster.nodes if n.gpu == "true" or (n.gpu == "auto" and gpus.get(n.name, 0) > 0)]
+    """The nodes that get the NVIDIA driver and container toolkit, by inventory host name (what the role compares
+    with inventory_hostname): gpu=true in the inventory, or gpu=auto (the default) and preflight counted NVIDIA
+    GPUs on the node (`gpus`, node name -> count). gpu=false never."""
+    return [n.host for n in cluster.nodes if n.gpu == "true" or (n.gpu == "auto" and gpus.get(n.name, 0) > 0)]
 
 
 def prepare_vars(cluster: Cluster, gpus: Mapping[str, int],

@@ -12,12 +12,12 @@ STARTED = "2025-01-01T00:00:00Z"
 
 
 def node(name: str, gpus: int | None = None, *, ready: str = "True", reason: str = "KubeletReady",
-         message: str = "kubelet is posting ready status") -> dict[str, Any]:
+         message: str = "kubelet is posting ready status", labels: dict[str, str] | None = None) -> dict[str, Any]:
     """A node; `gpus` None advertises no nvidia.com/gpu at all (a node without the device plugin)."""
     allocatable = {"cpu": "4", "memory": "16Gi", "pods": "110"}
     if gpus is not None:
         allocatable["nvidia.com/gpu"] = str(gpus)
-    return {"metadata": {"name": name},
+    return {"metadata": {"name": name, "labels": labels or {}},
             "status": {"allocatable": allocatable, "capacity": allocatable,
                        "conditions": [{"type": "MemoryPressure", "status": "False"},
                                       {"type": "Ready", "status": ready, "reason": reason, "message": message}]}}

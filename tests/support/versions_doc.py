@@ -53,6 +53,10 @@ def components_table() -> str:
          v.SOURCES["container toolkit"]),
         ("NVIDIA device plugin", f"`{v.DEVICE_PLUGIN_DEFAULT}`", f"v{plugin_min} or newer", v.SOURCES["device plugin"]),
         ("smoke-test image", f"`{v.SMOKE_IMAGE_DEFAULT}`", "per GPU generation, below", v.SOURCES["PyTorch"]),
+        ("kube-vip (`control_plane.kube_vip_image`)", f"`{v.KUBE_VIP_IMAGE}`", "several control planes with a VIP",
+         v.SOURCES["kube-vip"]),
+        ("local API proxy (`control_plane.proxy_image`)", f"`{v.API_PROXY_IMAGE}`",
+         "several control planes without a VIP", v.SOURCES["HAProxy"]),
     ]
     lines = [_row("component", "default", "supported", "checked against"), _row(*["---"] * 4)]
     lines += [_row(*row) for row in rows]

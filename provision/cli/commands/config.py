@@ -56,12 +56,13 @@ def register(app: typer.Typer) -> None:
     def validate(inventory: InventoryOption, config: ConfigOption = None, output: OutputOption = Output.text) -> None:
         """Check the inventory and settings without connecting to any node; print the nodes it describes."""
         cluster, settings = load_cluster(inventory, config)
-        warn(settings_warnings(settings))
+        warn([*cluster.warnings, *settings_warnings(settings)])
         if output is Output.json:
             echo_json({
                 "valid": True, "inventory": str(inventory), "config": str(config) if config else None,
-                "nodes": [{"name": n.name, "role": n.role, "address": n.address, "port": n.port, "user": n.user,
-                           "gpu": n.gpu} for n in cluster.nodes],
+                "warnings": list(cluster.warnings),
+                "nodes": [{"name": n.name, "host": n.host, "role": n.role, "address": n.address, "ip": n.ip,
+                           "port": n.port, "user": n.user, "gpu": n.gpu} for n in cluster.nodes],
                 "kubernetes": {"version": settings.kubernetes.version, "pod_cidr": settings.kubernetes.pod_cidr,
                                "service_cidr": settings.kubernetes.service_cidr},
                 "mirrors": settings.mirrors.profile,
@@ -71,7 +72,9 @@ def register(app: typer.Typer) -> None:
         for column in ("node", "role", "address", "user", "gpu"):
             table.add_column(column)
         for node in cluster.nodes:
-            table.add_row(node.name, node.role.replace("_", "-"), f"{node.address}:{node.port}", node.user, node.gpu)
+            # The inventory's host name beside the node's name where they differ (k8s_nodename).
+            named = node.name if node.name == node.host else f"{node.name} ({node.host})"
+            table.add_row(named, node.role.replace("_", "-"), f"{node.address}:{node.port}", node.user, node.gpu)
         literal_console().print(table)
         typer.echo(f"Kubernetes {settings.kubernetes.version}, pods {settings.kubernetes.pod_cidr}, "
                    f"services {settings.kubernetes.service_cidr}, mirrors: {settings.mirrors.profile}")

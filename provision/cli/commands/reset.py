@@ -9,11 +9,13 @@ import typer
 from provision.cli.options import NodeOptions, Output, OutputOption, YesOption, node_options
 from provision.cli.support import load_inputs, run_pipeline
 from provision.cli.views import console
+from provision.errors import InputError
 from provision.inputs.inventory import Cluster
 from provision.phases import RESET_PHASES
 
-WHAT_RESET_REMOVES = ("kubeadm reset, /etc/kubernetes, /var/lib/kubelet, /var/lib/etcd, CNI and Calico state, "
-                      "KUBE-*/cali-* iptables chains, Calico interfaces, the smoke test's data cache")
+WHAT_RESET_REMOVES = ("kubeadm reset (a control plane's etcd member removed first), /etc/kubernetes with kube-vip and "
+                      "the local API proxy, /var/lib/kubelet, /var/lib/etcd, CNI and Calico state, KUBE-*/cali-* "
+                      "iptables chains, Calico interfaces, the VIP, the smoke test's data cache")
 
 
 def forget_local_cluster(cluster: Cluster) -> list[str]:
@@ -35,9 +37,21 @@ def confirm(question: str, yes: bool) -> None:
         typer.confirm(question, abort=True, err=True)
 
 
+def first_control_plane_problem(cluster: Cluster) -> str:
+    name = cluster.control_plane.name
+    return (f"{cluster.inventory_path}: '{name}' is the first control plane (joins are minted there, and this machine "
+            "keeps the cluster's state under its name) and other control planes stay: list another control plane "
+            "first in the inventory, run `bootstrap up --only control_plane` (it takes over), then remove "
+            f"'{name}'; or take the whole cluster down")
+
+
 def reset_nodes(nodes: NodeOptions, names: list[str] | None, *, yes: bool, title: str, output: Output) -> None:
     cluster, settings = load_inputs(nodes)
     targets = tuple(cluster.node(name).name for name in names) if names else tuple(n.name for n in cluster.nodes)
+    staying = [n for n in cluster.control_planes if n.name not in targets]
+    if cluster.control_plane.name in targets and staying:
+        # Resetting it alone would leave a cluster whose next `up` runs kubeadm init there again: a second cluster.
+        raise InputError(first_control_plane_problem(cluster))
     # Workers first: the control plane answers for their drain until it is reset itself.
     targets = tuple(sorted(targets, key=lambda name: cluster.node(name).is_control_plane))
     confirm(f"Wipe Kubernetes from {', '.join(targets)} ({WHAT_RESET_REMOVES})?", yes)

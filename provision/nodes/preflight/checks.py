@@ -20,7 +20,7 @@ from provision.inputs.platforms import (
 )
 from provision.inputs.settings import Settings
 from provision.nodes.nic import check_links
-from provision.nodes.preflight.probe import NVIDIA_VENDOR, NodeFacts
+from provision.nodes.preflight.probe import NVIDIA_VENDOR, NodeFacts, VipFacts
 
 Status = Literal["ok", "warn", "fail"]
 
@@ -39,7 +39,7 @@ KUBE_PROCESSES = frozenset({"kube-apiserver", "etcd", "kubelet", "kube-controlle
 # settings can accept the risk: containerd_1x (Kubernetes 1.35) and cgroup_v1_allowed (kubelet.allow_cgroup_v1)
 # are the warned halves of containerd and cgroup.
 BLOCKING = frozenset({"ssh", "sudo", "facts", "os", "python", "isa", "hostname", "product_uuid", "mac", "ports", "clock",
-                      "gpu", "containerd", "cgroup", "kernel", "gpu_driver", "smoke_image"})
+                      "gpu", "containerd", "cgroup", "kernel", "gpu_driver", "smoke_image", "vip", "proxy_port"})
 # These stop `up` only on the control plane (kubeadm init refuses); on a worker they are a warning.
 BLOCKING_ON_CONTROL_PLANE = frozenset({"cpu", "memory"})
 
@@ -207,6 +207,36 @@ def check_gpu(facts: NodeFacts, node: Node) -> tuple[Finding, int]:
     return Finding("gpu", False, f"{count} NVIDIA GPU{'s' if count > 1 else ''} ({driver})"), count
 
 
+def check_vip(vip: str, facts: VipFacts | None, holders: dict[str, str]) -> Finding:
+    """A control plane and the control-plane VIP: kube-vip answers ARP for it, so it must be on a network the
+    control plane is attached to (no gateway in the route), and free: held by nobody, or by one of our control
+    planes (`holders`: node -> interface, a re-run on a formed cluster)."""
+    fix_subnet = "pick control_plane.vip from the control planes' own subnet (ARP does not cross a router)"
+    if facts is None or facts.interface is None:
+        return Finding("vip", True, f"no route to the VIP {vip}", fix_subnet)
+    if holders:
+        where = ", ".join(f"{name} ({interface})" for name, interface in sorted(holders.items()))
+        return Finding("vip", False, f"{vip} held by {where}: kube-vip")
+    if facts.route_via:
+        return Finding("vip", True, f"{vip} is reached through the router {facts.route_via} (on {facts.route_dev}), "
+                                    "not on this node's own network", fix_subnet)
+    if facts.answered_by:
+        return Finding("vip", True, f"{vip} is taken: {facts.answered_by} answers for it on {facts.route_dev}",
+                       "pick a free address for control_plane.vip (outside every DHCP range), or free this one")
+    return Finding("vip", False, f"{vip} free, on {facts.interface}")
+
+
+def check_proxy_port(facts: NodeFacts, port: int) -> Finding:
+    """The local API proxy's port (endpoint proxy) is free, or held by the proxy itself (a formed cluster)."""
+    holders = [lst for lst in facts.listeners if lst.port == port and lst.process != "haproxy"]
+    if not holders:
+        return Finding("proxy_port", False, f"{port} free" if not any(
+            lst.port == port for lst in facts.listeners) else f"{port}: the local API proxy")
+    holder = holders[0]
+    who = f"{holder.process or 'an unknown process'}{f' (pid {holder.pid})' if holder.pid else ''}"
+    return Finding("proxy_port", True, f"{port}, where the local API proxy listens, is held by {who}",
+                   f"stop it (`ss -ltnp 'sport = :{port}'` on the node shows it), or give the cluster a VIP "
+                   "(control_plane.vip), which needs no port on the nodes")
 # --- the compatibility rules between a node and the versions chosen (provision/inputs/versions.py) ---------------
 
 # Which source each runtime package comes from: Debian's docker.io depends on Debian's containerd, which

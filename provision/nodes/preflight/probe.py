@@ -25,6 +25,24 @@ class Listener:
 
 
 @dataclass(frozen=True)
+class VipFacts:
+    """What a control plane sees of the control-plane VIP (probed only when there is one)."""
+
+    # The interface that holds the VIP on this node (kube-vip's leader), else None.
+    held_on: str | None
+    # The route to the VIP: its interface, and its gateway when it is not on a directly attached network.
+    route_dev: str | None
+    route_via: str | None
+    # The MAC that answered ARP for the VIP (after one ping), when another machine holds it.
+    answered_by: str | None
+
+    @property
+    def interface(self) -> str | None:
+        """Where kube-vip announces the VIP from this node: where it is held, else the route's interface."""
+        return self.held_on or self.route_dev
+
+
+@dataclass(frozen=True)
 class NodeFacts:
     os_release: dict[str, str]
     hostname: str
@@ -45,6 +63,7 @@ class NodeFacts:
     # Node clock minus the operator's, and how precisely that is known (half the probe's round trip).
     clock_offset_s: float = 0.0
     clock_uncertainty_s: float = 0.0
+    vip: VipFacts | None = None
     # What the compatibility rules read: the kernel release, the cgroup version (2: the unified hierarchy;
     # 1: v1 or hybrid), the PCI device ids of the NVIDIA GPUs, the containerd installed (`containerd
     # --version`), the runtime packages installed (name -> version), and the containerd the distribution offers.
@@ -116,6 +135,16 @@ for py in $interpreters; do
   out=$("$py" -c "$python_probe" 2>/dev/null) && echo "$py $out"
 done
 section kube; for f in /etc/kubernetes/admin.conf /etc/kubernetes/kubelet.conf; do [ -f "$f" ] && echo "$f"; done
+if [ -n "$vip" ]; then
+  section vip_held; ip -o -4 addr show to "$vip/32" 2>/dev/null
+  section vip_route; ip -o -4 route get "$vip" 2>/dev/null
+  section vip_neighbour
+  # One ping makes the kernel ask by ARP; a machine that drops pings still answers that.
+  if [ -z "$(ip -o -4 addr show to "$vip/32" 2>/dev/null)" ]; then
+    command -v ping >/dev/null 2>&1 && ping -c 1 -W 1 "$vip" >/dev/null 2>&1
+    ip -4 neigh show to "$vip" 2>/dev/null
+  fi
+fi
 section kernel; uname -r
 section cgroup_fs; stat -fc %T /sys/fs/cgroup 2>/dev/null
 section nvidia_pci_ids
@@ -133,6 +162,12 @@ elif command -v rpm >/dev/null 2>&1; then
 fi
 section containerd_candidate; apt-cache policy containerd 2>/dev/null | awk '$1 == "Candidate:" {print $2}'
 """ + NIC_PROBE_SECTION + "section end\n"
+
+
+def probe_script(vip: str | None = None) -> str:
+    """The probe; with the control-plane VIP (an IPv4 address, validated by the settings) it also reads what the
+    node sees of it."""
+    return f"vip={vip or ''}\n" + PROBE_SCRIPT
 
 
 def _sections(text: str) -> dict[str, list[str]]:
@@ -186,6 +221,26 @@ def parse_proc_net_tcp(lines: Iterable[str]) -> tuple[Listener, ...]:
         if len(columns) > 3 and columns[3] == "0A" and ":" in columns[1]:
             ports.add(int(columns[1].rsplit(":", 1)[1], 16))
     return tuple(Listener(port) for port in sorted(ports))
+
+
+def _word_after(words: list[str], key: str) -> str | None:
+    return words[words.index(key) + 1] if key in words[:-1] else None
+
+
+def parse_vip(sections: dict[str, list[str]]) -> VipFacts | None:
+    """The VIP sections (`ip -o addr show to`, `ip -o route get`, `ip neigh show to`) -> VipFacts; None when the
+    probe had no VIP to look at."""
+    if "vip_route" not in sections:
+        return None
+    held = next((line.split()[1] for line in sections.get("vip_held", []) if len(line.split()) > 1), None)
+    route = next((line.split() for line in sections["vip_route"] if line.strip()), [])
+    answered = None
+    for line in sections.get("vip_neighbour", []):
+        words = line.split()
+        if "lladdr" in words and not {"FAILED", "INCOMPLETE"} & set(words):
+            answered = _word_after(words, "lladdr")
+    return VipFacts(held_on=held.split("@")[0] if held else None, route_dev=_word_after(route, "dev"),
+                    route_via=_word_after(route, "via"), answered_by=answered)
 
 
 def parse_pythons(lines: Iterable[str]) -> tuple[PythonFound, ...]:
@@ -251,6 +306,7 @@ def parse_facts(text: str) -> NodeFacts:
         kube_configs=tuple(line.strip() for line in sections.get("kube", []) if line.strip()),
         links=parse_links(sections, default_iface),
         node_time_s=next((t for t in map(_float_or_none, sections.get("time", [])) if t is not None), None),
+        vip=parse_vip(sections),
         kernel=_first(sections.get("kernel")),
         cgroup_version={"cgroup2fs": 2, "tmpfs": 1}.get(_first(sections.get("cgroup_fs")) or ""),
         gpu_device_ids=tuple(int(line.strip(), 16) for line in sections.get("nvidia_pci_ids", [])

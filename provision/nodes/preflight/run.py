@@ -13,11 +13,22 @@ from ansible.release import __version__ as ANSIBLE_CORE
 from provision.inputs.inventory import Cluster, Node
 from provision.inputs.platforms import NodePython
 from provision.inputs.settings import Settings
-from provision.nodes.preflight.checks import CheckResult, Finding, Status, evaluate, gpu_generations, judge, worst
-from provision.nodes.preflight.probe import PROBE_SCRIPT, NodeFacts, parse_facts
+from provision.nodes.preflight.checks import (
+    CheckResult,
+    Finding,
+    Status,
+    check_proxy_port,
+    check_vip,
+    evaluate,
+    gpu_generations,
+    judge,
+    worst,
+)
+from provision.nodes.preflight.probe import NodeFacts, parse_facts, probe_script
 from provision.nodes.runner import RunProgress
 from provision.nodes.ssh import SshError, SshShell
 from provision.nodes.tally import HostTally
+from provision.render.endpoint import PROXY_PORT, endpoint_mode
 
 PROBE_TIMEOUT_S = 60
 
@@ -58,6 +69,9 @@ class NodeReport:
 class PreflightReport:
     nodes: tuple[NodeReport, ...]
     elapsed_s: float
+    # Control plane (node name) -> the interface kube-vip announces the VIP on there (probed ones; none without
+    # a VIP).
+    vip_interfaces: dict[str, str] = field(default_factory=dict)
 
     def _problems(self, status: Status) -> list[Problem]:
         return [Problem(n.name, c) for n in self.nodes for c in n.checks if c.status == status]
@@ -102,7 +116,7 @@ class _Probe:
     facts: NodeFacts | None = None
 
 
-def _probe(node: Node, settings: Settings, become_password: str | None) -> _Probe:
+def _probe(node: Node, settings: Settings, become_password: str | None, script: str) -> _Probe:
     outcome = _Probe(node)
     shell = SshShell(node, settings.ssh, become_password)
     try:
@@ -119,7 +133,7 @@ def _probe(node: Node, settings: Settings, become_password: str | None) -> _Prob
             return outcome
         outcome.checks.append(CheckResult("sudo", "ok", "sudo" if become_password is None else "sudo -K"))
         started = time.time()
-        result = shell.run(PROBE_SCRIPT, sudo=True, timeout_s=PROBE_TIMEOUT_S)
+        result = shell.run(script, sudo=True, timeout_s=PROBE_TIMEOUT_S)
         finished = time.time()
         try:
             facts = parse_facts(result.stdout)
@@ -156,8 +170,13 @@ def run_preflight(cluster: Cluster, settings: Settings, *, nodes: list[str] | No
     progress.task = "probing nodes"
     lock = threading.Lock()
 
+    mode = endpoint_mode(cluster, settings)
+    vip = settings.control_plane.vip if mode == "vip" else None
+    proxy = mode == "proxy"
+    script = probe_script(vip)
+
     def probe(node: Node) -> _Probe:
-        outcome = _probe(node, settings, become_password)
+        outcome = _probe(node, settings, become_password, script if node.is_control_plane else probe_script())
         if on_progress and node.name in target_names:
             with lock:
                 tally = progress.tally[node.name]
@@ -172,10 +191,17 @@ def run_preflight(cluster: Cluster, settings: Settings, *, nodes: list[str] | No
     smoke = settings.smoke_test
     judged = evaluate([n for n in targets if n.name in facts_by_node], facts_by_node, ansible_core, settings=settings,
                       multi_node=smoke.enabled and smoke.nodes > 1, min_link_gbps=smoke.min_link_gbps)
+    vip_facts = {name: facts.vip for name, facts in facts_by_node.items() if facts.vip is not None}
+    holders = {name: found.held_on for name, found in vip_facts.items() if found.held_on}
     reports = []
     for node in targets:
         verdict = judged.get(node.name)
-        all_checks = tuple(probes[node.name].checks + (verdict.checks if verdict else []))
+        checks = verdict.checks if verdict else []
+        if vip and node.is_control_plane and node.name in facts_by_node:
+            checks = [*checks, judge(node, check_vip(vip, vip_facts.get(node.name), holders))]
+        if proxy and node.name in facts_by_node:
+            checks = [*checks, judge(node, check_proxy_port(facts_by_node[node.name], PROXY_PORT))]
+        all_checks = tuple(probes[node.name].checks + checks)
         facts = facts_by_node.get(node.name)
         generations = gpu_generations(facts, node) if facts is not None and verdict and verdict.gpu_count else ()
         reports.append(NodeReport(node.name, node.role, node.address, all_checks,
@@ -189,4 +215,5 @@ def run_preflight(cluster: Cluster, settings: Settings, *, nodes: list[str] | No
     if on_progress:
         progress.task = "done"
         on_progress(progress)
-    return PreflightReport(tuple(reports), time.monotonic() - started)
+    interfaces = {name: found.interface for name, found in vip_facts.items() if found.interface}
+    return PreflightReport(tuple(reports), time.monotonic() - started, interfaces)

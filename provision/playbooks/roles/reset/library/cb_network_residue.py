@@ -3,7 +3,8 @@
 
 iptables chains (KUBE-*, cali-*) and every rule that jumps to them or carries Calico's "cali:" comment, in
 the legacy and the nft back end of iptables and ip6tables; kube-proxy's and Calico's nftables tables; IPVS
-virtual services; Calico's and kube-proxy's interfaces; routes BIRD installed; CNI network namespaces.
+virtual services; Calico's and kube-proxy's interfaces; routes BIRD installed; CNI network namespaces; the
+control-plane VIP where kube-vip left it on an interface.
 Reports changed only when something was there, so a second run changes nothing. Check mode reports what
 would be removed.
 """
@@ -42,6 +43,11 @@ options:
     type: list
     elements: str
     default: [bird]
+  addresses:
+    description: IPv4 addresses to take off every interface that holds them (the VIP kube-vip announced).
+    type: list
+    elements: str
+    default: []
 """
 
 SAVE_TOOLS = (
@@ -195,6 +201,19 @@ def clean_routes(module: AnsibleModule, result: dict) -> None:
                 _run(module, ["ip", "-4", "route", "flush", "proto", proto])
 
 
+def clean_addresses(module: AnsibleModule, result: dict) -> None:
+    for address in module.params["addresses"]:
+        listed = _run(module, ["ip", "-o", "-4", "address", "show", "to", f"{address}/32"], check=False)
+        for line in listed.splitlines():
+            words = line.split()
+            if len(words) < 4:
+                continue
+            device, prefix = words[1].split("@")[0], words[3]
+            result["addresses"].append(f"{prefix} on {device}")
+            if not module.check_mode:
+                _run(module, ["ip", "address", "delete", prefix, "dev", device])
+
+
 def clean_netns(module: AnsibleModule, result: dict) -> None:
     # Network namespaces the CNI plugin created for pods (named cni-<uuid>).
     directory = "/run/netns"
@@ -221,18 +240,20 @@ def main() -> None:
             "nft_tables": {"type": "list", "elements": "str",
                            "default": ["ip kube-proxy", "ip6 kube-proxy", "ip calico", "ip6 calico"]},
             "route_protocols": {"type": "list", "elements": "str", "default": ["bird"]},
+            "addresses": {"type": "list", "elements": "str", "default": []},
         },
         supports_check_mode=True,
     )
     result = {"iptables": [], "nft_tables": [], "ipvs_services": 0, "interfaces": [], "interfaces_left_down": [],
-              "routes": 0, "netns": []}
+              "routes": 0, "netns": [], "addresses": []}
     clean_netfilter(module, result)
     clean_ipvs(module, result)
     clean_netns(module, result)
     clean_links(module, result)
     clean_routes(module, result)
+    clean_addresses(module, result)
     changed = bool(result["iptables"] or result["nft_tables"] or result["ipvs_services"] or result["interfaces"]
-                   or result["routes"] or result["netns"])
+                   or result["routes"] or result["netns"] or result["addresses"])
     module.exit_json(changed=changed, **result)
 
 
