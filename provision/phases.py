@@ -3,7 +3,9 @@
 A Phase is a name, an optional playbook, a Python check that runs after it (or alone, for phases that are
 pure API work), and what it needs from earlier phases. `up` is the ordered list UP_PHASES; the other
 commands reuse the same phases with a narrower scope. Every phase is safe to re-run: the playbooks are
-idempotent and the checks only read, so a failed `up`, re-run, finishes the job.
+idempotent and the checks only read, so a failed `up`, re-run, finishes the job; and since each phase's outcome
+is recorded with the fingerprint of the inputs it was reached with, `up` re-run with the same inputs resumes by
+itself at the phase that did not complete (`resume_point`).
 """
 from __future__ import annotations
 
@@ -19,7 +21,7 @@ from provision.inputs.addons import ADDON_ORDER, ADDONS, AddonName
 from provision.inputs.files import shown
 from provision.inputs.inventory import Cluster
 from provision.inputs.settings import Settings
-from provision.inputs.state import ClusterState, PhaseRecord
+from provision.inputs.state import ClusterState, PhaseRecord, inputs_fingerprint
 from provision.nodes.runner import PlaybookResult, RunProgress, run_playbook
 
 Status = Literal["ok", "failed", "skipped", "not run"]
@@ -72,6 +74,9 @@ class Phase:
     read_only: bool = False
     # The check reads the playbook's failures itself (to say more than the first failed task).
     checks_playbook: bool = False
+    # It takes nodes apart (drain, reset): once it starts, the recorded outcomes of the other phases no longer
+    # describe the nodes, and `up` must not resume after them.
+    undoes: bool = False
 
 
 @dataclass(frozen=True)
@@ -81,6 +86,8 @@ class PhaseOutcome:
     seconds: float
     detail: str = ""
     error: BootstrapError | None = field(default=None, compare=False, repr=False)
+    # The nodes it failed on, each with how ("failed", "unreachable", "not ready"), for the summary.
+    nodes: dict[str, str] = field(default_factory=dict)
 
 
 @dataclass
@@ -409,9 +416,9 @@ PHASES: dict[str, Phase] = {p.name: p for p in (
     *_addon_phases(),
     Phase("verify", "nodes Ready, system pods, DNS, GPUs", _verify, needs=("gpus", "kubeconfig"), read_only=True),
     Phase("smoke", "CIFAR-10 training Job", _smoke, needs=("kubeconfig",), skip_reason=_smoke_skip),
-    Phase("drain", "cordon, evict and delete through the API", _drain),
+    Phase("drain", "cordon, evict and delete through the API", _drain, undoes=True),
     Phase("reset", "kubeadm reset and every trace it leaves", _reset_check, playbook="reset.yml",
-          limit=_reset_limit),
+          limit=_reset_limit, undoes=True),
 )}
 
 UP_PHASES: tuple[str, ...] = ("preflight", "prepare", "control_plane", "network", "join", "gpu", *ADDON_ORDER,
@@ -465,7 +472,7 @@ def _run_one(phase: Phase, ctx: PhaseContext) -> PhaseOutcome:
                 result.raise_for_failure()
         detail = phase.check(ctx)
     except BootstrapError as exc:
-        return PhaseOutcome(phase.name, "failed", time.monotonic() - started, str(exc), exc)
+        return PhaseOutcome(phase.name, "failed", time.monotonic() - started, str(exc), exc, exc.nodes)
     except ApiException as exc:
         # The checks turn the answers they expect into named causes; any other refusal still ends the phase in
         # one line rather than a traceback.
@@ -475,11 +482,44 @@ def _run_one(phase: Phase, ctx: PhaseContext) -> PhaseOutcome:
     return PhaseOutcome(phase.name, "ok", time.monotonic() - started, detail)
 
 
+def resume_point(names: Sequence[str], state: ClusterState, fingerprint: str) -> tuple[str, list[str]] | None:
+    """Where `up` resumes by itself: the first of `names` that did not complete (ok or skipped) with these inputs,
+    and the ones before it that did; None when there is nothing to resume (none completed, or all did: a full
+    run, which changes nothing where nothing needs it)."""
+    completed: list[str] = []
+    for name in names:
+        record = state.phases.get(name)
+        if record is None or record.status not in ("ok", "skipped") or record.inputs != fingerprint:
+            return (name, completed) if completed else None
+        completed.append(name)
+    return None
+
+
+def _record(ctx: PhaseContext, outcome: PhaseOutcome, fingerprint: str) -> None:
+    ctx.state.phases[outcome.name] = PhaseRecord(outcome.status, round(outcome.seconds, 1), outcome.detail,
+                                                 fingerprint)
+
+
+def _run_recorded(phase: Phase, ctx: PhaseContext, fingerprint: str) -> PhaseOutcome:
+    """Run one phase with its record saved first as `running`: a run killed in the middle leaves it so, and the
+    next `up` resumes there, not after it."""
+    if phase.undoes:
+        for name in [n for n, p in PHASES.items() if not p.undoes]:
+            ctx.state.phases.pop(name, None)
+    ctx.state.phases[phase.name] = PhaseRecord("running", 0.0, "", fingerprint)
+    ctx.state.save(ctx.cluster)
+    outcome = _run_one(phase, ctx)
+    _record(ctx, outcome, fingerprint)
+    ctx.state.save(ctx.cluster)
+    return outcome
+
+
 def run_phases(phases: Sequence[Phase], ctx: PhaseContext) -> PipelineResult:
-    """Run phases in order, stopping at the first failure; every outcome (and its time) is recorded in the
-    cluster's state so the next run can resume."""
+    """Run phases in order, stopping at the first failure; every outcome (and its time, and the fingerprint of
+    the inputs) is recorded in the cluster's state so the next run can resume."""
     outcomes: list[PhaseOutcome] = []
     planned = [p.name for p in phases]
+    fingerprint = inputs_fingerprint(ctx.cluster, ctx.settings, ctx.nodes)
     error: BootstrapError | None = None
     try:
         for index, phase in enumerate(phases):
@@ -491,16 +531,13 @@ def run_phases(phases: Sequence[Phase], ctx: PhaseContext) -> PipelineResult:
                     raise InputError(f"phase {phase.name} needs what phase {provider.name} makes ({need}), and it has "
                                      f"not run for this cluster: run `bootstrap up --from {provider.name}`")
                 ctx.say(f"{phase.name} needs {need}: running {provider.name} first")
-                outcome = _run_one(provider, ctx)
+                outcome = _run_recorded(provider, ctx, fingerprint)
                 outcomes.append(outcome)
-                ctx.state.phases[provider.name] = PhaseRecord(outcome.status, round(outcome.seconds, 1), outcome.detail)
                 if outcome.error:
                     raise outcome.error
             ctx.say(f"{phase.name}: {phase.title}")
-            outcome = _run_one(phase, ctx)
+            outcome = _run_recorded(phase, ctx, fingerprint)
             outcomes.append(outcome)
-            ctx.state.phases[phase.name] = PhaseRecord(outcome.status, round(outcome.seconds, 1), outcome.detail)
-            ctx.state.save(ctx.cluster)
             if outcome.error:
                 error = outcome.error
                 break

@@ -276,14 +276,107 @@ def test_a_failed_up_shows_where_to_resume(cluster, monkeypatch: pytest.MonkeyPa
     for name, status in (("network", "ok"), ("join", "failed"), ("gpu", "not run"), ("smoke", "not run")):
         assert any(line.split()[:1] == [name] and line.split()[1:1 + len(status.split())] == status.split()
                    for line in output.splitlines()), (name, output)
-    assert "--from join" in output
+    assert "with the same inputs it resumes at join" in " ".join(output.split())
 
-    # The re-run resumes where it failed and finishes the job.
+    # The re-run, with nothing but the inventory, resumes where it failed and finishes the job.
     recorder.install(monkeypatch, *[recorder.phase(n) for n in UP_PHASES])
     recorder.ran.clear()
-    outcome = CliRunner().invoke(app, ["up", "--inventory", str(cluster.inventory_path), "--from", "join"])
+    outcome = CliRunner().invoke(app, ["up", "--inventory", str(cluster.inventory_path)])
     assert outcome.exit_code == 0, outcome.output
-    assert recorder.ran == ["join", "gpu", "volcano", "training_operator", "trainer", "verify", "smoke"]
+    assert recorder.ran == list(UP_PHASES[UP_PHASES.index("join"):])
+    assert "resuming at join: preflight, prepare, control_plane, network completed with these same inputs" \
+        in " ".join(outcome.output.split())
+
+    # Once every phase completed, `up` runs them all again (each changes nothing where nothing needs it).
+    recorder.ran.clear()
+    outcome = CliRunner().invoke(app, ["up", "--inventory", str(cluster.inventory_path)])
+    assert outcome.exit_code == 0, outcome.output
+    assert recorder.ran == list(UP_PHASES) and "resuming" not in outcome.output
+
+
+def test_up_resumes_only_with_the_same_inputs_and_from_and_only_still_choose(
+        cluster, monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    recorder = Recorder()
+    recorder.install(monkeypatch, *[recorder.phase(n, fail=(n == "network")) for n in UP_PHASES])
+    CliRunner().invoke(app, ["up", "--inventory", str(cluster.inventory_path)])
+    recorder.install(monkeypatch, *[recorder.phase(n) for n in UP_PHASES])
+
+    # Another setting: what completed before was reached with other inputs, so every phase runs again.
+    config = tmp_path / "cluster.yaml"
+    config.write_text("kubernetes:\n  pod_cidr: 10.250.0.0/16\n")
+    recorder.ran.clear()
+    outcome = CliRunner().invoke(app, ["up", "--inventory", str(cluster.inventory_path), "--config", str(config)])
+    assert outcome.exit_code == 0, outcome.output
+    assert recorder.ran == list(UP_PHASES) and "resuming" not in outcome.output
+
+    # How bootstrap connects is no input of the cluster: the host-key choice changes no fingerprint.
+    saved = ClusterState.load(cluster)
+    saved.phases["join"].status = "failed"
+    saved.save(cluster)
+    recorder.ran.clear()
+    outcome = CliRunner().invoke(app, ["up", "--inventory", str(cluster.inventory_path), "--config", str(config),
+                                       "--accept-new-host-keys"])
+    assert recorder.ran == list(UP_PHASES[UP_PHASES.index("join"):]), outcome.output
+
+    for options, ran in ((["--from", "preflight"], list(UP_PHASES)), (["--only", "verify"], ["verify"])):
+        saved = ClusterState.load(cluster)
+        saved.phases["join"].status = "failed"
+        saved.save(cluster)
+        recorder.ran.clear()
+        CliRunner().invoke(app, ["up", "--inventory", str(cluster.inventory_path), "--config", str(config), *options])
+        assert recorder.ran == ran, options
+
+
+def test_a_run_killed_in_a_phase_leaves_it_running_and_up_resumes_there(cluster, monkeypatch) -> None:
+    recorder = Recorder()
+
+    def killed(ctx: PhaseContext) -> str:
+        recorder.ran.append("control_plane")
+        raise KeyboardInterrupt  # what the run sees of SIGINT; SIGKILL leaves the same record, unsaved since
+    phases = [recorder.phase(n) for n in UP_PHASES]
+    phases[2] = Phase("control_plane", "the control_plane phase", killed)
+    recorder.install(monkeypatch, *phases)
+    with pytest.raises(KeyboardInterrupt):
+        run_phases(select_phases(UP_PHASES), context(cluster))
+    saved = ClusterState.load(cluster)
+    assert saved.phases["prepare"].status == "ok" and saved.phases["control_plane"].status == "running"
+
+    recorder.install(monkeypatch, *[recorder.phase(n) for n in UP_PHASES])
+    recorder.ran.clear()
+    outcome = CliRunner().invoke(app, ["up", "--inventory", str(cluster.inventory_path)])
+    assert outcome.exit_code == 0, outcome.output
+    assert recorder.ran == list(UP_PHASES[UP_PHASES.index("control_plane"):])
+
+
+def test_a_reset_forgets_what_up_completed(cluster, monkeypatch: pytest.MonkeyPatch) -> None:
+    recorder = Recorder()
+    phases = [recorder.phase(n, fail=(n == "join")) for n in UP_PHASES]
+    recorder.install(monkeypatch, *phases, Phase("drain", "drain", lambda ctx: "drained", undoes=True),
+                     Phase("reset", "reset", lambda ctx: "clean", undoes=True))
+    CliRunner().invoke(app, ["up", "--inventory", str(cluster.inventory_path)])
+    # A worker wiped: what up completed no longer describes the nodes (resetting the control plane forgets all).
+    outcome = CliRunner().invoke(app, ["reset", "w1", "--inventory", str(cluster.inventory_path), "--yes"])
+    assert outcome.exit_code == 0, outcome.output
+    assert set(ClusterState.load(cluster).phases) == {"drain", "reset"}
+
+    recorder.ran.clear()
+    CliRunner().invoke(app, ["up", "--inventory", str(cluster.inventory_path)])
+    assert recorder.ran[:2] == ["preflight", "prepare"]
+
+
+def test_the_fingerprint_follows_the_inputs_that_shape_the_cluster(cluster, tmp_path: Path) -> None:
+    from provision.inputs.settings import parse_settings
+    from provision.inputs.state import inputs_fingerprint
+
+    base = inputs_fingerprint(cluster, Settings())
+    assert inputs_fingerprint(cluster, Settings()) == base
+    assert inputs_fingerprint(cluster, parse_settings({"ssh": {"connect_timeout_s": 30},
+                                                       "ansible": {"executor": "stock"}})) == base
+    assert inputs_fingerprint(cluster, parse_settings({"calico": {"version": "v3.29.0"}})) != base
+    assert inputs_fingerprint(cluster, Settings(), ["w1"]) != base
+    more = tmp_path / "more.ini"
+    more.write_text(cluster.inventory_path.read_text() + "w2 ansible_host=10.20.0.12\n")
+    assert inputs_fingerprint(load_inventory(more), Settings()) != base
 
 
 def test_up_refuses_a_context_name_without_merge_kubeconfig_before_running_anything(

@@ -105,7 +105,7 @@ def test_prepared_nodes_run_containerd_for_kubernetes_and_docker(lab: Lab, first
         assert cri and cri[0][-1] == "ok"
 
 
-def test_prepared_nodes_have_kubernetes_packages_held_from_the_signed_repository(lab: Lab,
+def test_prepared_nodes_have_kubernetes_packages_held_from_the_signed_repository(lab: Lab, lab_config: Path,
                                                                                  first_run: PrepareResult) -> None:
     for node in lab.nodes:
         run = node.ssh

@@ -94,3 +94,42 @@ def test_a_failure_message_with_square_brackets_is_printed_as_written(tmp_path: 
     live.print_result(PlaybookResult("join", "join.yml", 2, "failed", tmp_path, {"w1": HostTally(failed=1)},
                                      [failure], 1.0))
     assert "w1: failed at 'Join': kubeadm join: [preflight] file [/etc/kubernetes/kubelet.conf] exists" in out.getvalue()
+
+
+def test_a_controller_killed_with_its_process_group_takes_the_play_with_it(local_cluster) -> None:
+    """ansible-playbook runs in a session of its own (ansible-runner's pty): it must still end with us."""
+    import os
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    cluster, tmp_path = local_cluster
+    playbook = str(PROJECT_ROOT / "tests" / "playbooks" / "local_slow.yml")
+    driver = ("import sys; from provision.inputs.inventory import load_inventory; from provision.inputs.settings import "
+              "Settings; from provision.nodes.runner import run_playbook; from pathlib import Path; run_playbook(sys.argv[1], "
+              "load_inventory(Path(sys.argv[2])), Settings(), phase='slow', extra_vars={'marker_dir': sys.argv[3]})")
+    run = subprocess.Popen([sys.executable, "-c", driver, playbook, str(cluster.inventory_path), str(tmp_path)],
+                           start_new_session=True)
+
+    def playbook_processes() -> list[str]:
+        found = subprocess.run(["pgrep", "-f", f"ansible-playbook .*{tmp_path}"], capture_output=True, text=True)
+        return found.stdout.split()
+
+    def sleeping() -> bool:
+        return any('"task": "Sleep"' in event.read_text() and '"runner_on_start"' in event.read_text()
+                   for event in tmp_path.glob("runs/*-slow/artifacts/*/job_events/*.json"))
+
+    deadline = time.monotonic() + 60
+    while not sleeping() and time.monotonic() < deadline:
+        time.sleep(0.2)
+    assert sleeping() and playbook_processes(), "the play did not start"
+    time.sleep(1)
+    os.killpg(run.pid, signal.SIGKILL)
+    run.wait()
+    deadline = time.monotonic() + 15
+    while playbook_processes() and time.monotonic() < deadline:
+        time.sleep(0.2)
+    assert playbook_processes() == []
+    time.sleep(20)  # past the sleep: a play that went on would have written its marker by now
+    assert not (tmp_path / "cp1.txt").exists() and not (tmp_path / "w1.txt").exists()

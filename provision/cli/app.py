@@ -66,9 +66,11 @@ for _name in COMMAND_MODULES:
     importlib.import_module(f"provision.cli.commands.{_name}").register(app)
 
 
-def _print_error(message: str) -> None:
-    """The one line a refusal prints: user text as written (a newline in it would make it two)."""
-    err_console.print(Text.assemble(("error:", "bold red"), " ", " ".join(message.splitlines())), soft_wrap=True)
+def _print_error(message: str, *, line_per_node: bool = False) -> None:
+    """The one line a refusal prints: user text as written (a newline in it would make it two). A failure of
+    several nodes keeps its one line per node, each of which is one line already."""
+    text = message if line_per_node else " ".join(message.splitlines())
+    err_console.print(Text.assemble(("error:", "bold red"), " ", text), soft_wrap=True)
 
 
 def main() -> None:
@@ -77,7 +79,7 @@ def main() -> None:
         # The program's name, also under `python -m provision` (usage lines, the completion variable).
         code = app(standalone_mode=False, prog_name="bootstrap")
     except BootstrapError as exc:
-        _print_error(str(exc))
+        _print_error(str(exc), line_per_node=len(exc.nodes) > 1)
         sys.exit(exc.exit_code)
     except click.exceptions.NoArgsIsHelpError as exc:
         typer.echo(exc.ctx.get_help() if exc.ctx else exc.format_message())

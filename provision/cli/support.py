@@ -13,9 +13,9 @@ from provision.cli.options import NodeOptions, Output
 from provision.cli.views import PhaseView, console, print_summary
 from provision.inputs.inventory import Cluster
 from provision.inputs.settings import Settings
-from provision.inputs.state import ClusterState, check_state_root
+from provision.inputs.state import ClusterState, check_state_root, inputs_fingerprint
 from provision.inputs.validation import load_cluster, settings_warnings
-from provision.phases import UP_PHASES, PhaseContext, PipelineResult, run_phases, select_phases
+from provision.phases import UP_PHASES, PhaseContext, PipelineResult, resume_point, run_phases, select_phases
 
 
 def with_host_key_choice(settings: Settings, accept_new_host_keys: bool) -> Settings:
@@ -53,8 +53,8 @@ def pipeline_document(result: PipelineResult, command: str) -> dict[str, Any]:
     return {
         "command": command,
         "ok": result.ok,
-        "phases": [{"name": o.name, "status": o.status, "seconds": round(o.seconds, 1), "detail": o.detail}
-                   for o in result.outcomes],
+        "phases": [{"name": o.name, "status": o.status, "seconds": round(o.seconds, 1), "detail": o.detail,
+                    "nodes": o.nodes} for o in result.outcomes],
         "total_seconds": round(result.total_seconds, 1),
         "error": str(result.error) if result.error else None,
     }
@@ -64,10 +64,18 @@ def run_pipeline(phase_names: Sequence[str], cluster: Cluster, settings: Setting
                  from_phase: str | None = None, only: str | None = None, targets: tuple[str, ...] | None = None,
                  output: Output = Output.text, extra: Callable[[], dict[str, Any]] | None = None) -> PhaseContext:
     """Run the phases with the live view, then show the summary (table, or JSON on stdout), then raise the
-    first failure. `extra`, called once the phases are done, adds fields to the JSON document."""
-    phases = select_phases(tuple(phase_names), from_phase=from_phase, only=only)
+    first failure. `extra`, called once the phases are done, adds fields to the JSON document. `up` without
+    --from or --only resumes by itself where the state says the phases before completed with the same inputs."""
+    state = ClusterState.load(cluster)
     view = PhaseView(nodes.verbose)
-    ctx = PhaseContext(cluster=cluster, settings=settings, state=ClusterState.load(cluster), nodes=targets,
+    if tuple(phase_names) == UP_PHASES and from_phase is None and only is None:
+        resume = resume_point(UP_PHASES, state, inputs_fingerprint(cluster, settings, targets))
+        if resume is not None:
+            from_phase, completed = resume
+            view.message(f"resuming at {from_phase}: {', '.join(completed)} completed with these same inputs "
+                         f"(--from {UP_PHASES[0]} runs every phase again)")
+    phases = select_phases(tuple(phase_names), from_phase=from_phase, only=only)
+    ctx = PhaseContext(cluster=cluster, settings=settings, state=state, nodes=targets,
                        verbose=nodes.verbose, become_password=ask_become_password(nodes.ask_become_pass),
                        on_progress=view.playbook, on_message=view.message, on_smoke_progress=view.smoke)
     try:
@@ -81,7 +89,8 @@ def run_pipeline(phase_names: Sequence[str], cluster: Cluster, settings: Setting
     if result.error is not None:
         failed = next((o.name for o in result.outcomes if o.status == "failed"), None)
         if failed and tuple(phase_names) == UP_PHASES:
-            console.print(f"fix the cause, then re-run `bootstrap up --inventory {cluster.inventory_path}` "
-                          f"(or resume with `--from {failed}`)", style="yellow", soft_wrap=True)
+            console.print(f"fix the cause, then re-run `bootstrap up --inventory {cluster.inventory_path}`: with the "
+                          f"same inputs it resumes at {failed} (`--from PHASE` chooses another start)", style="yellow",
+                          soft_wrap=True)
         raise result.error
     return ctx

@@ -35,7 +35,9 @@ def progress_table(progress: RunProgress) -> Group:
         failed = "unreachable" if tally.unreachable else str(tally.failed)
         style = "red" if tally.failed or tally.unreachable else ""
         table.add_row(host, str(tally.ok), str(tally.changed), failed, str(tally.skipped), style=style)
-    return Group(header, table)
+    # What a host waits for (another process's package lock, a download being retried), under the table.
+    notes = [Text(f"  {host} {note}", style="yellow") for host, note in progress.waiting.items()]
+    return Group(header, table, *notes)
 
 
 def print_result(result: PlaybookResult) -> None:
@@ -55,6 +57,8 @@ class PhaseView:
         self.interactive = console.is_terminal and not verbose
         self.live: Live | None = None
         self.last_wait = ""
+        # Host -> the wait note last printed for it (without a terminal each change is printed once).
+        self.host_waits: dict[str, str] = {}
 
     def _live(self) -> Live:
         if self.live is None:
@@ -82,6 +86,11 @@ class PhaseView:
     def playbook(self, progress: RunProgress) -> None:
         if self.interactive:
             self._live().update(progress_table(progress))
+            return
+        for host, note in progress.waiting.items():
+            if self.host_waits.get(host) != note:
+                console.print(f"  {host} {note}", markup=False, soft_wrap=True)
+        self.host_waits = dict(progress.waiting)
 
     def smoke(self, progress: Any) -> None:
         from provision.cli.commands.smoke_test import progress_view
@@ -101,6 +110,12 @@ def print_summary(result: PipelineResult, title: str) -> None:
     for outcome in result.outcomes:
         seconds = f"{outcome.seconds:.1f}s" if outcome.status in ("ok", "failed") else "-"
         detail = outcome.detail if outcome.status != "failed" else "see the error below"
+        if outcome.status == "failed" and outcome.nodes:
+            # Every node it failed on, by how: "failed: n2; unreachable: n3".
+            kinds: dict[str, list[str]] = {}
+            for node, kind in outcome.nodes.items():
+                kinds.setdefault(kind, []).append(node)
+            detail = "; ".join(f"{kind}: {', '.join(names)}" for kind, names in kinds.items()) + " (see below)"
         table.add_row(outcome.name, Text(outcome.status, style=STATUS_STYLE[outcome.status]), seconds, Text(detail))
     table.add_row("total", "", f"{result.total_seconds:.1f}s", "", style="bold")
     console.print(table)

@@ -665,6 +665,19 @@ class KubeletSettings(_Section):
     switch_to_cgroup_v2: bool = False
 
 
+class PackagesSettings(_Section):
+    # How long a package transaction waits for a dpkg/apt or rpm/dnf lock another process holds (unattended-upgrades
+    # or cloud-init on a freshly booted machine) before it fails, naming the lock and its holder.
+    lock_timeout_s: int = Field(default=300, ge=1, le=86400)
+
+
+class DownloadsSettings(_Section):
+    # Tries per download (repository keys and package lists, packages, Calico's manifest) when it fails transiently
+    # (a mirror's 5xx, a reset connection, a slow read), with a doubling pause between them; permanent failures
+    # (404, a bad signature) fail at once.
+    attempts: int = Field(default=4, ge=1, le=10)
+
+
 class FirewallSettings(_Section):
     # open-ports: open the kubeadm and Calico ports in firewalld/ufw; disable: stop the firewall; leave: touch nothing.
     mode: Literal["open-ports", "disable", "leave"] = "open-ports"
@@ -683,6 +696,8 @@ class Settings(_Section):
     verify: VerifySettings = Field(default_factory=VerifySettings)
     ssh: SshSettings = Field(default_factory=SshSettings)
     firewall: FirewallSettings = Field(default_factory=FirewallSettings)
+    packages: PackagesSettings = Field(default_factory=PackagesSettings)
+    downloads: DownloadsSettings = Field(default_factory=DownloadsSettings)
     ansible: AnsibleSettings = Field(default_factory=AnsibleSettings)
 
     @model_validator(mode="before")

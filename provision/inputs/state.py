@@ -3,20 +3,24 @@
 The state directory is `$BOOTSTRAP_STATE_DIR` (set by `bootstrap --state-dir`), else
 `$XDG_STATE_HOME/cluster-bootstrap`, else `~/.local/state/cluster-bootstrap`, mode 0700. Under it:
 `clusters/<control plane>@<address>/` per cluster (the admin kubeconfig and what one `up` run leaves for the
-next: the GPUs preflight found, each phase's outcome, so `up --from gpu` can resume without repeating the work
+next: the GPUs preflight found, each phase's outcome and the fingerprint of the inputs it was reached with, so
+`up` resumes by itself at the phase that did not complete, and `up --from gpu` without repeating the work
 before it), `runs/<time>-<phase>/` per playbook run (artifacts and a plain log), and `lab/` for the Vagrant lab.
 """
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import shutil
+from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 from provision.errors import BootstrapError, InputError
 from provision.inputs.inventory import Cluster
 from provision.inputs.platforms import NodePython
+from provision.inputs.settings import Settings
 
 STATE_DIR_ENV = "BOOTSTRAP_STATE_DIR"
 APP_NAME = "cluster-bootstrap"
@@ -80,11 +84,27 @@ def cluster_dir(cluster: Cluster, *, create: bool = True) -> Path:
     return path
 
 
+def inputs_fingerprint(cluster: Cluster, settings: Settings, nodes: Sequence[str] | None = None) -> str:
+    """What a phase's outcome was reached with: the inventory's nodes, the settings, and the nodes the run was
+    about (None: all). How we connect (ssh.*, ansible.*) changes no outcome and is left out; nothing secret is in
+    either input. Two runs with the same fingerprint may trust each other's outcomes."""
+    document = {
+        "nodes": [{"name": n.name, "address": n.address, "role": n.role, "user": n.user, "port": n.port,
+                   "gpu": n.gpu, "node_ip": str(n.variables.get("node_ip") or "")} for n in cluster.nodes],
+        "settings": settings.model_dump(mode="json", exclude={"ssh", "ansible"}),
+        "scope": sorted(nodes) if nodes is not None else None,
+    }
+    return hashlib.sha256(json.dumps(document, sort_keys=True).encode()).hexdigest()[:16]
+
+
 @dataclass
 class PhaseRecord:
+    # ok, failed, skipped, or running (a run ended while the phase ran: killed, or the machine went down).
     status: str
     seconds: float
     detail: str = ""
+    # inputs_fingerprint of the run that reached this outcome ("" in state written before it was recorded).
+    inputs: str = ""
 
 
 @dataclass

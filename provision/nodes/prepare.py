@@ -20,13 +20,11 @@ from provision.inputs.platforms import NodePython
 from provision.inputs.settings import Settings
 from provision.nodes.containerd_config import config_problems
 from provision.nodes.reports import NODE_REPORT_KEY, NodeReport
-from provision.nodes.runner import PlaybookResult, RunProgress, run_playbook
+from provision.nodes.runner import PlaybookResult, RunProgress, failure_line, failure_mark, nodes_error, run_playbook
 from provision.render.kubeadm_config import CRI_SOCKET
 from provision.render.playbook_vars import prepare_vars, sandbox_image
 
 PLAYBOOK = "prepare.yml"
-# The task that turns an unreachable repository into one named message (os_prep/tasks/repository-*.yml).
-NAMED_SOURCE_FAILURE = "Name the unreachable source"
 SYSCTLS = ("net.bridge.bridge-nf-call-iptables", "net.bridge.bridge-nf-call-ip6tables", "net.ipv4.ip_forward")
 KUBE_PACKAGES = ("kubeadm", "kubelet", "kubectl")
 
@@ -111,32 +109,34 @@ def read_reports(run_dir: Path) -> dict[str, NodeReport]:
     return reports
 
 
-def _raise_playbook_failure(result: PlaybookResult) -> None:
-    # An unreachable repository fails twice (the download, then the task naming the source and the fix): show
-    # the second, which says what to do.
-    named = [f for f in result.failures if f.task.startswith(NAMED_SOURCE_FAILURE)]
-    if named:
-        raise BootstrapError(f"prepare failed: {named[0].host}: {named[0].message} (full log: "
-                             f"{result.run_dir / 'run.log'})")
-    result.raise_for_failure()
-
-
 def check_prepared(playbook: PlaybookResult, cluster: Cluster, settings: Settings,
                    nodes: Sequence[str] | None = None) -> dict[str, NodeReport]:
     """The Python check after the playbook: every node reported, and reported itself ready for kubeadm.
 
-    Raises BootstrapError naming the host and its problems (or the unreachable source); returns the reports.
+    Raises BootstrapError naming every node that failed (with its own first cause: the unreachable source, the
+    lock, the task), was unreachable, sent no report, or is not ready, one line each; returns the reports.
     """
-    _raise_playbook_failure(playbook)
+    failed = playbook.failed_hosts
+    if not playbook.ok and not failed:
+        playbook.raise_for_failure()
     reports = read_reports(playbook.run_dir)
-    for host in nodes or [node.name for node in cluster.nodes]:
+    lines = {host: failure_line(failure) for host, failure in failed.items()}
+    marks = {host: failure_mark(failure) for host, failure in failed.items()}
+    targets = list(nodes or [node.name for node in cluster.nodes])
+    for host in targets:
+        if host in lines:
+            continue
         report = reports.get(host)
         if report is None:
-            raise BootstrapError(f"prepare: {host} sent no report of its state (full log: "
-                                 f"{playbook.run_dir / 'run.log'})")
+            lines[host], marks[host] = f"{host} sent no report of its state", "no report"
+            continue
         problems = check_node(host, report, settings)
         if problems:
-            raise BootstrapError(f"prepare: {host} is not ready: {'; '.join(problems)}")
+            lines[host], marks[host] = f"{host} is not ready: {'; '.join(problems)}", "not ready"
+    if lines:
+        order = {host: index for index, host in enumerate(targets)}
+        ordered = dict(sorted(lines.items(), key=lambda item: order.get(item[0], len(order))))
+        raise nodes_error("prepare", ordered, marks, len(targets), playbook.run_dir / "run.log")
     return reports
 
 

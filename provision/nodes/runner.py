@@ -7,6 +7,8 @@ it) and every run leaves its artifacts and a plain-text log in a run directory u
 from __future__ import annotations
 
 import os
+import shlex
+import shutil
 import sys
 import time
 from collections.abc import Callable, Mapping
@@ -60,11 +62,45 @@ class PlaybookResult:
     def changed(self) -> dict[str, int]:
         return {host: t.changed for host, t in self.tally.items()}
 
+    @property
+    def failed_hosts(self) -> dict[str, TaskFailure]:
+        """Each failed or unreachable host's own first cause, in inventory order."""
+        tally = EventTally(tally=self.tally, failures=self.failures)
+        return tally.first_failures()
+
     def raise_for_failure(self) -> None:
+        """Raise BootstrapError naming every failed or unreachable host, one line each, with its own cause."""
         if self.ok:
             return
-        first = self.failures[0].describe() if self.failures else f"ansible-playbook ended with status {self.status}"
-        raise BootstrapError(f"{self.phase} failed: {first} (full log: {self.run_dir / 'run.log'})")
+        failed = self.failed_hosts
+        if not failed:
+            raise BootstrapError(f"{self.phase} failed: ansible-playbook ended with status {self.status} "
+                                 f"(full log: {self.run_dir / 'run.log'})")
+        raise nodes_error(self.phase, {host: failure_line(f) for host, f in failed.items()},
+                          {host: failure_mark(f) for host, f in failed.items()}, len(self.tally),
+                          self.run_dir / "run.log")
+
+
+def failure_line(failure: TaskFailure) -> str:
+    """A failed host's line in the closing error."""
+    text = failure.describe()
+    if failure.unreachable:
+        # The others finished their play; this node did not: once it answers over SSH again, a re-run finishes it.
+        text += " (once it answers again, re-run)"
+    return text
+
+
+def failure_mark(failure: TaskFailure) -> str:
+    return "unreachable" if failure.unreachable else "failed"
+
+
+def nodes_error(phase: str, lines: Mapping[str, str], marks: Mapping[str, str], hosts: int,
+                log: Path) -> BootstrapError:
+    """The closing error of a phase some nodes failed: one node on one line; several, a line each (host order)."""
+    if len(lines) == 1:
+        return BootstrapError(f"{phase} failed: {next(iter(lines.values()))} (full log: {log})", nodes=marks)
+    listed = "\n".join(f"  {line}" for line in lines.values())
+    return BootstrapError(f"{phase} failed on {len(lines)} of {hosts} nodes (full log: {log}):\n{listed}", nodes=marks)
 
 
 def new_run_dir(phase: str) -> Path:
@@ -74,17 +110,30 @@ def new_run_dir(phase: str) -> Path:
     return run_dir
 
 
+# A node that stops answering (its link cut, its machine stopped) is called unreachable after about
+# KEEPALIVE_INTERVAL_S * KEEPALIVE_COUNT seconds, also in the middle of a long task, so the others finish their play.
+KEEPALIVE_INTERVAL_S = 5
+KEEPALIVE_COUNT = 4
+
+
 def ssh_args(settings: Settings) -> str:
-    """SSH options for Ansible: multiplexed connections, and host keys checked (never silently accepted).
-    The known_hosts file and a bastion are per host (ansible_ssh_common_args, in _groups_inventory)."""
+    """SSH options for Ansible: multiplexed connections, host keys checked (never silently accepted), and a dead
+    connection noticed within seconds. The known_hosts file and a bastion are per host (ansible_ssh_common_args, in
+    _groups_inventory)."""
     ssh = settings.ssh
     strict = "accept-new" if ssh.accept_new_host_keys else "yes"
     return " ".join([
         "-o ControlMaster=auto -o ControlPersist=60s",
         f"-o StrictHostKeyChecking={strict}",
         f"-o ConnectTimeout={ssh.connect_timeout_s}",
-        "-o ServerAliveInterval=15",
+        f"-o ServerAliveInterval={KEEPALIVE_INTERVAL_S} -o ServerAliveCountMax={KEEPALIVE_COUNT}",
     ])
+
+
+def connection_vars() -> dict[str, int]:
+    """Mitogen opens its own SSH connections (ANSIBLE_SSH_ARGS aside) with its own keep-alive (30 s x 10 by
+    default, five minutes before a dead node is noticed): the same bound as ssh_args'."""
+    return {"mitogen_ssh_keepalive_interval": KEEPALIVE_INTERVAL_S, "mitogen_ssh_keepalive_count": KEEPALIVE_COUNT}
 
 
 def executor_envvars(settings: Settings) -> dict[str, str]:
@@ -112,6 +161,25 @@ def executor_envvars(settings: Settings) -> dict[str, str]:
         "ANSIBLE_STRATEGY_PLUGINS": str(Path(ansible_mitogen.__file__).parent / "plugins" / "strategy"),
         "ANSIBLE_STRATEGY": "mitogen_linear",
     }
+
+
+def _ended_with_us(run_dir: Path) -> list[str]:
+    """PATH entries under which ansible-playbook ends when this process does.
+
+    ansible-runner starts ansible-playbook in a session of its own that ignores the hang-up of its terminal, so
+    a controller killed with its process group (or Ctrl-C) would leave it running the play on without anyone
+    watching, beside the next run. Started through setpriv, it gets SIGINT when we die and stops as after Ctrl-C:
+    no new task starts. Without setpriv (not Linux) it is started as is.
+    """
+    setpriv, playbook = shutil.which("setpriv"), Path(sys.executable).parent / "ansible-playbook"
+    if setpriv is None or not playbook.is_file():
+        return []
+    bin_dir = run_dir / "bin"
+    bin_dir.mkdir()
+    wrapper = bin_dir / "ansible-playbook"
+    wrapper.write_text(f'#!/bin/sh\nexec {shlex.quote(setpriv)} --pdeathsig INT -- {shlex.quote(str(playbook))} "$@"\n')
+    wrapper.chmod(0o755)
+    return [str(bin_dir)]
 
 
 def _groups_inventory(cluster: Cluster, run_dir: Path, settings: Settings,
@@ -166,7 +234,8 @@ def run_playbook(
     run_dir = new_run_dir(phase)
     hosts = [n.name for n in cluster.nodes if not limit or n.name in limit]
     progress = RunProgress(phase=phase, hosts=hosts, tally={h: HostTally() for h in hosts})
-    log = (run_dir / "run.log").open("w")
+    # Line-buffered: `tail -f run.log` (and a test watching it) sees each result as it comes.
+    log = (run_dir / "run.log").open("w", buffering=1)
     log.write(f"phase {phase}: playbook {playbook_path}, inventory {cluster.inventory_path}\n")
 
     logged = 0
@@ -192,14 +261,16 @@ def run_playbook(
         "ANSIBLE_HOST_KEY_CHECKING": "True",
         "ANSIBLE_PIPELINING": "True",
         "ANSIBLE_TIMEOUT": str(settings.ssh.connect_timeout_s),
-        # The ansible-playbook installed beside this interpreter first, so an un-activated virtualenv works too.
-        "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}",
+        # The ansible-playbook installed beside this interpreter first, so an un-activated virtualenv works too, and
+        # bound to end with this process.
+        "PATH": os.pathsep.join([*_ended_with_us(run_dir), str(Path(sys.executable).parent),
+                                 os.environ.get("PATH", "")]),
     } | executor_envvars(settings) | ansible_inventory_env(cluster.inventory_path, cluster.inventory_format)
     passwords = {}
     if become_password is not None:
         passwords = {r"^BECOME password.*:\s*?$": become_password}
     cmdline = "--ask-become-pass" if become_password is not None else None
-    all_vars = playbook_vars(cluster, settings) | (extra_vars or {})
+    all_vars = playbook_vars(cluster, settings) | connection_vars() | (extra_vars or {})
     try:
         result = ansible_runner.run(
             private_data_dir=str(run_dir),

@@ -1,5 +1,6 @@
 """Counting a playbook run from ansible-runner's event stream: per host ok, changed, failed, skipped and
-unreachable, the failures that count, and the play and task under way. Pure: events in, counts out; the
+unreachable, the failures that count, the play and task under way, and what a host is waiting for (a task being
+retried: another process's package lock, a download that failed transiently). Pure: events in, counts out; the
 runner feeds it live and writes the log, the tests feed it recorded events."""
 from __future__ import annotations
 
@@ -8,7 +9,9 @@ from dataclasses import dataclass, field
 from typing import Any, Literal
 
 # How one task ended on one host, as the run log spells it.
-ResultState = Literal["ok", "changed", "skipped", "failed (ignored)", "FAILED", "UNREACHABLE"]
+ResultState = Literal["ok", "changed", "skipped", "failed (ignored)", "FAILED", "UNREACHABLE", "RETRYING"]
+# The key under which the package-lock wait (playbooks/library/cb_package_lock.py) reports who holds a lock.
+PACKAGE_LOCK_KEY = "cb_package_lock"
 
 
 @dataclass
@@ -43,6 +46,38 @@ class HostResult:
     duration_s: float | None = None
 
 
+def lock_wait_note(report: Mapping[str, Any]) -> str:
+    """What a host waits for, from cb_package_lock's report: the lock and the process that holds it."""
+    holders = report.get("holders") or []
+    if not holders:
+        return "waits for the package manager's lock"
+    first = holders[0]
+    running = first.get("running_s")
+    since = f", running for {int(running)} s" if isinstance(running, (int, float)) else ""
+    more = f" (and {len(holders) - 1} more)" if len(holders) > 1 else ""
+    return (f"waits for {first.get('lock')}: held by pid {first.get('pid')} ({first.get('command') or '?'}{since})"
+            f"{more}")
+
+
+def retry_note(task: str, result: Mapping[str, Any]) -> str:
+    """What a host waits for while a task is retried: a lock's holder, or the attempt and why the last one failed."""
+    lock = result.get(PACKAGE_LOCK_KEY)
+    if isinstance(lock, Mapping) and lock.get("held"):
+        return lock_wait_note(lock)
+    attempt = f" (attempt {result['attempts']} of {result['retries']})" if "attempts" in result and "retries" in result \
+        else ""
+    return f"retrying '{task}'{attempt}: {failure_message(result)}"
+
+
+def unreachable_message(result: Mapping[str, Any]) -> str:
+    """Why a host became unreachable; Mitogen's long apology for a connection lost mid-task said in a few words."""
+    text = failure_message(result).removeprefix("Task failed: ")
+    if "Mitogen was disconnected" in text:
+        original = text.split("Original error was:", 1)[1].strip() if "Original error was:" in text else ""
+        return "the connection to it was lost in the middle of the task" + (f" ({original})" if original else "")
+    return text
+
+
 def failure_message(result: Mapping[str, Any]) -> str:
     """The one line that says why a task failed, from a module's result."""
     if result.get("censored"):
@@ -63,6 +98,8 @@ class EventTally:
     results: list[HostResult] = field(default_factory=list)
     play: str = ""
     task: str = ""
+    # Host -> what it waits for now (the last retry's note), until its next result.
+    waiting: dict[str, str] = field(default_factory=dict)
 
     def feed(self, event: Mapping[str, Any]) -> bool:
         """Count one ansible-runner event; True when it changed the counts, the play or the task."""
@@ -74,10 +111,17 @@ class EventTally:
             self.task = data.get("task", "")
         elif kind == "playbook_on_stats":
             self._settle(data.get("failures") or {})
+        elif kind == "runner_retry" and data.get("host"):
+            host, task = data["host"], data.get("task", "")
+            note = retry_note(task, data.get("res") or {})
+            self.tally.setdefault(host, HostTally())
+            self.waiting[host] = note
+            self.results.append(HostResult(host, task, "RETRYING", note))
         elif kind.startswith("runner_on_") and data.get("host"):
             result = self._count(kind, data)
             if result is None:
                 return False
+            self.waiting.pop(result.host, None)
             self.results.append(result)
         else:
             return False
@@ -105,13 +149,21 @@ class EventTally:
             state = "FAILED"
         elif kind == "runner_on_unreachable":
             tally.unreachable = True
-            message = failure_message(res)
+            message = unreachable_message(res)
             self.failures.append(TaskFailure(host, task, message, unreachable=True))
             state = "UNREACHABLE"
         else:
             return None
         duration = data.get("duration")
         return HostResult(host, task, state, message, float(duration) if isinstance(duration, (int, float)) else None)
+
+    def first_failures(self) -> dict[str, TaskFailure]:
+        """Each failed or unreachable host's own first cause (the failure that ended its play), in host order."""
+        found: dict[str, TaskFailure] = {}
+        for failure in self.failures:
+            found.setdefault(failure.host, failure)
+        order = list(self.tally)
+        return dict(sorted(found.items(), key=lambda item: order.index(item[0]) if item[0] in order else len(order)))
 
     def _settle(self, final_failures: Mapping[str, Any]) -> None:
         # A failure a rescue block handled is not a failure of the run: trust Ansible's final count. The

@@ -43,6 +43,8 @@ def playbook_vars(cluster: Cluster, settings: Settings) -> dict[str, Any]:
         "cb_containerd_distribution_minimum": versions.shown_version(versions.AUTO_DISTRIBUTION_CONTAINERD),
         "cb_firewall_mode": settings.firewall.mode,
         "cb_switch_to_cgroup_v2": settings.kubelet.switch_to_cgroup_v2,
+        "cb_package_lock_timeout_s": settings.packages.lock_timeout_s,
+        "cb_download_attempts": settings.downloads.attempts,
         "cb_calico_version": settings.calico.version,
         "cb_gpu": settings.gpu.model_dump(),
         # The smoke test's data cache on the nodes (a hostPath): reset removes it.

@@ -39,6 +39,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from tests.lab.mirror import read_requests, write_faults
+
 if TYPE_CHECKING:
     from tests.lab.repos import RpmTree
 
@@ -71,6 +73,8 @@ class Server(http.server.ThreadingHTTPServer):
 handler = functools.partial(http.server.SimpleHTTPRequestHandler, directory=sys.argv[2])
 Server((sys.argv[1], {REPO_PORT}), handler).serve_forever()
 """
+# Mirror stand-ins (serve_mirror) listen in the hub beside the RPM repository.
+MIRROR_PORT = 8081
 TESTER_UID = 1000
 # Host-wide settings a lab needs; saved by the first lab that starts, restored when the last one ends.
 HOST_SYSCTLS = {"net.ipv4.ip_forward": 1, "fs.inotify.max_user_instances": 8192}
@@ -627,6 +631,18 @@ class LabNode:
             raise LabError(f"{self.name}: host keys served at {self.ip} differ from the ones written into the node")
         return scanned
 
+    @property
+    def veth(self) -> str:
+        """The hub's end of the node's link (on the lab's bridge)."""
+        return f"cb{self.lab.slot}v{self.index}"
+
+    def cut_link(self) -> None:
+        """Take the node's link down at the hub: it keeps running, but nothing reaches it (nor it anything)."""
+        _run(["ip", "-n", self.lab.hub, "link", "set", self.veth, "down"])
+
+    def restore_link(self) -> None:
+        _run(["ip", "-n", self.lab.hub, "link", "set", self.veth, "up"])
+
     def start(self, timeout_s: float = 90) -> None:
         """Boot the node again after stop() (its disk state is kept)."""
         self._launch()
@@ -639,6 +655,22 @@ class LabNode:
 
 
 # ---------------------------------------------------------------------------------------------- the lab
+
+@dataclass(frozen=True)
+class MirrorStandIn:
+    """A mirror stand-in a lab serves from its hub (Lab.serve_mirror): its URL, its faults, the requests it saw."""
+
+    url: str
+    faults_file: Path
+    log_file: Path
+
+    def fail(self, *rules: dict[str, object]) -> None:
+        """Replace the faults (tests/lab/mirror.py: id, path suffix, status | reset | stall_s, times)."""
+        write_faults(self.faults_file, [dict(rule) for rule in rules])
+
+    def requests(self, path_suffix: str = "") -> list[dict[str, object]]:
+        return read_requests(self.log_file, path_suffix)
+
 
 class Lab:
     """N nodes in one slot. Use Lab.up(...); always down() (the pytest fixtures do)."""
@@ -668,6 +700,7 @@ class Lab:
         self._down = False
         self.rpm_tree: RpmTree | None = None
         self._repo_server: subprocess.Popen[bytes] | None = None
+        self._mirrors: list[subprocess.Popen[bytes]] = []
 
     # -- public API --
 
@@ -779,9 +812,9 @@ class Lab:
         self._down = True
         with ThreadPoolExecutor(max_workers=max(1, min(8, len(self.nodes)))) as pool:
             list(pool.map(lambda node: _stop_node_processes(node.dir, node._supervisor), self.nodes))
-        if self._repo_server is not None:
-            self._repo_server.kill()
-            self._repo_server.wait(timeout=10)
+        for server in [*self._mirrors, *([self._repo_server] if self._repo_server is not None else [])]:
+            server.kill()
+            server.wait(timeout=10)
         _remove_slot_traces(self.slot)
         with _global_lock():
             _slot_lock_path(self.slot).unlink(missing_ok=True)
@@ -889,6 +922,37 @@ class Lab:
         _iptables("-I", "FORWARD", "1", "-o", self.uplink, "-m", "conntrack", "--ctstate", "ESTABLISHED,RELATED",
                   *tag, "-j", "ACCEPT")
 
+    def serve_mirror(self, root: Path, port: int = MIRROR_PORT) -> MirrorStandIn:
+        """Serve `root` from the hub to the nodes as a mirror that fails when told to (tests/lab/mirror.py)."""
+        name = f"mirror-{port}"
+        faults, log = self.dir / f"{name}-faults.json", self.dir / f"{name}-requests.log"
+        server = self._start_in_hub([sys.executable, str(HERE / "mirror.py"), self.hub_ip, str(port), str(root),
+                                     str(faults), str(log)], port, self.dir / f"{name}.log")
+        self._mirrors.append(server)
+        return MirrorStandIn(f"http://{self.hub_ip}:{port}", faults, log)
+
+    def _start_in_hub(self, argv: list[str], port: int, log_path: Path) -> subprocess.Popen[bytes]:
+        """A server in the hub's network namespace (so only the nodes and this host reach it), in the lab's cgroups
+        (so that the clean-up of a killed owner's slot ends it too), answering on hub_ip:port before this returns."""
+        procs = [cgroup / "cgroup.procs" for cgroup in self.cgroups]
+
+        def join_lab_cgroups() -> None:
+            for path in procs:
+                path.write_text(str(os.getpid()))
+
+        with log_path.open("ab") as log:
+            server = subprocess.Popen(["ip", "netns", "exec", self.hub, *argv], stdin=subprocess.DEVNULL, stdout=log,
+                                      stderr=subprocess.STDOUT, preexec_fn=join_lab_cgroups, start_new_session=True)
+        deadline = time.monotonic() + 20
+        while server.poll() is None and time.monotonic() < deadline:
+            try:
+                socket.create_connection((self.hub_ip, port), timeout=1).close()
+                return server
+            except OSError:
+                time.sleep(0.1)
+        server.kill()
+        raise LabError(f"a server in the lab's hub did not start on port {port}; see {log_path}")
+
     def _serve_rpm_tree(self, tree: RpmTree | None) -> None:
         """HTTP from the hub to the nodes only: the server runs in the hub's namespace, in the lab's cgroups
         (so that the clean-up of a killed owner's slot ends it too)."""
@@ -896,25 +960,8 @@ class Lab:
             from tests.lab.repos import build_rpm_tree  # repos imports this module: imported here, not above
             tree = build_rpm_tree(self.dir / "rpm")
         self.rpm_tree = tree
-        procs = [cgroup / "cgroup.procs" for cgroup in self.cgroups]
-
-        def join_lab_cgroups() -> None:
-            for path in procs:
-                path.write_text(str(os.getpid()))
-
-        with (self.dir / "repo-http.log").open("ab") as log:
-            self._repo_server = subprocess.Popen(
-                ["ip", "netns", "exec", self.hub, sys.executable, "-c", REPO_SERVER, self.hub_ip, str(tree.root)],
-                stdin=subprocess.DEVNULL, stdout=log,
-                stderr=subprocess.STDOUT, preexec_fn=join_lab_cgroups, start_new_session=True)
-        deadline = time.monotonic() + 20
-        while self._repo_server.poll() is None and time.monotonic() < deadline:
-            try:
-                socket.create_connection((self.hub_ip, REPO_PORT), timeout=1).close()
-                return
-            except OSError:
-                time.sleep(0.1)
-        raise LabError(f"the lab's RPM repository server did not start; see {self.dir / 'repo-http.log'}")
+        self._repo_server = self._start_in_hub([sys.executable, "-c", REPO_SERVER, self.hub_ip, str(tree.root)],
+                                               REPO_PORT, self.dir / "repo-http.log")
 
     def _new_node(self, name: str) -> LabNode:
         index = max((node.index for node in self.nodes), default=0) + 1

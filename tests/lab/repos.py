@@ -610,6 +610,13 @@ def push_kubernetes_repo(lab: Lab, tmp: Path, minor: str = KUBERNETES_DEFAULT) -
         subprocess.run(ssh, input=archive, check=True, capture_output=True, timeout=60)
 
 
+def serve_kubernetes_repo(lab: Lab, tmp: Path, minor: str = KUBERNETES_DEFAULT) -> str:
+    """Build the placeholder repository and serve it from the lab's hub over HTTP (a mirror stand-in); returns
+    the base URL for mirrors.kubernetes_repo."""
+    build_kubernetes_repo(tmp, minor)
+    return f"{lab.serve_mirror(tmp).url}/kubernetes"
+
+
 def write_config(lab: Lab, path: Path, **sections: dict[str, object]) -> Path:
     """The lab's cluster.yaml with `sections` merged in, written to `path`."""
     data = yaml.safe_load(lab.config_path.read_text()) or {}

@@ -23,7 +23,10 @@ unified hierarchy and a reboot; on GPU nodes (gpu=true, or found on PCI by prefl
 NVIDIA driver (open or proprietary module per GPU generation), the container toolkit and containerd's nvidia
 runtime, rebooting only when the driver needs it. Every repository comes from the settings (mirrors.*,
 mirrors.profile: cn, offline.source). Preflight, with the version rules, runs first when it has not checked
-these nodes yet. A second run changes nothing.
+these nodes yet. A package manager another process holds (unattended-upgrades on a fresh machine) is waited
+for up to packages.lock_timeout_s, and transient download failures are tried again (downloads.attempts);
+every failed or unreachable node is named. Killed at any point, a re-run finishes the job. A second run
+changes nothing.
 
 \b
 Example:

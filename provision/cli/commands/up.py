@@ -58,7 +58,8 @@ def register(app: typer.Typer) -> None:
     ) -> None:
         """Form the cluster: preflight, prepare, control plane, network, join, GPU, verify, smoke test.
 
-        Every phase is safe to re-run: a failed run, run again, finishes the job.
+        Every phase is safe to re-run: a failed or killed run, run again, finishes the job, resuming by itself at
+        the first phase that did not complete with the same inputs (--from PHASE starts elsewhere).
         """
         run_up_command(nodes, from_phase=from_phase, only=only, merge_kubeconfig=merge_kubeconfig, context=context,
                        output=output)
