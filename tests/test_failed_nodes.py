@@ -17,7 +17,7 @@ from provision.nodes.prepare import check_prepared
 from provision.nodes.runner import PlaybookResult
 from provision.nodes.tally import EventTally, HostTally, TaskFailure
 from provision.phases import PhaseOutcome, PipelineResult
-from tests.support.node_reports import recorded_document
+from tests.support.node_reports import recorded_document, recorded_settings
 from tests.support.record_runner_events import RECORDING
 
 
@@ -73,7 +73,7 @@ def test_prepare_names_the_failed_the_unreachable_and_the_unready_nodes_together
     tally = {name: HostTally() for name in ("n1", "n2", "n3", "n4")}
     playbook = PlaybookResult("prepare", "prepare.yml", 2, "failed", tmp_path, tally, failures, 1.0)
     with pytest.raises(BootstrapError) as raised:
-        check_prepared(playbook, cluster, Settings())
+        check_prepared(playbook, cluster, recorded_settings())
     lines = str(raised.value).splitlines()
     assert lines[0].startswith("prepare failed on 3 of 4 nodes")
     assert [line.split(":")[0].strip() for line in lines[1:]] == ["n2", "n3", "n4 is not ready"]

@@ -372,7 +372,7 @@ def test_the_fingerprint_follows_the_inputs_that_shape_the_cluster(cluster, tmp_
     assert inputs_fingerprint(cluster, Settings()) == base
     assert inputs_fingerprint(cluster, parse_settings({"ssh": {"connect_timeout_s": 30},
                                                        "ansible": {"executor": "stock"}})) == base
-    assert inputs_fingerprint(cluster, parse_settings({"calico": {"version": "v3.29.0"}})) != base
+    assert inputs_fingerprint(cluster, parse_settings({"calico": {"version": "v3.32.4"}})) != base
     assert inputs_fingerprint(cluster, Settings(), ["w1"]) != base
     more = tmp_path / "more.ini"
     more.write_text(cluster.inventory_path.read_text() + "w2 ansible_host=10.20.0.12\n")

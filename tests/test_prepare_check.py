@@ -13,7 +13,7 @@ from provision.inputs.settings import Settings, parse_settings
 from provision.nodes.prepare import check_node, read_reports
 from provision.nodes.reports import NodeReport
 from provision.nodes.runner import executor_envvars
-from tests.support.node_reports import recorded_document
+from tests.support.node_reports import recorded_document, recorded_settings
 
 
 def merged(document: dict[str, Any], changes: dict[str, Any]) -> dict[str, Any]:
@@ -23,8 +23,7 @@ def merged(document: dict[str, Any], changes: dict[str, Any]) -> dict[str, Any]:
     return out
 
 
-# The settings the recorded node was prepared with: Debian 12's own containerd runs Kubernetes 1.35.
-RECORDED = parse_settings({"kubernetes": {"version": "1.35"}, "container_runtime": {"containerd_source": "distribution"}})
+RECORDED = recorded_settings()
 # What nvidia-ctk's drop-in adds to a version-2 dump with gpu.runtime: default, as containerd merges it.
 NVIDIA = """
 [plugins."io.containerd.grpc.v1.cri".containerd.runtimes.nvidia]

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
+from provision.inputs.settings import Settings, parse_settings
 from tests.support.paths import REPO_ROOT
 
 NODE_REPORT_DATA = REPO_ROOT / "tests" / "data" / "node_report"
@@ -13,3 +14,10 @@ NODE_REPORT_DATA = REPO_ROOT / "tests" / "data" / "node_report"
 def recorded_document() -> dict[str, Any]:
     """A fresh copy of the document (Debian 12, containerd 1.6, placeholder Kubernetes packages, no GPU)."""
     return json.loads((NODE_REPORT_DATA / "debian12-report.json").read_text())
+
+
+def recorded_settings() -> Settings:
+    """The settings the recorded node was prepared with: Debian 12's own containerd runs Kubernetes 1.35, so the
+    sandbox image it was given is 1.35's (a check with today's default minor would call the node unready)."""
+    return parse_settings({"kubernetes": {"version": "1.35"},
+                           "container_runtime": {"containerd_source": "distribution"}})
