@@ -12,7 +12,6 @@ from rich.console import Console
 
 from provision.errors import BootstrapError
 from provision.inputs.inventory import load_inventory
-from provision.inputs.settings import Settings
 from provision.nodes.prepare import check_prepared
 from provision.nodes.runner import PlaybookResult
 from provision.nodes.tally import EventTally, HostTally, TaskFailure
