@@ -14,8 +14,8 @@ written to `stamp`, so the role reads them again whenever they differ from what 
 killed between listing the source and reading it. Without: every source is read unless `stamp` says a run read
 them less than `valid_s` ago, so that one package transaction per node reads the lists once.
 
-With `install` (package specs, apt's `name` or `name=version-glob`): one `apt-get install` of them all, without
-recommends. `defer_starts` keeps the daemons they bring from starting with the package's own configuration
+With `install` (package specs, apt's `name` or `name=version-glob`: the missing ones): one `apt-get install` of them
+all, without recommends. `defer_starts` keeps the daemons they bring from starting with the package's own configuration
 (a policy-rc.d of ours for the transaction's time, where the node has none): prepare configures them, then
 starts them once.
 """
@@ -128,8 +128,11 @@ def update_command(sources: str | None) -> list[str]:
 
 
 def install_command(specs: list[str], allow_change: bool) -> list[str]:
-    # What a Kubernetes node needs is listed explicitly; recommends (git, perl, ...) only cost downloads.
-    command = ["apt-get", "install", "-y", "-q", "--no-install-recommends", "-o", "DPkg::Lock::Timeout=60"]
+    # What a Kubernetes node needs is listed explicitly; recommends (git, perl, ...) only cost downloads. Only
+    # missing packages are named, so --reinstall changes nothing for the others: it puts back one a stopped machine
+    # left half-installed, which apt would otherwise call "already the newest version".
+    command = ["apt-get", "install", "-y", "-q", "--no-install-recommends", "--reinstall", "-o",
+               "DPkg::Lock::Timeout=60"]
     if allow_change:
         command += ["--allow-change-held-packages", "--allow-downgrades"]
     return [*command, "--", *specs]
