@@ -32,7 +32,6 @@ from provision.nodes.runner import RunProgress
 from tests.lab.lab import Lab, LabNode, MirrorStandIn
 from tests.lab.repos import build_kubernetes_repo, write_config
 
-KEY = "/kubernetes/v1.31/deb/Release.key"
 IN_RELEASE = "/InRelease"
 # Holds dpkg's frontend lock the way apt does (an fcntl record lock) while /run/cb-hold exists, at most argv[1]
 # seconds: a stand-in for unattended-upgrades on a freshly booted machine.
@@ -50,6 +49,8 @@ HOLDER_PATH = "/usr/local/sbin/cb-lock-holder"
 
 # Debian 12's own containerd (1.6) runs Kubernetes 1.35, not 1.36: the lab's bookworm nodes prepare for 1.35.
 BOOKWORM_KUBERNETES = "1.35"
+# The placeholder repository the mirror stand-in serves, for the Kubernetes minor the lab runs.
+KEY = f"/kubernetes/v{BOOKWORM_KUBERNETES}/deb/Release.key"
 
 
 @pytest.fixture(scope="module")
@@ -281,14 +282,15 @@ def test_a_mirror_that_answers_404_fails_at_once_naming_the_url_and_the_setting(
 # --- the controller killed ---------------------------------------------------------------------------------
 
 # Where the controller is killed, after the line of the run log that shows a node's result of the task (so the
-# next task, in brackets, is under way): early in prepare's one package transaction (apt-get reading the lists and
-# downloading), later in it (dpkg unpacking and configuring what the killed run downloaded), between writing
-# containerd's configuration and making it config.toml, between listing the Kubernetes repository and reading it.
+# next task, in brackets, is under way), in the order a fresh node meets them (each run does only what the ones
+# before it left undone): between listing the Kubernetes repository and reading it, early in prepare's one package
+# transaction (apt-get reading the lists and downloading), later in it (dpkg unpacking and configuring what was
+# downloaded), between writing containerd's configuration and making it config.toml.
 KILL_POINTS = (
-    (r"\tWait for the package manager's locks \(", 3.0),  # [Install the missing packages (apt): every package ...]
-    (r"\tFind the packages still missing: every package", 8.0),  # [Install the missing packages (apt): ...]
-    (r"\tWrite the containerd configuration cluster-bootstrap wants", 0.0),  # [Make it containerd's configuration]
     (r"\tList the repository: Kubernetes", 0.0),  # [Are the package lists read: Kubernetes]
+    (r"\tWait for the package manager's locks \(", 3.0),  # [Read the package lists, or the one transaction]
+    (r"\tFind the packages still missing: every package", 6.0),  # [Install the missing packages (apt): ...]
+    (r"\tWrite the containerd configuration cluster-bootstrap wants", 0.0),  # [Make it containerd's configuration]
 )
 
 
