@@ -198,7 +198,7 @@ def test_a_node_lost_mid_run_is_named_unreachable_while_the_others_finish_and_a_
     def lose_n3_while_it_installs(progress: RunProgress) -> None:
         # Once n3 has found what it misses and waited for the package manager, apt runs there: lose it then.
         n3_tasks = [r.task for r in progress.results if r.host == "n3"]
-        found = [i for i, task in enumerate(n3_tasks) if task.startswith("Find the packages still missing: containerd")]
+        found = [i for i, task in enumerate(n3_tasks) if task.startswith("Find the packages still missing: every package")]
         if not lost_at and found and "Wait for the package manager's locks" in n3_tasks[found[0]:]:
             time.sleep(1)
             lose(n3)
@@ -214,7 +214,7 @@ def test_a_node_lost_mid_run_is_named_unreachable_while_the_others_finish_and_a_
         bring_back(n3)
     message = str(failed.value)
     assert failed.value.nodes == {"n3": "unreachable"}, message
-    assert re.match(r"prepare failed: n3: unreachable at 'Install the missing packages \(apt\): containerd", message)
+    assert re.match(r"prepare failed: n3: unreachable at 'Install the missing packages \(apt\): every package", message)
     assert message.endswith(")") and "(once it answers again, re-run)" in message
     # The others finished their play: each sent its report, and it says it is ready.
     run_dir = Path(message.rsplit("(full log: ", 1)[1].rstrip(")")).parent
@@ -282,14 +282,15 @@ def test_a_mirror_that_answers_404_fails_at_once_naming_the_url_and_the_setting(
 # --- the controller killed ---------------------------------------------------------------------------------
 
 # Where the controller is killed, after the line of the run log that shows a node's result of the task (so the
-# next task, in brackets, is under way): mid apt-get (python3-apt and kubeadm's prerequisites), mid dpkg (Docker
-# and containerd), between writing containerd's configuration and making it config.toml, between listing the
-# Kubernetes repository and reading it.
+# next task, in brackets, is under way), in the order a fresh node meets them (each run does only what the ones
+# before it left undone): between listing the Kubernetes repository and reading it, early in prepare's one package
+# transaction (apt-get reading the lists and downloading), later in it (dpkg unpacking and configuring what was
+# downloaded), between writing containerd's configuration and making it config.toml.
 KILL_POINTS = (
-    (r"\tWait for the package manager's locks \(", 3.0),  # [Install python3-apt and the packages kubeadm needs]
-    (r"\tFind the packages still missing: containerd and Docker", 2.0),  # [Install the missing packages (apt)]
-    (r"\tWrite the containerd configuration cluster-bootstrap wants", 0.0),  # [Make it containerd's configuration]
     (r"\tList the repository: Kubernetes", 0.0),  # [Are the package lists read: Kubernetes]
+    (r"\tWait for the package manager's locks \(", 3.0),  # [Read the package lists, or the one transaction]
+    (r"\tFind the packages still missing: every package", 6.0),  # [Install the missing packages (apt): ...]
+    (r"\tWrite the containerd configuration cluster-bootstrap wants", 0.0),  # [Make it containerd's configuration]
 )
 
 

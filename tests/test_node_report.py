@@ -61,6 +61,20 @@ def test_files_and_listings_the_report_reads() -> None:
     assert node_report.count_nvidia_gpus(smi) == 2
 
 
+def test_the_planned_packages_are_read_as_the_package_manager_names_them() -> None:
+    status = ("kubeadm|hold ok installed|1.35.0-1.1\nsocat|install ok installed|1.7.4.4-2\n"
+              "chrony|deinstall ok config-files|4.3-2\ncontainerd:amd64|install ok installed|1.6.20~ds1-1+b1\n")
+    installed = node_report.parse_dpkg_status(status)
+    assert installed == {"kubeadm": "1.35.0-1.1", "socat": "1.7.4.4-2", "containerd": "1.6.20~ds1-1+b1"}
+    assert node_report.apt_spec_installed("kubeadm=1.35.0-*", installed)
+    assert not node_report.apt_spec_installed("kubeadm=1.35.1-*", installed)
+    assert node_report.apt_spec_installed("containerd", installed)
+    assert not node_report.apt_spec_installed("chrony", installed)  # removed, its configuration left
+    rpm = "kubeadm-1.35.0-150500.1.1.x86_64\npackage socat-1.7.4 is not installed\n"
+    assert node_report.parse_rpm_query(["kubeadm-1.35.0", "socat-1.7.4"], rpm) == \
+        {"kubeadm-1.35.0": True, "socat-1.7.4": False}
+
+
 def test_the_module_runs_on_this_machine_and_its_document_validates(tmp_path: Path) -> None:
     modules = tmp_path / "modules.conf"
     modules.write_text("overlay\nbr_netfilter\n")
@@ -90,8 +104,8 @@ def test_the_document_a_prepared_node_sent_validates() -> None:
 
 
 def test_a_document_of_another_schema_is_refused_as_a_whole() -> None:
-    with pytest.raises(ValidationError, match="schema 1, but this version of cluster-bootstrap reads schema 2"):
-        NodeReport.model_validate(recorded_document() | {"schema": 1})
+    with pytest.raises(ValidationError, match="schema 2, but this version of cluster-bootstrap reads schema 3"):
+        NodeReport.model_validate(recorded_document() | {"schema": 2})
     with pytest.raises(ValidationError, match="extra"):
         NodeReport.model_validate(recorded_document() | {"swap_active": "0"})
     without = recorded_document()

@@ -73,6 +73,7 @@ def test_a_ready_node_has_no_problems() -> None:
     ({"packages": {"kubeadm": {"installed": False}}}, "kubeadm is not installed"),
     ({"packages": {"kubelet": {"held": False}, "kubectl": {"held": False}}}, "kubelet, kubectl not held"),
     ({"units": {"kubelet": {"enabled": "disabled"}}}, "the kubelet is not enabled at boot"),
+    ({"package_plan": {"conntrack": False, "socat": False}}, "conntrack, socat not installed"),
     ({"gpu_node": True, "nvidia_gpus": 0,
       "containerd": dump(('default_runtime_name = "runc"', 'default_runtime_name = "nvidia"'), extra=NVIDIA)},
      "nvidia-smi lists no GPU"),
@@ -121,9 +122,9 @@ def test_reports_are_found_in_the_runs_saved_events_by_the_modules_key_whatever_
 
 
 def test_a_report_this_version_cannot_read_names_the_host(tmp_path: Path) -> None:
-    write_events(tmp_path, [("n1", "Report", {"cb_report": recorded_document() | {"schema": 3}})])
+    write_events(tmp_path, [("n1", "Report", {"cb_report": recorded_document() | {"schema": 4}})])
     with pytest.raises(BootstrapError, match=r"^prepare: n1 sent a report of its state that this version .* \(schema: "
-                                             r".*schema 3.*\); the playbooks and the Python package"):
+                                             r".*schema 4.*\); the playbooks and the Python package"):
         read_reports(tmp_path)
 
 

@@ -7,6 +7,7 @@ are tested up to that boundary: the run fails within a bounded time, naming the 
 """
 from __future__ import annotations
 
+import json
 import re
 import time
 from collections.abc import Callable
@@ -22,7 +23,7 @@ from provision.inputs.inventory import load_inventory
 from provision.inputs.settings import load_settings
 from provision.nodes.preflight.run import run_preflight
 from provision.nodes.prepare import PrepareResult, prepare
-from tests.lab.lab import Lab
+from tests.lab.lab import Lab, LabNode
 from tests.lab.repos import OFFLINE_DIR, push_kubernetes_repo, write_config
 
 SYSCTLS = ("net.bridge.bridge-nf-call-iptables", "net.bridge.bridge-nf-call-ip6tables", "net.ipv4.ip_forward")
@@ -123,6 +124,61 @@ def test_a_second_prepare_changes_nothing_on_any_node(lab: Lab, lab_config: Path
     again = prepare(load_inventory(lab.inventory_path), load_settings(lab_config), gpus=gpus)
     assert again.changed == {node.name: 0 for node in lab.nodes}
     assert again.playbook.elapsed_s < first_run.playbook.elapsed_s
+
+
+def changed_tasks(result: PrepareResult, host: str) -> list[str]:
+    """The tasks that reported a change on `host`, from ansible-runner's saved events."""
+    events = (json.loads(path.read_text()) for path in result.playbook.run_dir.glob("artifacts/*/job_events/*.json"))
+    return sorted({e["event_data"].get("task", "") for e in events
+                   if e.get("event") == "runner_on_ok" and e["event_data"].get("host") == host
+                   and (e["event_data"].get("res") or {}).get("changed")})
+
+
+def main_pids(node: LabNode, units: tuple[str, ...]) -> dict[str, str]:
+    return {unit: node.ssh(f"systemctl show --property=MainPID --value {unit}").stdout.strip() for unit in units}
+
+
+def test_a_node_edited_by_hand_gets_exactly_those_edits_put_right(lab: Lab, lab_config: Path,
+                                                                  first_run: PrepareResult,
+                                                                  gpus: dict[str, int]) -> None:
+    node, other = lab.node("n1"), lab.node("n2")
+    sysctl_file, containerd_config = "/etc/sysctl.d/99-cluster-bootstrap.conf", "/etc/containerd/config.toml"
+    # An operator turns forwarding off, puts containerd on cgroupfs and points n2 elsewhere, each the usual way.
+    node.ssh(f"sed -i 's/^net.ipv4.ip_forward *= *1$/net.ipv4.ip_forward = 0/' {sysctl_file} && sysctl -p {sysctl_file}")
+    node.ssh(f"sed -i 's/SystemdCgroup = true/SystemdCgroup = false/' {containerd_config} && systemctl restart containerd")
+    # /etc/hosts may be a bind mount in a container: written in place, not replaced.
+    node.ssh(f"sed 's/^{re.escape(other.ip)} n2$/10.0.0.99 n2/' /etc/hosts > /tmp/hosts.edited && "
+             "cat /tmp/hosts.edited > /etc/hosts")
+    assert node.ssh("sysctl -n net.ipv4.ip_forward").stdout.strip() == "0"
+    assert "10.0.0.99 n2" in node.ssh("cat /etc/hosts").stdout
+    pids = main_pids(node, ("containerd", "docker", "chrony"))
+    # Modification times have a granularity: whatever the re-run writes is newer than this mark.
+    node.ssh("sleep 1.1 && touch /run/cb-before-repair && sleep 1.1")
+
+    again = prepare(load_inventory(lab.inventory_path), load_settings(lab_config), gpus=gpus)
+
+    assert again.playbook.ok
+    assert {name: again.changed[name] for name in ("n2", "n3")} == {"n2": 0, "n3": 0}
+    written = node.ssh("find /etc /var/lib/cluster-bootstrap /usr/local -xdev -type f -newer /run/cb-before-repair "
+                       "| sort").stdout.split()
+    assert written == sorted([sysctl_file, containerd_config, "/etc/hosts"])
+    changed = changed_tasks(again, "n1")
+    assert len(changed) == 4, changed
+    assert any("sysctl" in task.lower() for task in changed), changed
+    assert any("/etc/hosts" in task for task in changed), changed
+    assert "Restart containerd" in changed, changed
+    # Only containerd, whose configuration was put right, was restarted.
+    after = main_pids(node, ("containerd", "docker", "chrony"))
+    assert after["containerd"] != pids["containerd"]
+    assert {unit: after[unit] for unit in ("docker", "chrony")} == {unit: pids[unit] for unit in ("docker", "chrony")}
+    # The node's own report after the re-run says it holds again.
+    report = again.reports["n1"]
+    assert report.sysctls["net.ipv4.ip_forward"] == "1"
+    assert re.search(r"^\s*SystemdCgroup = true$", report.containerd.config_dump, re.MULTILINE)
+    assert node.ssh("sysctl -n net.ipv4.ip_forward").stdout.strip() == "1"
+    assert re.search(r"^net.ipv4.ip_forward\s*=\s*1$", node.ssh(f"cat {sysctl_file}").stdout, re.MULTILINE)
+    hosts = node.ssh("cat /etc/hosts").stdout
+    assert f"{other.ip} n2" in hosts and "10.0.0.99" not in hosts
 
 
 def test_a_node_without_etc_docker_gets_its_docker_configuration(lab: Lab, lab_config: Path, first_run: PrepareResult,

@@ -77,7 +77,8 @@ class Rendered:
         variables: dict[str, Any] = loader.load_from_file(str(GROUP_VARS), trusted_as_template=True)
         # As the prepare playbook gets them: preflight found a GPU on gpu-1.
         variables |= playbook_vars(CLUSTER, parse_settings(settings or {})) | prepare_vars(CLUSTER, {"gpu-1": 1})
-        variables |= FACTS[os] | {"ansible_architecture": "x86_64", "inventory_hostname": "gpu-1",
+        variables |= FACTS[os] | {"ansible_architecture": "x86_64", "ansible_virtualization_type": "kvm",
+                                  "inventory_hostname": "gpu-1",
                                   "groups": {"control_plane": ["cp1"], "workers": ["gpu-1"]},
                                   "ansible_managed": "Ansible managed", "ansible_version": {"full": "2.21.5"}}
         self.family = Templar(loader=loader, variables=variables).template(trust_as_template("{{ node_family }}"))
@@ -86,6 +87,25 @@ class Rendered:
             role_vars |= loader.load_from_file(str(path), trusted_as_template=True) or {}
         variables = role_vars | variables | extra
         self.templar = Templar(loader=loader, variables=variables)
+        if "os_prep_node_state" not in extra:
+            self.templar = Templar(loader=loader, variables=variables | {"os_prep_node_state": self.fresh_state()})
+
+    def fresh_state(self) -> dict[str, Any]:
+        """What library/cb_node_state.py reads on a fresh node: none of the roles' files, daemons or holds yet."""
+        files = self("os_prep_state_files")
+        missing = {"exists": False, "content": None, "sha256": None, "mode": None, "mtime": None}
+        state = {
+            "files": {path: dict(missing) for path in files}
+            | {"/etc/hosts": missing | {"exists": True, "content": "127.0.0.1 localhost\n", "mode": "0644"}},
+            "dirs": dict.fromkeys(self("os_prep_state_dirs"), False),
+            "missing": [], "stale": [], "sysctls": dict.fromkeys(self("os_prep_sysctls"), "0"),
+            "units": {unit: {"load": "not-found", "active": "inactive", "enabled": ""}
+                      for unit in ("swap.target", self("os_prep_chrony_service"), "containerd", "docker", "kubelet",
+                                   "firewalld.service", "ufw.service")},
+            "modules_loaded": [], "swap": {"active": [], "fstab": []}, "hostname": "localhost", "cgroup_fs": "cgroup2fs",
+            "holds": [], "containerd_version": None, "mirror_files": [], "policy_rc_d_ours": False,
+        }
+        return {"cb_state": state}
 
     def __call__(self, expression: str) -> Any:
         return self.templar.template(trust_as_template("{{ " + expression + " }}"))
@@ -360,6 +380,10 @@ def test_every_role_variable_renders_for_every_supported_os(os: str) -> None:
         names |= set(DataLoader().load_from_file(str(path)) or {})
     # Values that need a task's registered result are rendered with it elsewhere.
     needs_results = {"os_prep_firewalld_installed", "os_prep_firewalld_active", "os_prep_ufw_installed"}
+    # Values a task renders with its own variable (os_prep_repo) or its role's templates (a template lookup).
+    needs_results |= {"os_prep_repo_list", "os_prep_repo_key", "os_prep_repo_read", "os_prep_repo_holds",
+                      "container_runtime_holds_base", "container_runtime_holds_config",
+                      "container_runtime_holds_containerd"}
     # Values the roles use only under a condition (the task's `when`).
     used_when = {"os_prep_rpm_mirror_base": "node_platform.os_mirror is not none",
                  "nvidia_cuda_repo_uri": "nvidia_cuda_distribution", "nvidia_cuda_key_url": "nvidia_cuda_distribution",

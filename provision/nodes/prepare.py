@@ -78,6 +78,9 @@ def check_node(host: str, report: NodeReport, settings: Settings) -> list[str]:
     missing_holds = [tool for tool, package in packages.items() if package is None or not package.held]
     if missing_holds:
         problems.append(f"{', '.join(missing_holds)} not held at their version (apt-mark hold / dnf versionlock)")
+    missing = [spec for spec, installed in report.package_plan.items() if installed is False]
+    if missing:
+        problems.append(f"{', '.join(missing)} not installed")
     if report.unit("kubelet").enabled != "enabled":
         problems.append("the kubelet is not enabled at boot")
     if report.gpu_node and not report.nvidia_gpus:

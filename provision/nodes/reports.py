@@ -7,7 +7,7 @@ from __future__ import annotations
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 # The module's SCHEMA: bumped together with it when the document's shape changes.
-NODE_REPORT_SCHEMA = 2
+NODE_REPORT_SCHEMA = 3
 # The key the module returns the document under; events carrying it are node reports, whatever the task's title.
 NODE_REPORT_KEY = "cb_report"
 
@@ -53,6 +53,9 @@ class NodeReport(_Document):
     containerd: Containerd
     crictl: Crictl
     packages: dict[str, Package]
+    # Every package prepare installs on the node (its one spec each, as the roles name it) -> installed at a
+    # matching version; None where the package database cannot say (a dnf module stream).
+    package_plan: dict[str, bool | None]
     gpu_node: bool  # the play prepared it as a GPU node
     nvidia_gpus: int | None  # GPUs `nvidia-smi -L` lists; None when nvidia-smi is not installed
 

@@ -8,6 +8,7 @@ the driver sees. It only reads: changed is always false, and check mode reports 
 """
 from __future__ import annotations
 
+import fnmatch
 import os
 import re
 import shutil
@@ -46,11 +47,18 @@ options:
     description: crictl's configuration file.
     type: path
     default: /etc/crictl.yaml
+  package_plan:
+    description: >-
+      Every package prepare installs on the node, in the package manager's syntax (apt name or name=version-glob;
+      dnf name, name-version or @module:stream): each is reported installed or not.
+    type: list
+    elements: str
+    default: []
 """
 
 # The version of the document's shape, and the key it is returned under: provision/nodes/reports.py reads
 # exactly this version, and finds the document by this key.
-SCHEMA = 2
+SCHEMA = 3
 REPORT_KEY = "cb_report"
 
 _FSTAB_SWAP_RE = re.compile(r"^[^#\s]\S*\s+\S+\s+swap\s")
@@ -107,6 +115,29 @@ def parse_dnf_versionlock(text: str) -> list[str]:
     return sorted(names)
 
 
+def parse_dpkg_status(text: str) -> dict[str, str]:
+    """`dpkg-query -W -f '${Package}|${Status}|${Version}\\n'` -> the installed packages' versions ("install ok
+    installed", or "hold ok installed" once held)."""
+    found = {}
+    for line in text.splitlines():
+        parts = line.split("|")
+        if len(parts) == 3 and parts[1].endswith(" ok installed"):
+            found[parts[0].split(":")[0]] = parts[2]
+    return found
+
+
+def apt_spec_installed(spec: str, installed: dict[str, str]) -> bool:
+    """Whether an apt spec (name, or name=version with * wildcards) is installed at a matching version."""
+    name, _, want = spec.partition("=")
+    return name in installed and (not want or fnmatch.fnmatchcase(installed[name], want))
+
+
+def parse_rpm_query(specs: list[str], text: str) -> dict[str, bool]:
+    """`rpm -q SPEC...` prints one line per spec, in order: the package, or "package SPEC is not installed"."""
+    lines = text.splitlines()
+    return {spec: i < len(lines) and not lines[i].endswith(" is not installed") for i, spec in enumerate(specs)}
+
+
 def count_nvidia_gpus(text: str) -> int:
     """`nvidia-smi -L` -> how many GPUs the driver lists."""
     return sum(1 for line in text.splitlines() if line.startswith("GPU "))
@@ -139,6 +170,21 @@ def _holds(module: AnsibleModule) -> list[str]:
     return parse_dnf_versionlock(_output(module, ["dnf", "-q", "versionlock", "list"])[1])
 
 
+def planned_packages(module: AnsibleModule, specs: list[str]) -> dict[str, bool | None]:
+    """Each planned spec -> installed; None for what the package database cannot answer (a dnf module stream)."""
+    if not specs:
+        return {}
+    if shutil.which("dpkg-query"):
+        names = sorted({spec.partition("=")[0] for spec in specs})
+        _, out, _ = module.run_command(["dpkg-query", "-W", "-f", "${Package}|${Status}|${Version}\\n", *names])
+        installed = parse_dpkg_status(out)
+        return {spec: apt_spec_installed(spec, installed) for spec in specs}
+    packages = [spec for spec in specs if not spec.startswith("@")]
+    _, out, _ = module.run_command(["rpm", "-q", *packages]) if packages else (0, "", "")
+    found: dict[str, bool | None] = dict(parse_rpm_query(packages, out))
+    return {spec: found.get(spec) for spec in specs}
+
+
 def report(module: AnsibleModule) -> dict[str, object]:
     params = module.params
     # As containerd prints it: Python reads and judges it (provision/nodes/containerd_config.py).
@@ -164,6 +210,7 @@ def report(module: AnsibleModule) -> dict[str, object]:
                    "works": _output(module, ["crictl", "version"])[0] if crictl_installed else None},
         "packages": {name: {"installed": shutil.which(name) is not None, "held": name in held}
                      for name in params["packages"]},
+        "package_plan": planned_packages(module, params["package_plan"]),
         "gpu_node": params["gpu_node"],
         "nvidia_gpus": gpus,
     }
@@ -178,6 +225,7 @@ def main() -> None:
             "packages": {"type": "list", "elements": "str", "required": True},
             "modules_load_file": {"type": "path", "required": True},
             "crictl_config": {"type": "path", "default": "/etc/crictl.yaml"},
+            "package_plan": {"type": "list", "elements": "str", "default": []},
         },
         supports_check_mode=True,
     )
