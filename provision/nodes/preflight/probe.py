@@ -139,8 +139,12 @@ if [ -n "$vip" ]; then
   section vip_held; ip -o -4 addr show to "$vip/32" 2>/dev/null
   section vip_route; ip -o -4 route get "$vip" 2>/dev/null
   section vip_neighbour
-  # One ping makes the kernel ask by ARP; a machine that drops pings still answers that.
+  # One ping makes the kernel ask by ARP; a machine that drops pings still answers that. An entry left by an
+  # earlier probe that found the address free (failed, or still asking) is forgotten first: while it stands the
+  # kernel asks again only on its own timer, after this ping gave up, and a machine that took the address since
+  # would go unseen.
   if [ -z "$(ip -o -4 addr show to "$vip/32" 2>/dev/null)" ]; then
+    ip -4 neigh show to "$vip" 2>/dev/null | grep -qE 'FAILED|INCOMPLETE' && ip -4 neigh flush to "$vip" 2>/dev/null
     command -v ping >/dev/null 2>&1 && ping -c 1 -W 1 "$vip" >/dev/null 2>&1
     ip -4 neigh show to "$vip" 2>/dev/null
   fi
