@@ -4,7 +4,7 @@
     python bench/trainer_cpu.py --device cuda --nproc 1 8      # a GPU node: the full-size synthetic set
     python bench/trainer_cpu.py --device cuda --nproc 1 --epochs 10 --cifar10 /data   # the real set
 
-Runs provision/trainer/train.py as the smoke-test Job does (a subprocess; torchrun for more than one process), on the
+Runs trainer/train.py as the smoke-test Job does (a subprocess; torchrun for more than one process), on the
 synthetic set unless --cifar10 names a data folder, and prints one Markdown table row per configuration for
 docs/benchmarks.md. The trainer reports the first epoch apart (it pays for warm-up, cuDNN autotuning and
 compilation): "steady" is the epochs after it.

@@ -1,12 +1,22 @@
 """Where the files the package ships beside its code live: playbooks and roles, manifest templates, the
-trainer and the Vagrant lab. They are package data, found next to this module whether the package runs
-from a checkout or from an installed wheel."""
+trainer and the Vagrant lab.
+
+In a checkout (and an editable install) `playbooks/`, `manifests/` and `trainer/` sit at the repository's root,
+beside `provision/`; the wheel maps them into the package (`provision/playbooks`, ...; pyproject.toml's
+package-dir), so an installed tool finds them there. The package's own copy wins when it exists."""
 from pathlib import Path
 
 PACKAGE_DIR = Path(__file__).resolve().parent
-PLAYBOOKS_DIR = PACKAGE_DIR / "playbooks"
+
+
+def _data_dir(name: str) -> Path:
+    inside = PACKAGE_DIR / name
+    return inside if inside.is_dir() else PACKAGE_DIR.parent / name
+
+
+PLAYBOOKS_DIR = _data_dir("playbooks")
 ROLES_DIR = PLAYBOOKS_DIR / "roles"
 ANSIBLE_CFG = PLAYBOOKS_DIR / "ansible.cfg"
-MANIFESTS_DIR = PACKAGE_DIR / "manifests"
-TRAINER_DIR = PACKAGE_DIR / "trainer"
+MANIFESTS_DIR = _data_dir("manifests")
+TRAINER_DIR = _data_dir("trainer")
 VAGRANT_DIR = PACKAGE_DIR / "lab"

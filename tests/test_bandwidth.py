@@ -12,8 +12,8 @@ from pathlib import Path
 
 import pytest
 
-from provision.kube.smoke_verdict import Bandwidth
 from provision.resources import TRAINER_DIR
+from provision.smoke.verdict import Bandwidth
 
 pytest.importorskip("torch", reason="the step needs torch: run in the environment that has it (.venv)")
 SMALL = ["--device", "cpu", "--size-mb", "4", "--iterations", "3", "--warmup", "1"]

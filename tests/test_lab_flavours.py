@@ -249,7 +249,7 @@ def bootstrap_prepare(lab: Lab, config: Path) -> tuple[PreflightReport, PrepareR
     result = run_phases(select_phases(("preflight", "prepare")), ctx)
     if result.error:
         raise result.error
-    return ctx.facts["preflight"], ctx.facts["prepare"]
+    return ctx.results.preflight, ctx.results.prepare
 
 
 @pytest.fixture(scope="module")

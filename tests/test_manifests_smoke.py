@@ -18,8 +18,8 @@ import kubernetes_validate
 import pytest
 
 from provision.inputs import versions
-from provision.render.smoke_manifests import RUN_LABEL, TRAINER_FILES, SmokeSpec, render, to_yaml, trainer_args
 from provision.resources import TRAINER_DIR
+from provision.smoke.manifests import RUN_LABEL, TRAINER_FILES, SmokeSpec, render, to_yaml, trainer_args
 
 KUBE_VERSIONS = tuple(f"{release.name}.0" for release in versions.KUBERNETES_RELEASES)
 # The minors the add-ons' workloads are checked against: the supported ones.
@@ -299,7 +299,7 @@ def test_an_offline_archive_on_the_nodes_is_mounted_into_the_fetch() -> None:
 
 
 def test_the_collector_pod_is_a_valid_pod_on_rank_0s_node() -> None:
-    from provision.render.smoke_manifests import collector_pod
+    from provision.smoke.manifests import collector_pod
 
     pod = collector_pod(SPECS["rdma-two-nodes-cached"], "gpu-7")
     validate_strict(pod, SUPPORTED_VERSIONS)

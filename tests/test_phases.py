@@ -145,8 +145,6 @@ def test_a_need_from_a_phase_that_changes_nodes_is_not_run_behind_the_users_back
 
 def test_prepare_alone_runs_preflight_first_and_tells_the_playbook_the_gpu_nodes_it_found(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    from provision.nodes import prepare as prepare_module
-    from provision.nodes.preflight import run as preflight_run
     from provision.nodes.preflight.run import NodeReport, PreflightReport
     from provision.nodes.runner import PlaybookResult
 
@@ -170,9 +168,9 @@ def test_prepare_alone_runs_preflight_first_and_tells_the_playbook_the_gpu_nodes
         playbooks.append({"playbook": playbook, **(extra_vars or {})})
         return PlaybookResult("prepare", playbook, 0, "successful", tmp_path, {}, [], 1.0)
 
-    monkeypatch.setattr(preflight_run, "run_preflight", fake_preflight)
-    monkeypatch.setattr(phases_module, "run_playbook", fake_playbook)
-    monkeypatch.setattr(prepare_module, "check_prepared", lambda *args: {})
+    monkeypatch.setattr(phases_module.preflight, "run_preflight", fake_preflight)
+    monkeypatch.setattr(phases_module.engine, "run_playbook", fake_playbook)
+    monkeypatch.setattr(phases_module.prepare, "check_prepared", lambda *args: {})
 
     result = run_phases(select_phases(("prepare",)), context(cluster))
     assert [(o.name, o.status) for o in result.outcomes] == [("preflight", "ok"), ("prepare", "ok")], result.error

@@ -14,7 +14,8 @@ from provision.errors import BootstrapError, InputError
 from provision.inputs.inventory import Cluster, load_inventory
 from provision.inputs.settings import Settings, parse_settings
 from provision.inputs.state import ClusterState
-from provision.phases import PHASES, PhaseContext, _satisfied
+from provision.phases import PHASES, PhaseContext
+from provision.phases.engine import satisfied as _satisfied
 
 HOSTS = ("[kube_control_plane]\ncp1 ansible_host=10.0.0.1\ncp2 ansible_host=10.0.0.2\ncp3 ansible_host=10.0.0.3\n"
          "[kube_node]\nw1 ansible_host=10.0.0.11\n")
@@ -149,7 +150,7 @@ def test_node_remove_of_a_control_plane_drains_removes_its_etcd_member_then_rese
 
 
 def test_verify_asks_etcd_for_every_control_plane_or_for_the_one_added(cluster: Cluster) -> None:
-    from provision.phases import _expectations
+    from provision.phases.common import expectations as _expectations
 
     whole = _expectations(context(cluster), joined=True)
     assert (whole.etcd_members, whole.etcd_allowed) == (("cp1", "cp2", "cp3"), ("cp1", "cp2", "cp3"))

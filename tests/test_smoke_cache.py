@@ -26,9 +26,9 @@ from typer.testing import CliRunner
 
 from provision.cli.app import app
 from provision.inputs.settings import parse_settings
-from provision.kube.smoke import Timings, run_smoke_test
-from provision.render.smoke_manifests import DATA_DIR, SmokeSpec, collector_pod, fetch_command
 from provision.resources import TRAINER_DIR
+from provision.smoke.driver import Timings, run_smoke_test
+from provision.smoke.manifests import DATA_DIR, SmokeSpec, collector_pod, fetch_command
 from tests.support.apiserver import FakeApiServer, RecordedRequest, Response
 from tests.support.kube_objects import pod
 from tests.support.smoke_run import EPOCH_LOG, IMAGE, JOB, METRICS, NS, Cluster, job, succeeded

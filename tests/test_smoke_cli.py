@@ -80,7 +80,7 @@ def test_the_live_view_shows_each_pod_and_the_epoch_reached() -> None:
     from rich.console import Console
 
     from provision.cli.commands.smoke_test import progress_view
-    from provision.kube.smoke import PodView, SmokeProgress
+    from provision.smoke.driver import PodView, SmokeProgress
 
     progress = SmokeProgress(namespace="cb-smoke-1a2b3c", job="cifar10-smoke", mode="gpu", gpus=2, nodes=2,
                              image="img", stage="training", epoch=3, epochs=10,

@@ -10,10 +10,10 @@ from typing import Any
 import pytest
 
 from provision.inputs.settings import Settings, parse_settings
-from provision.kube import smoke
-from provision.kube.smoke import SmokeProgress, Timings, run_smoke_test
-from provision.kube.smoke_observation import Observation
-from provision.kube.smoke_verdict import FailureKind, Policy, Verdict, judge
+from provision.smoke import driver as smoke
+from provision.smoke.driver import SmokeProgress, Timings, run_smoke_test
+from provision.smoke.observation import Observation
+from provision.smoke.verdict import FailureKind, Policy, Verdict, judge
 from tests.support.apiserver import FakeApiServer, status
 from tests.support.kube_objects import node
 from tests.support.smoke_run import (
@@ -279,7 +279,7 @@ def test_a_missing_kubeconfig_is_a_one_line_error(tmp_path: Path) -> None:
 
 
 def test_epochs_follow_the_settings_and_cpu_runs_keep_the_trainers_shorter_default() -> None:
-    from provision.kube.smoke import build_spec
+    from provision.smoke.driver import build_spec
 
     assert build_spec(Settings(), "gpu", namespace=NS).epochs == 10
     assert build_spec(Settings(), "cpu", namespace=NS).epochs is None
@@ -290,8 +290,8 @@ def test_epochs_follow_the_settings_and_cpu_runs_keep_the_trainers_shorter_defau
 
 
 def test_the_pip_index_setting_reaches_every_training_container() -> None:
-    from provision.kube.smoke import build_spec
-    from provision.render.smoke_manifests import render
+    from provision.smoke.driver import build_spec
+    from provision.smoke.manifests import render
 
     settings = parse_settings({"mirrors": {"pip_index": "https://pypi.example.com/simple"}})
     for nodes in (1, 2):

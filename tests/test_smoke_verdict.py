@@ -10,9 +10,9 @@ from __future__ import annotations
 from dataclasses import replace
 
 from provision.inputs.settings import Settings, parse_settings
-from provision.kube.smoke import Timings, build_spec, smoke_policy
-from provision.kube.smoke_observation import Observation, Waiting
-from provision.kube.smoke_verdict import FailureKind, Policy, Verdict, judge
+from provision.smoke.driver import Timings, build_spec, smoke_policy
+from provision.smoke.observation import Observation, Waiting
+from provision.smoke.verdict import FailureKind, Policy, Verdict, judge
 from tests.support.smoke_run import IMAGE, NS, RECORDED, load_observation
 
 
@@ -227,7 +227,7 @@ def test_an_nccl_failure_is_named_and_the_bandwidth_measured_before_it_kept() ->
 
 
 def test_a_fetch_stopped_by_its_own_deadline_is_a_data_fetch_failure() -> None:
-    from provision.kube.smoke import Choices
+    from provision.smoke.driver import Choices
 
     settings = parse_settings({"smoke_test": {"dataset": "cifar10", "data_timeout_s": 120}})
     spec = build_spec(settings, "gpu", namespace=NS, choices=Choices(cache="hostpath"))
@@ -237,7 +237,7 @@ def test_a_fetch_stopped_by_its_own_deadline_is_a_data_fetch_failure() -> None:
 
 
 def test_what_the_trainer_says_decides_between_rendezvous_nccl_and_its_own_failure() -> None:
-    from provision.kube.smoke_verdict import classify_failure
+    from provision.smoke.verdict import classify_failure
 
     assert classify_failure("torch.distributed.DistStoreError: Timed out after 901 seconds waiting for clients. "
                             "1/2 clients joined.") is FailureKind.RENDEZVOUS_TIMEOUT
@@ -249,7 +249,7 @@ def test_what_the_trainer_says_decides_between_rendezvous_nccl_and_its_own_failu
 
 
 def test_bandwidth_is_warned_about_only_across_nodes_and_only_against_a_known_link() -> None:
-    from provision.kube.smoke_verdict import Bandwidth, bandwidth_warnings
+    from provision.smoke.verdict import Bandwidth, bandwidth_warnings
 
     two = Bandwidth(busbw_gbps=0.8, nodes=2)
     assert bandwidth_warnings(two, None, 10) == ()
@@ -299,7 +299,7 @@ def test_a_model_the_table_does_not_list_reports_without_a_floor_and_cpu_runs_ar
 
 
 def test_the_floor_table_is_a_setting_and_a_shorter_model_name_does_not_match_a_longer_one() -> None:
-    from provision.kube.smoke_verdict import throughput_floor
+    from provision.smoke.verdict import throughput_floor
 
     floors = Settings().smoke_test.throughput_floors
     assert throughput_floor("NVIDIA A100-SXM4-80GB", floors) == ("A100", 32_000.0)

@@ -10,9 +10,9 @@ from pathlib import Path
 from typing import Any
 
 from provision.inputs.settings import Settings, parse_settings
-from provision.kube.smoke import CACHE_NAMESPACE, Timings, run_smoke_test
-from provision.kube.smoke_verdict import FailureKind, Verdict
-from provision.render.smoke_manifests import RUN_LABEL
+from provision.smoke.driver import CACHE_NAMESPACE, Timings, run_smoke_test
+from provision.smoke.manifests import RUN_LABEL
+from provision.smoke.verdict import FailureKind, Verdict
 from tests.support.apiserver import FakeApiServer, RecordedRequest, status
 from tests.support.kube_objects import node, pod
 from tests.support.smoke_run import EPOCH_LOG, IMAGE, JOB, METRICS, NS, Cluster, job, podgroup, workload
@@ -306,9 +306,9 @@ def test_a_pvc_cache_keeps_its_namespace_and_only_the_runs_objects_go(tmp_path: 
 
 
 def test_the_new_observations_the_verdict_tests_replay_are_what_the_driver_records(tmp_path: Path, monkeypatch) -> None:
-    from provision.kube import smoke
-    from provision.kube.smoke_observation import Observation
-    from provision.kube.smoke_verdict import Policy, judge
+    from provision.smoke import driver as smoke
+    from provision.smoke.observation import Observation
+    from provision.smoke.verdict import Policy, judge
     from tests.support.smoke_run import RECORDED, load_observation, timeless
 
     judged: list[Observation] = []

@@ -17,8 +17,8 @@ import pytest
 import torch
 from torch import nn
 
-from provision.kube.smoke_verdict import TrainerMetrics
 from provision.resources import TRAINER_DIR
+from provision.smoke.verdict import TrainerMetrics
 
 sys.path.insert(0, str(TRAINER_DIR))
 import train

@@ -159,7 +159,7 @@ def prepare(
     """Prepare the nodes (`limit`: node names; None, all), given the NVIDIA GPUs preflight counted on each
     (`gpus`, node name -> count; the inventory's gpu=true / gpu=false win over it) and the interpreter it chose for
     each (`pythons`; a node without one is left to Ansible's interpreter discovery). Raises BootstrapError naming
-    the node and the problem when one is not ready. The prepare phase (provision/phases.py) runs the same playbook
+    the node and the problem when one is not ready. The prepare phase (provision/phases/prepare.py) runs the same playbook
     and check, with the counts and interpreters from the cluster's state."""
     playbook = run_playbook(PLAYBOOK, cluster, settings, phase="prepare",
                             limit=cluster.hosts(limit) if limit is not None else None,

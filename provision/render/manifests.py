@@ -92,8 +92,10 @@ def calico_source(settings: Settings) -> CalicoSource:
 
 # The Lease kube-vip's control-plane instances elect their leader with (its default name).
 KUBE_VIP_LEASE = "plndr-cp-lock"
-# On the nodes: where the local proxy's configuration lives, and the static pods' directory.
-API_PROXY_DIR = "/etc/kubernetes/cb-api-proxy"
+# The local API proxy's static pod: its name (and app.kubernetes.io/name, which verify looks for) and, on the
+# nodes, where its configuration lives; then the static pods' directory.
+API_PROXY_NAME = "cb-api-proxy"
+API_PROXY_DIR = f"/etc/kubernetes/{API_PROXY_NAME}"
 STATIC_POD_DIR = "/etc/kubernetes/manifests"
 # kubeadm (1.29 on, so every supported minor) writes admin.conf before it is authorised; the first control
 # plane's kube-vip uses this until `kubeadm init` is done.
@@ -123,7 +125,7 @@ def api_proxy(cluster: Cluster, settings: Settings) -> ApiProxy:
     listen = f"{PROXY_HOST}:{PROXY_PORT}"
     servers = [{"name": node.name, "address": node_ip(node) or node.address} for node in cluster.control_planes]
     config = _render("endpoint/haproxy.cfg.j2", listen=listen, servers=servers, api_server_port=API_SERVER_PORT)
-    manifest = _render("endpoint/api-proxy.yaml.j2", listen=listen, config_dir=API_PROXY_DIR,
+    manifest = _render("endpoint/api-proxy.yaml.j2", name=API_PROXY_NAME, listen=listen, config_dir=API_PROXY_DIR,
                        config_hash=hashlib.sha256(config.encode()).hexdigest()[:16],
                        image=image_ref(settings, settings.control_plane.proxy_image))
     return ApiProxy(config=config, manifest=manifest)

@@ -8,7 +8,8 @@ from pathlib import Path
 from typing import Any
 
 from provision.inputs.versions import SMOKE_IMAGE_DEFAULT
-from provision.kube.smoke_observation import (
+from provision.smoke.manifests import CUSTOM_KINDS, RUN_LABEL
+from provision.smoke.observation import (
     Condition,
     Observation,
     PodGroupObservation,
@@ -16,7 +17,6 @@ from provision.kube.smoke_observation import (
     Terminated,
     Waiting,
 )
-from provision.render.smoke_manifests import CUSTOM_KINDS, RUN_LABEL
 from tests.support.apiserver import FakeApiServer, RecordedRequest, Response, object_list, status
 from tests.support.kube_objects import STARTED, crd, node, pod
 from tests.support.paths import REPO_ROOT

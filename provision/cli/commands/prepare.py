@@ -44,7 +44,8 @@ def run_prepare_command(nodes: NodeOptions, *, limit: list[str] | None = None) -
     # The phase pipeline, as `up` runs it: preflight first when it has not counted these nodes' GPUs yet.
     ctx = run_pipeline(("prepare",), cluster, settings, nodes, title=f"bootstrap prepare: {nodes.inventory}",
                        targets=tuple(limit) if limit else None)
-    result: PrepareResult = ctx.facts["prepare"]
+    result = ctx.results.prepare
+    assert result is not None, "the prepare phase ran to its check, which records its result"
     print_result(result.playbook)
     gpu_nodes = sorted(host for host, report in result.reports.items() if report.gpu_node)
     if gpu_nodes:

@@ -17,10 +17,10 @@ from rich.text import Text
 from provision.cli.options import ConfigOption
 from provision.cli.views import literal_console
 from provision.inputs.settings import load_settings
-from provision.kube.smoke import CACHE_NAMESPACE, Choices, SmokeProgress, build_spec, new_namespace, run_smoke_test
-from provision.kube.smoke_observation import Mode
-from provision.kube.smoke_verdict import Bandwidth, TrainerMetrics, Verdict
-from provision.render.smoke_manifests import RUN_LABEL, Scheduler, Workload, render, to_yaml
+from provision.smoke.driver import CACHE_NAMESPACE, Choices, SmokeProgress, build_spec, new_namespace, run_smoke_test
+from provision.smoke.manifests import RUN_LABEL, Scheduler, Workload, render, to_yaml
+from provision.smoke.observation import Mode
+from provision.smoke.verdict import Bandwidth, TrainerMetrics, Verdict
 
 console = literal_console(stderr=True)
 

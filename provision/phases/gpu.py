@@ -1,0 +1,38 @@
+"""gpu: the NVIDIA device plugin and its RuntimeClass on the nodes where preflight found GPUs, those nodes labelled
+with their oldest GPU generation, then the GPUs allocatable."""
+from __future__ import annotations
+
+from typing import Any
+
+from provision.inputs.versions import GPU_GENERATION_LABEL, oldest_generation
+from provision.kube.verify import verify_cluster
+from provision.phases.common import api, expectations, gpu_nodes
+from provision.phases.engine import Phase, PhaseContext
+from provision.render.manifests import device_plugin_manifest, runtimeclass_manifest
+
+
+def skip_reason(ctx: PhaseContext) -> str | None:
+    return None if gpu_nodes(ctx) else "no GPU found by preflight"
+
+
+def extra_vars(ctx: PhaseContext) -> dict[str, Any]:
+    nodes = sorted(gpu_nodes(ctx))
+    return {"cb_gpu_nodes": nodes,
+            # The smoke test picks its image for the oldest generation among the nodes it runs on.
+            "cb_gpu_node_labels": {name: [f"{GPU_GENERATION_LABEL}={oldest_generation(ctx.state.gpu_generations[name])}"]
+                                   for name in nodes if ctx.state.gpu_generations.get(name)},
+            "cb_device_plugin_manifest": device_plugin_manifest(ctx.settings),
+            "cb_runtimeclass_manifest": runtimeclass_manifest()}
+
+
+def check(ctx: PhaseContext) -> str:
+    report = verify_cluster(api(ctx), expectations(ctx, sorted(gpu_nodes(ctx))), checks=("gpus",),
+                            timeout_s=ctx.settings.verify.timeout_s, on_message=ctx.say)
+    report.raise_for_problems("gpu")
+    found = sum(f for _, f in report.gpus.values())
+    plugin = ctx.settings.gpu.device_plugin_version
+    return f"device plugin {plugin}: {found} GPUs allocatable on {len(report.gpus)} nodes"
+
+
+PHASE = Phase("gpu", "NVIDIA device plugin on GPU nodes", check, playbook="gpu_plugin.yml", extra_vars=extra_vars,
+              needs=("gpus", "kubeconfig"), skip_reason=skip_reason)

@@ -1,0 +1,37 @@
+"""preflight: read-only checks on every node of the run; it provides the GPU counts, the interfaces that carry the
+VIP, link speeds and the Python each node runs Ansible with."""
+from __future__ import annotations
+
+from provision.errors import BootstrapError
+from provision.nodes.preflight.run import run_preflight
+from provision.phases.engine import Phase, PhaseContext
+
+
+def check(ctx: PhaseContext) -> str:
+    report = run_preflight(ctx.cluster, ctx.settings, nodes=list(ctx.target_nodes), on_progress=ctx.on_progress,
+                           become_password=ctx.become_password)
+    ctx.results.preflight = report
+    gpus = dict(ctx.state.gpus or {})
+    gpus.update({name: int(report.gpu_counts.get(name, 0)) for name in ctx.target_nodes})
+    ctx.state.gpus = gpus
+    ctx.state.vip_interfaces |= report.vip_interfaces
+    ctx.state.link_gbps = {name: speed for name, speed in ctx.state.link_gbps.items() if name not in ctx.target_nodes} \
+        | report.link_speeds
+    pythons = {name: python for name, python in ctx.state.pythons.items() if name not in ctx.target_nodes}
+    ctx.state.pythons = pythons | report.pythons
+    ctx.state.gpu_generations |= {name: report.gpu_generations.get(name, []) for name in ctx.target_nodes}
+    # What the settings accept but upstream no longer supports (containerd 1.x on 1.35, cgroup v1 allowed) is said
+    # on every run, not only by `bootstrap preflight`.
+    for problem in report.warnings:
+        ctx.say(f"warning: {problem.describe()}")
+    if report.blocking:
+        more = (f" (and {len(report.blocking) - 1} more; `bootstrap preflight` lists them)"
+                if len(report.blocking) > 1 else "")
+        raise BootstrapError(f"preflight: {report.blocking[0].describe()}{more}")
+    total = sum(gpus.get(n, 0) for n in ctx.target_nodes)
+    warned = f", {len(report.warnings)} warnings" if report.warnings else ""
+    return f"{len(ctx.target_nodes)} nodes ready to prepare, {total} GPUs found{warned}"
+
+
+PHASE = Phase("preflight", "check every node can take part", check, provides=("gpus", "vip_interfaces"),
+              read_only=True)

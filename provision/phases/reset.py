@@ -1,0 +1,15 @@
+"""reset (reset, down, node remove): kubeadm reset and every trace it leaves, on the nodes of the run."""
+from __future__ import annotations
+
+from provision.phases.engine import Phase, PhaseContext
+
+
+def check(ctx: PhaseContext) -> str:
+    result = ctx.playbook_results[-1]
+    changed = {h: c for h, c in result.changed.items() if c}
+    return (f"{len(result.tally)} nodes clean; changed: {', '.join(sorted(changed))}" if changed
+            else f"{len(result.tally)} nodes were already clean")
+
+
+PHASE = Phase("reset", "kubeadm reset and every trace it leaves", check, playbook="reset.yml",
+              limit=lambda ctx: list(ctx.nodes) if ctx.nodes is not None else None, undoes=True)
