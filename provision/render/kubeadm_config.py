@@ -17,10 +17,6 @@ from provision.inputs.sources import resolve_sources
 from provision.render.endpoint import API_SERVER_PORT, api_endpoint, node_ip
 
 CRI_SOCKET = "unix:///run/containerd/containerd.sock"
-# Written on the control plane by the control_plane role; `kubeadm init --config` reads it.
-CONFIG_PATH = "/etc/kubernetes/kubeadm-config.yaml"
-# Where `kubeadm init` writes the cluster admin's kubeconfig on the control plane (the control_plane role fetches it).
-ADMIN_CONF_PATH = "/etc/kubernetes/admin.conf"
 # The bootstrap token that `kubeadm init` creates anyway lives 15 minutes instead of kubeadm's 24 hours:
 # workers join with a token minted on every run, never with this one.
 INIT_TOKEN_TTL = "15m0s"
@@ -97,8 +93,8 @@ def init_config_documents(cluster: Cluster, settings: Settings) -> list[dict[str
     }
     # A bare minor ("1.36") means the newest patch the package repository had: kubeadm then defaults to its
     # own version, which needs no lookup on dl.k8s.io (offline and mirrored installs have none).
-    if kube.version.count(".") == 2:
-        cluster_config["kubernetesVersion"] = f"v{kube.version}"
+    if kube.patch:
+        cluster_config["kubernetesVersion"] = f"v{kube.patch}"
     if endpoint.control_plane_endpoint:
         cluster_config["controlPlaneEndpoint"] = endpoint.control_plane_endpoint
 
