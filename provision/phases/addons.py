@@ -10,7 +10,7 @@ from provision.inputs.addons import ADDON_ORDER, ADDONS, AddonName
 from provision.kube.addons import wait_for_addon, wait_for_removal
 from provision.phases.common import api
 from provision.phases.engine import Phase, PhaseContext
-from provision.render.addons import addon_plan
+from provision.render.playbook_vars import addon_vars
 
 
 def _skip(name: AddonName) -> Callable[[PhaseContext], str | None]:
@@ -19,8 +19,7 @@ def _skip(name: AddonName) -> Callable[[PhaseContext], str | None]:
 
 def _vars(name: AddonName, state: Literal["present", "absent"]) -> Callable[[PhaseContext], dict[str, Any]]:
     def extra_vars(ctx: PhaseContext) -> dict[str, Any]:
-        return {"cb_addon": addon_plan(ctx.settings, name).as_vars(), "cb_addon_state": state,
-                "cb_addon_timeout_s": ctx.settings.addons.timeout_s}
+        return addon_vars(ctx.settings, name, state)
     return extra_vars
 
 

@@ -4,11 +4,10 @@ from __future__ import annotations
 
 from typing import Any
 
-from provision.inputs.versions import GPU_GENERATION_LABEL, oldest_generation
 from provision.kube.verify import verify_cluster
 from provision.phases.common import api, expectations, gpu_nodes
 from provision.phases.engine import Phase, PhaseContext
-from provision.render.manifests import device_plugin_manifest, runtimeclass_manifest
+from provision.render.playbook_vars import gpu_vars
 
 
 def skip_reason(ctx: PhaseContext) -> str | None:
@@ -16,13 +15,7 @@ def skip_reason(ctx: PhaseContext) -> str | None:
 
 
 def extra_vars(ctx: PhaseContext) -> dict[str, Any]:
-    nodes = sorted(gpu_nodes(ctx))
-    return {"cb_gpu_nodes": nodes,
-            # The smoke test picks its image for the oldest generation among the nodes it runs on.
-            "cb_gpu_node_labels": {name: [f"{GPU_GENERATION_LABEL}={oldest_generation(ctx.state.gpu_generations[name])}"]
-                                   for name in nodes if ctx.state.gpu_generations.get(name)},
-            "cb_device_plugin_manifest": device_plugin_manifest(ctx.settings),
-            "cb_runtimeclass_manifest": runtimeclass_manifest()}
+    return gpu_vars(ctx.settings, sorted(gpu_nodes(ctx)), ctx.state.gpu_generations)
 
 
 def check(ctx: PhaseContext) -> str:

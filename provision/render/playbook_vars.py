@@ -1,19 +1,37 @@
-"""The variables every playbook receives: the one contract between the Python side and the roles.
+"""The variables the playbooks receive: the one contract between the Python side and the roles.
 
-All names start with `cb_` so they never collide with a user's own inventory variables.
+Every variable a role reads from Python is built here and named here once: `playbook_vars` for every playbook,
+then one function per playbook for its own (the phases pass them as their extra_vars and assemble none
+themselves). All names start with `cb_` so they never collide with a user's own inventory variables.
 """
 from __future__ import annotations
 
-from collections.abc import Mapping
-from typing import Any
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any, Literal
 
+from provision.errors import BootstrapError
 from provision.inputs import versions
+from provision.inputs.addons import AddonName
 from provision.inputs.inventory import Cluster
 from provision.inputs.platforms import NodePython, Platform, bootstrap_script, role_rows
 from provision.inputs.settings import Settings
 from provision.inputs.sources import resolve_sources
-from provision.render.endpoint import API_SERVER_CERT_NAME, api_endpoint, node_ip
-from provision.render.kubeadm_config import CRI_SOCKET
+from provision.render.addons import addon_plan
+from provision.render.endpoint import API_SERVER_CERT_NAME, api_endpoint, endpoint_mode, node_ip
+from provision.render.kubeadm_config import CRI_SOCKET, ignored_preflight_errors, render_init_config
+from provision.render.manifests import (
+    API_PROXY_DIR,
+    API_PROXY_MANIFEST,
+    KUBE_VIP_MANIFEST,
+    api_proxy,
+    calico_source,
+    device_plugin_manifest,
+    kube_proxy_kubeconfig,
+    kube_vip_manifest,
+    runtimeclass_manifest,
+)
+from provision.render.node_paths import node_paths
 
 
 def sandbox_image(settings: Settings) -> str:
@@ -28,7 +46,8 @@ def playbook_vars(cluster: Cluster, settings: Settings) -> dict[str, Any]:
     sources = resolve_sources(settings)
     endpoint = api_endpoint(cluster, settings)
     return {
-        "cb_kube_version": kube.version,
+        # The release kubernetes.version pins ("1.36.4"), or null for a bare minor (its newest patch).
+        "cb_kube_patch": kube.patch,
         "cb_kube_minor": kube.minor,
         "cb_sandbox_image": sandbox_image(settings),
         "cb_pod_cidr": kube.pod_cidr,
@@ -65,8 +84,10 @@ def playbook_vars(cluster: Cluster, settings: Settings) -> dict[str, Any]:
                             "node_url": endpoint.node_url, "tls_server_name": API_SERVER_CERT_NAME,
                             "vip": endpoint.host if endpoint.mode == "vip" else None},
         # The platform table (provision/inputs/platforms.py): each node's row is found by its facts
-        # (playbooks/group_vars/all.yml: node_platform); os_prep refuses a node whose row is not supported.
+        # (playbooks/group_vars/all.yml: node_platform); node_state refuses a node whose row is not supported.
         "cb_platforms": role_rows(),
+        # Where kubeadm and cluster-bootstrap keep things on a node (render/node_paths.py).
+        "cb_paths": node_paths(),
     }
 
 
@@ -104,3 +125,76 @@ def prepare_vars(cluster: Cluster, gpus: Mapping[str, int],
              for name in nodes}
     return {"cb_nvidia_nodes": nodes,
             "cb_nvidia_modules": {name: versions.module_flavour(known[name]) if known[name] else "open" for name in nodes}}
+
+
+def kube_vip_vars(cluster: Cluster, settings: Settings, vip_interfaces: Mapping[str, str]) -> dict[str, Any]:
+    """cb_kube_vip, kube-vip's static pods (endpoint vip): one per control plane (by inventory host name), for the
+    interface it announces the VIP on (control_plane.interface, else the one preflight found: `vip_interfaces`,
+    node name -> interface), and the first control plane's copy for while kubeadm init runs. No manifests without a
+    VIP."""
+    found: dict[str, Any] = {"manifest_path": KUBE_VIP_MANIFEST, "manifests": {}, "during_init": ""}
+    if endpoint_mode(cluster, settings) == "vip":
+        def interface(name: str) -> str:
+            chosen = settings.control_plane.interface or vip_interfaces.get(name)
+            if chosen is None:
+                raise BootstrapError(f"no interface known for kube-vip on {name}: run `bootstrap preflight` (it finds "
+                                     "the route to the VIP), or set control_plane.interface")
+            return chosen
+
+        found["manifests"] = {n.host: kube_vip_manifest(settings, interface=interface(n.name))
+                              for n in cluster.control_planes}
+        found["during_init"] = kube_vip_manifest(settings, interface=interface(cluster.control_plane.name),
+                                                 during_init=True)
+    return {"cb_kube_vip": found}
+
+
+def control_plane_vars(cluster: Cluster, settings: Settings, *, vip_interfaces: Mapping[str, str],
+                       fetch_dest: Path) -> dict[str, Any]:
+    """control_plane.yml: the kubeadm configuration, where the admin kubeconfig is fetched to on this machine, and
+    kube-vip's static pods."""
+    return {"cb_kubeadm_config": render_init_config(cluster, settings),
+            "cb_kubeconfig_fetch_dest": str(fetch_dest)} | kube_vip_vars(cluster, settings, vip_interfaces)
+
+
+def join_vars(cluster: Cluster, settings: Settings, *, vip_interfaces: Mapping[str, str]) -> dict[str, Any]:
+    """join.yml: the address each node's kubelet registers, kube-vip's static pods, the local API proxy (endpoint
+    proxy) with kube-proxy's kubeconfig through it, and the kubeadm preflight checks skipped."""
+    endpoint = api_endpoint(cluster, settings)
+    proxy = api_proxy(cluster, settings) if endpoint.mode == "proxy" else None
+    return {
+        # By inventory host name: the role looks itself up with inventory_hostname.
+        "cb_node_ips": {n.host: node_ip(n) for n in cluster.nodes if node_ip(n)},
+        "cb_api_proxy": {"dir": API_PROXY_DIR, "manifest_path": API_PROXY_MANIFEST,
+                         "config": proxy.config if proxy else "", "manifest": proxy.manifest if proxy else ""},
+        "cb_kube_proxy_kubeconfig": kube_proxy_kubeconfig(endpoint) if proxy else "",
+        "cb_ignore_preflight_errors": ignored_preflight_errors(settings),
+    } | kube_vip_vars(cluster, settings, vip_interfaces)
+
+
+def network_vars(settings: Settings) -> dict[str, Any]:
+    """network.yml: Calico's release manifest and the kustomization that customises it."""
+    source = calico_source(settings)
+    return {"cb_calico_url": source.url, "cb_calico_upstream_file": source.upstream_file,
+            "cb_calico_kustomization": source.kustomization}
+
+
+def gpu_vars(settings: Settings, nodes: Sequence[str], generations: Mapping[str, list[str]]) -> dict[str, Any]:
+    """gpu_plugin.yml: the GPU nodes (node names), each labelled with its oldest GPU generation where preflight named
+    them (`generations`, node name -> generations: the smoke test picks its image for the oldest among the nodes it
+    runs on), the device plugin and the RuntimeClass."""
+    return {"cb_gpu_nodes": list(nodes),
+            "cb_gpu_node_labels": {name: [f"{versions.GPU_GENERATION_LABEL}={versions.oldest_generation(generations[name])}"]
+                                   for name in nodes if generations.get(name)},
+            "cb_device_plugin_manifest": device_plugin_manifest(settings),
+            "cb_runtimeclass_manifest": runtimeclass_manifest()}
+
+
+def addon_vars(settings: Settings, name: AddonName, state: Literal["present", "absent"]) -> dict[str, Any]:
+    """addon.yml: one add-on's plan (render/addons.py), whether it is installed or removed, and how long to wait."""
+    return {"cb_addon": addon_plan(settings, name).as_vars(), "cb_addon_state": state,
+            "cb_addon_timeout_s": settings.addons.timeout_s}
+
+
+def etcd_remove_vars(leaving: Sequence[str]) -> dict[str, Any]:
+    """etcd_remove.yml: the control planes (node names) whose etcd members are removed."""
+    return {"cb_etcd_leaving": list(leaving)}
