@@ -10,7 +10,7 @@ from typing import Any, Literal
 
 # How one task ended on one host, as the run log spells it.
 ResultState = Literal["ok", "changed", "skipped", "failed (ignored)", "FAILED", "UNREACHABLE", "RETRYING"]
-# The key under which the package-lock wait (playbooks/library/cb_package_lock.py) reports who holds a lock.
+# The key under which the package-lock wait (playbooks/roles/packages/library/cb_package_lock.py) reports who holds a lock.
 PACKAGE_LOCK_KEY = "cb_package_lock"
 
 
