@@ -56,6 +56,13 @@ def test_every_cb_variable_a_role_reads_is_built_in_render() -> None:
     assert read - _built_names() == set()
 
 
+def test_every_cb_variable_render_builds_is_read_by_a_role() -> None:
+    """Nothing in the contract is dead: a variable no playbook reads would be a second, unused spelling of a fact
+    (the node networks against the CIDRs, once a play after prepare, are preflight's now)."""
+    read = {name for text in ROLE_TEXTS.values() for name in re.findall(r"\bcb_[a-z0-9_]+", text)}
+    assert _built_names() - read == set()
+
+
 def test_the_phases_assemble_no_playbook_variable_themselves() -> None:
     """The phases pass render/'s functions as their extra_vars: no module under provision/phases names a cb_*
     variable as a string, and render/playbook_vars.py names each once."""

@@ -50,10 +50,6 @@ def playbook_vars(cluster: Cluster, settings: Settings) -> dict[str, Any]:
         "cb_kube_patch": kube.patch,
         "cb_kube_minor": kube.minor,
         "cb_sandbox_image": sandbox_image(settings),
-        "cb_pod_cidr": kube.pod_cidr,
-        "cb_service_cidr": kube.service_cidr,
-        "cb_dns_domain": kube.dns_domain,
-        "cb_kube_proxy_mode": kube.kube_proxy_mode,
         # The one containerd socket: kubeadm's criSocket, crictl's endpoint, `kubeadm join` and `kubeadm reset`.
         "cb_cri_socket": CRI_SOCKET,
         "cb_sources": sources.as_dict(),
@@ -66,7 +62,6 @@ def playbook_vars(cluster: Cluster, settings: Settings) -> dict[str, Any]:
         "cb_switch_to_cgroup_v2": settings.kubelet.switch_to_cgroup_v2,
         "cb_package_lock_timeout_s": settings.packages.lock_timeout_s,
         "cb_download_attempts": settings.downloads.attempts,
-        "cb_calico_version": settings.calico.version,
         "cb_gpu": settings.gpu.model_dump(),
         # The smoke test's data cache on the nodes (a hostPath): reset removes it.
         "cb_smoke_cache_path": settings.smoke_test.cache_path,
