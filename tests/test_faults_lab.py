@@ -197,9 +197,9 @@ def test_a_node_lost_mid_run_is_named_unreachable_while_the_others_finish_and_a_
     lost_at: list[float] = []
 
     def lose_n3_while_it_installs(progress: RunProgress) -> None:
-        # Once n3 has found what it misses and waited for the package manager, apt runs there: lose it then.
+        # Once n3 has waited for the package manager of its one transaction, apt runs there: lose it then.
         n3_tasks = [r.task for r in progress.results if r.host == "n3"]
-        found = [i for i, task in enumerate(n3_tasks) if task.startswith("Find the packages still missing: every package")]
+        found = [i for i, task in enumerate(n3_tasks) if task.startswith("Wait for the package manager: every package")]
         if not lost_at and found and "Wait for the package manager's locks" in n3_tasks[found[0]:]:
             time.sleep(1)
             lose(n3)
@@ -209,7 +209,7 @@ def test_a_node_lost_mid_run_is_named_unreachable_while_the_others_finish_and_a_
     try:
         with pytest.raises(BootstrapError) as failed:
             prepare_nodes(load_inventory(lab.inventory_path), load_settings(config), gpus=gpus,
-                    on_progress=lose_n3_while_it_installs)
+                          on_progress=lose_n3_while_it_installs)
         ended = time.monotonic() - lost_at[0]
     finally:
         bring_back(n3)
@@ -290,7 +290,7 @@ def test_a_mirror_that_answers_404_fails_at_once_naming_the_url_and_the_setting(
 KILL_POINTS = (
     (r"\tList the repository: Kubernetes", 0.0),  # [Are the package lists read: Kubernetes]
     (r"\tWait for the package manager's locks \(", 3.0),  # [Read the package lists, or the one transaction]
-    (r"\tFind the packages still missing: every package", 6.0),  # [Install the missing packages (apt): ...]
+    (r"\tWait for the package manager: every package", 6.0),  # [Install the missing packages (apt): ...]
     (r"\tWrite the containerd configuration cluster-bootstrap wants", 0.0),  # [Make it containerd's configuration]
 )
 
