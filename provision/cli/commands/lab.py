@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import os
+import shlex
 import shutil
 from dataclasses import replace
 from pathlib import Path
@@ -95,7 +96,7 @@ def register(app: typer.Typer) -> None:
         kubeconfig = _cluster_up(files, verbose)
         # The API server listens on the control plane's private address, which this machine reaches directly.
         console.print(_lab_line(f"the cluster is up. From this machine:\n"
-                                f"  export KUBECONFIG={kubeconfig}\n  kubectl get nodes -o wide\n"
+                                f"  export KUBECONFIG={shlex.quote(str(kubeconfig))}\n  kubectl get nodes -o wide\n"
                                 f"  {invocation.complete('bootstrap lab ssh lab-control-plane')}     # log in to a machine\n"
                                 f"  {invocation.complete('bootstrap lab down --yes')}                # destroy the "
                                 "machines and the lab's files"),
