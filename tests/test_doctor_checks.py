@@ -5,6 +5,7 @@ firewalld leave in a healthy cluster, and must not cry wolf."""
 from __future__ import annotations
 
 import json
+import re
 import subprocess
 from dataclasses import replace
 from datetime import UTC, datetime
@@ -33,6 +34,7 @@ from provision.nodes.doctor.checks import (
 from provision.nodes.doctor.probe import parse_health, probe_script
 from provision.nodes.doctor.run import judge_node, kubernetes_index_urls
 from tests.support.doctor_probe import health
+from tests.support.paths import REPO_ROOT
 
 NOW = datetime(2026, 11, 25, 12, 0, tzinfo=UTC)
 # The lab's settings the recording was made with: Kubernetes 1.35 (pause 3.10.1), Debian's containerd 1.6.
@@ -294,3 +296,12 @@ def test_the_probe_runs_under_posix_sh_and_reads_this_machine() -> None:
     found = parse_health(output)
     assert found.hostname and found.node_time_s is not None and found.os_release
     assert found.sources == ()
+
+
+def test_docs_doctor_md_lists_every_check_the_judges_name_and_no_other() -> None:
+    """docs/doctor.md's tables and the judges hold the same checks (node side, then the API's)."""
+    sources = [REPO_ROOT / "provision" / "nodes" / "doctor" / "checks.py", REPO_ROOT / "provision" / "nodes" / "doctor"
+               / "run.py", REPO_ROOT / "provision" / "kube" / "health.py", REPO_ROOT / "provision" / "diagnose" / "doctor.py"]
+    named = {name for path in sources for name in re.findall(r"(?:_finding|Finding)\(\s*\"(\w+)\"", path.read_text())}
+    documented = set(re.findall(r"^\| `(\w+)` \|", (REPO_ROOT / "docs" / "doctor.md").read_text(), re.MULTILINE))
+    assert named == documented

@@ -64,6 +64,8 @@ def test_every_kind_of_secret_goes_wherever_it_stands_and_the_rest_stays() -> No
 
 def test_certificates_paths_and_prose_are_left_alone() -> None:
     text = (f"{CERT}\n--tls-cert-file=/etc/kubernetes/pki/apiserver.crt\nthe token expired; run kubeadm token create\n"
+            "Speculative Store Bypass: Vulnerable\nsudo: tester : PWD=/home/tester ; USER=root\n"
+            "kubelet.service: Main process exited, code=exited, status=1/FAILURE\n"
             "image: registry.k8s.io/pause:3.10.1@sha256:" + "a" * 64 + "\n")
     assert redact(text) == (text, 0)
 
@@ -74,7 +76,8 @@ def test_a_secret_this_run_holds_goes_by_its_value_anywhere() -> None:
 
 
 secret_values = st.text(alphabet=string.ascii_letters + string.digits + "!#%&*+-./=?@^_~", min_size=8, max_size=40)
-keys = st.sampled_from(["password", "PASSWORD", "db_password", "token", "bootstrap-token", "client-secret",
+keys = st.sampled_from(["password", "PASSWORD", "db_password", "DB_PASS", "smtp-pass", "registryPassword",
+                        "token", "bootstrap-token", "client-secret",
                         "api_key", "certificate-key", "certificateKey", "client-key-data", "AWS_SECRET_ACCESS_KEY",
                         "registryToken", "auth"])
 shapes = st.sampled_from(["{k}: {v}", "{k}={v}", "{k} = \"{v}\"", "\"{k}\": \"{v}\"", "--{k} {v}", "--{k}={v}",

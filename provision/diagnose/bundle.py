@@ -133,13 +133,10 @@ def split_output(text: str, boundary: str) -> dict[str, str]:
 @dataclass
 class Entry:
     path: str
-    size: int  # bytes before the cut (at least: a file cut on the node counts one byte past the limit)
-    kept: int
+    size: int  # bytes as read (a file cut on the node: one byte past the limit, so "more than the limit")
+    kept: int  # bytes written, redacted and cut
     redactions: int
-
-    @property
-    def cut(self) -> bool:
-        return self.kept < self.size
+    cut: bool = False
 
 
 @dataclass
@@ -172,18 +169,19 @@ class _Builder:
         self.missing: list[str] = []
         self.total = 0
 
-    def add(self, path: str, text: str, size: int | None = None) -> None:
+    def add(self, path: str, text: str) -> None:
+        size = len(text.encode("utf-8", "replace"))
         clean, count = redact(text, self.known)
         data = clean.encode("utf-8", "replace")
-        original = max(size if size is not None else len(data), len(data))
-        if len(data) > self.limits.file_bytes:
-            data = data[:self.limits.file_bytes]
+        # Cut here, or on the node (which reads one byte past the limit to tell).
+        cut = len(data) > self.limits.file_bytes or size > self.limits.file_bytes
+        data = data[:self.limits.file_bytes]
         if self.total + len(data) > self.limits.total_bytes:
             self.missing.append(f"{path}: left out, the bundle reached its limit of {shown_size(self.limits.total_bytes)}")
             return
         self.files[path] = data
         self.total += len(data)
-        self.entries.append(Entry(path, original, len(data), count))
+        self.entries.append(Entry(path, size, len(data), count, cut))
 
 
 def shown_size(count: int) -> str:
@@ -361,7 +359,7 @@ def collect_bundle(cluster: Cluster, settings: Settings, out: Path, *, config: P
             builder.missing.append(f"nodes/{name}: not collected: {found}")
             continue
         for item, text in found.items():
-            builder.add(f"nodes/{name}/{item}", text, size=len(text.encode("utf-8", "replace")))
+            builder.add(f"nodes/{name}/{item}", text)
     if kubeconfig.is_file():
         try:
             collect_api(load_api_client(kubeconfig), limits, builder.add)

@@ -14,21 +14,24 @@ from collections.abc import Iterable
 
 REDACTED = "REDACTED"
 
-# Names that say their value is secret, as keys (YAML, JSON, TOML, INI, env), flags and headers spell them.
-_SECRET_NAME = (r"[A-Za-z0-9_.-]*(?:pass|pwd|secret|token|certificate[-_]?key|"
-                r"client[-_]key[-_]data|private[-_]?key|api[-_]?key|access[-_]?key|credentials?|"
-                r"auth(?:orization)?)[A-Za-z0-9_.-]*")
+# Names that say their value is secret, as keys (YAML, JSON, TOML, INI, env), flags and headers spell them: a word
+# that holds one of these, or "pass" as a part of its own (DB_PASS, db-pass; not Bypass, compass).
+_SECRET_WORDS = (r"password|passwd|passphrase|secret|token|certificate[-_]?key|client[-_]key[-_]data|private[-_]?key|"
+                 r"api[-_]?key|access[-_]?key|credentials?|auth(?:orization)?")
+_SECRET_NAME = (rf"(?:[A-Za-z0-9_.-]*(?:{_SECRET_WORDS})[A-Za-z0-9_.-]*|"
+                r"(?:[A-Za-z0-9.-]*[_.-])?pass(?:[_.-][A-Za-z0-9_.-]*)?)")
 _PATTERNS: tuple[tuple[re.Pattern[str], str], ...] = (
     # PEM private keys (RSA, EC, OPENSSH, ENCRYPTED ...), also cut short by a size limit (no END line).
     (re.compile(r"-----BEGIN ([A-Z0-9 ]*)PRIVATE KEY-----.*?(?:-----END \1PRIVATE KEY-----|\Z)", re.S | re.A),
      rf"-----BEGIN \1PRIVATE KEY----- {REDACTED} -----END \1PRIVATE KEY-----"),
     # Authorization headers: the credential after the scheme.
-    (re.compile(r"(?i)(authorization\s*[:=]\s*[\"']?(?:bearer|basic|token)\s+)[^\s\"',]+", re.A), rf"\1{REDACTED}"),
+    (re.compile(r"(?i)(authorization[ \t]*[:=][ \t]*[\"']?(?:bearer|basic|token)[ \t]+)[^\s\"',]+", re.A),
+     rf"\1{REDACTED}"),
     # key: value, key = value, "key": "value", KEY=value (the value to the end of its quotes, or to a delimiter).
-    (re.compile(rf"(?i)((?:^|[\s{{,\[(;&\"'-])[\"']?{_SECRET_NAME}[\"']?\s*[:=]\s*)(\"[^\"\n]*\"|'[^'\n]*'|[^\s,;}}\]\"']+)",
-                re.M | re.A), rf"\1{REDACTED}"),
+    (re.compile(rf"(?i)((?:^|[\s{{,\[(;&\"'-])[\"']?{_SECRET_NAME}[\"']?[ \t]*[:=][ \t]*)"
+                r"(\"[^\"\n]*\"|'[^'\n]*'|[^\s,;}\]\"']+)", re.M | re.A), rf"\1{REDACTED}"),
     # --token VALUE, --certificate-key VALUE, --password VALUE (flags with a space before their value).
-    (re.compile(rf"(?i)(--{_SECRET_NAME}\s+)(?!-)([^\s\"']+|\"[^\"\n]*\"|'[^'\n]*')", re.A), rf"\1{REDACTED}"),
+    (re.compile(rf"(?i)(--{_SECRET_NAME}[ \t]+)(?!-)([^\s\"']+|\"[^\"\n]*\"|'[^'\n]*')", re.A), rf"\1{REDACTED}"),
     # An env var in a manifest or description: `name: DB_PASSWORD` and, on the next line, `value: ...`.
     (re.compile(rf"(?i)(name:\s*[\"']?{_SECRET_NAME}[\"']?\s*\n\s*value:\s*)(\S.*)", re.A), rf"\1{REDACTED}"),
     # Passwords in URLs: scheme://user:password@host.

@@ -105,9 +105,11 @@ def report_document(report: DoctorReport) -> dict[str, Any]:
 
 def problems_error(report: DoctorReport) -> BootstrapError:
     problems = report.problems
-    nodes = sorted({f.subject for f in problems})
+    subjects = {f.subject for f in problems}
+    where = [name for name in (n.name for n in report.nodes) if name in subjects]
+    where += ["the cluster"] if subjects - set(where) else []
     return BootstrapError(f"doctor: {len(problems)} problem{'s' if len(problems) > 1 else ''} on "
-                          f"{', '.join(nodes)} (fixes listed above); fix them and run `bootstrap doctor` again")
+                          f"{', '.join(where)} (fixes listed above); fix them and run `bootstrap doctor` again")
 
 
 def doctor_report(nodes: NodeOptions) -> DoctorReport:
