@@ -167,3 +167,43 @@ def test_an_api_that_does_not_answer_is_a_finding_and_the_nodes_are_still_judged
     api = report.cluster[0]
     assert "does not answer" in api.detail and "unreachable" in api.fix
     assert not report.healthy
+
+
+def test_dns_from_a_pod_is_asked_only_with_probe_dns_and_the_pod_is_deleted(api: Api, tmp_path: Path) -> None:
+    import json
+
+    from typer.testing import CliRunner
+
+    from provision.cli.app import app
+    from provision.inputs.inventory import load_inventory
+    from provision.kube.kubeconfig import admin_kubeconfig_path
+    from tests.support.apiserver import RecordedRequest, Response
+
+    inventory = tmp_path / "hosts.ini"
+    inventory.write_text("[control_plane]\ncp1 ansible_host=127.0.0.1 ansible_port=1 ansible_user=root\n")
+    admin = admin_kubeconfig_path(load_inventory(inventory))
+    admin.parent.mkdir(parents=True)
+    admin.write_text(api.kubeconfig.read_text())
+    probe = "bootstrap-dns-probe-x7k2p"
+
+    def created(request: RecordedRequest) -> Response:
+        body = request.json
+        body["metadata"]["name"] = probe
+        return Response(201, body)
+
+    api.server.add("POST", PODS, created)
+    failed = pod(probe, "w1", {"app.kubernetes.io/name": "dns-probe"}, phase="Failed")
+    api.server.add("GET", f"{PODS}/{probe}", failed)
+    api.server.add("GET", f"{PODS}/{probe}/log", "** server can't find kubernetes.default.svc.cluster.local: NXDOMAIN\n")
+    api.server.add("DELETE", f"{PODS}/{probe}", failed)
+    api.server.add("DELETE", PODS, object_list("PodList", []))
+    plain = CliRunner().invoke(app, ["doctor", "-i", str(inventory), "-o", "json"])
+
+    assert "dns_probe" not in {c["check"] for c in json.loads(plain.stdout)["cluster"]}
+    assert not api.server.requests_to("POST") and not api.server.requests_to("DELETE")
+    probed = CliRunner().invoke(app, ["doctor", "-i", str(inventory), "-o", "json", "--probe-dns"])
+    found = next(c for c in json.loads(probed.stdout)["cluster"] if c["check"] == "dns_probe")
+    assert found["status"] == "fail" and found["subject"] == "w1"
+    assert found["detail"] == "cluster DNS did not answer for kubernetes.default.svc.cluster.local"
+    assert "NXDOMAIN" in found["fix"]
+    assert [r.path for r in api.server.requests_to("DELETE")] == [PODS, f"{PODS}/{probe}"]

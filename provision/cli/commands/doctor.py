@@ -1,7 +1,7 @@
 """`bootstrap doctor`: what is wrong with a running cluster and the fix, from every node and from the API."""
 from __future__ import annotations
 
-from typing import Any
+from typing import Annotated, Any
 
 import typer
 from rich.console import Console
@@ -112,18 +112,20 @@ def problems_error(report: DoctorReport) -> BootstrapError:
                           f"{', '.join(where)} (fixes listed above); fix them and run `bootstrap doctor` again")
 
 
-def doctor_report(nodes: NodeOptions) -> DoctorReport:
+def doctor_report(nodes: NodeOptions, *, probe_dns: bool = False) -> DoctorReport:
     cluster, settings = load_inputs(nodes)
     become_password = ask_become_password(nodes.ask_become_pass)
     with progress_console.status(f"checking {len(cluster.nodes)} nodes and the API ..."):
-        return run_doctor(cluster, settings, become_password=become_password)
+        return run_doctor(cluster, settings, become_password=become_password, probe_dns=probe_dns)
 
 
 def register(app: typer.Typer) -> None:
     @app.command("doctor", help=HELP)
     @node_options
-    def doctor(nodes: NodeOptions, output: OutputOption = Output.text) -> None:
-        report = doctor_report(nodes)
+    def doctor(nodes: NodeOptions, output: OutputOption = Output.text, probe_dns: Annotated[bool, typer.Option(
+            "--probe-dns", help="Also resolve the API server's name from a one-shot pod (created in kube-system and "
+                                "deleted: the one thing the doctor then changes).")] = False) -> None:
+        report = doctor_report(nodes, probe_dns=probe_dns)
         if output is Output.json:
             echo_json(report_document(report))
         else:
