@@ -36,6 +36,7 @@ from provision.errors import BootstrapError, InputError
 from provision.inputs.inventory import Cluster, Node
 from provision.inputs.settings import Settings
 from provision.inputs.state import cluster_dir, runs_root
+from provision.inputs.values import creatable_directory_problem
 from provision.kube.client import load_api_client
 from provision.kube.pods import container_statuses, node_name, pod_labels, pod_name, pod_namespace
 from provision.kube.verify import ApiUnreachable, call_api
@@ -294,11 +295,15 @@ def local_files(cluster: Cluster, config: Path | None, limits: Limits) -> dict[s
 # --- the archive ----------------------------------------------------------------------------------------------------
 
 def check_output_path(out: Path) -> Path:
-    """Where the archive goes: a new file in a directory that exists (refused before anything is collected)."""
+    """Where the archive goes: a new file in a directory that exists and this user writes in (refused before
+    anything is collected)."""
     if out.exists() or out.is_symlink():
         raise InputError(f"{out} exists: `bootstrap support-bundle` never overwrites; pass another -o FILE")
     if not out.parent.is_dir():
         raise InputError(f"{out.parent}: no such directory: pass -o FILE in a directory that exists")
+    problem = creatable_directory_problem(out.parent)
+    if problem:
+        raise InputError(f"-o {out}: {problem}")
     return out
 
 

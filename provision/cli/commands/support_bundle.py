@@ -15,6 +15,7 @@ from provision.cli.support import ask_become_password, load_inputs
 from provision.cli.views import console, literal_console
 from provision.diagnose.bundle import MIB, BundleResult, Limits, check_output_path, collect_bundle, shown_size
 from provision.diagnose.doctor import run_doctor
+from provision.inputs.values import parse_local_path
 from provision.kube.kubeconfig import admin_kubeconfig_path
 
 HELP = """Collect what a maintainer needs to tell what went wrong into one archive, with every secret removed.
@@ -55,7 +56,7 @@ def register(app: typer.Typer) -> None:
     def support_bundle(
         nodes: NodeOptions,
         out: Annotated[Path | None, typer.Option(
-            "--out", "-o", metavar="FILE", show_default=False,
+            "--out", "-o", metavar="FILE", show_default=False, parser=lambda value: Path(parse_local_path(value)),
             help="The archive to write (default: cluster-bootstrap-support-<time>.tar.gz here); never overwritten.")] = None,
         max_file_kib: Annotated[int, typer.Option(
             "--max-file-kib", min=16, max=1024 * 1024, help="Each file is cut at this size.")] = Limits().file_bytes // 1024,
