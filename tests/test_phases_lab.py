@@ -186,6 +186,9 @@ def test_an_init_that_leaves_no_admin_kubeconfig_is_named(lab: Lab) -> None:
 
 def test_control_plane_pulls_images_then_inits_once_and_fetches_a_private_kubeconfig(lab: Lab) -> None:
     ctx = context(lab)
+    # What prepare's check decides from the node's report: the kubeadm installed on the control plane.
+    kubeadm_release = lab.node("n1").ssh("dpkg-query -W -f '${Version}' kubeadm").stdout.split("-")[0]
+    ctx.state.kubernetes_version = kubeadm_release
     first = play("control_plane", ctx)
     assert first.ok, first.failures
     assert calls(lab, "n1") == ["config images pull --config /etc/kubernetes/kubeadm-config.yaml",
@@ -196,7 +199,8 @@ def test_control_plane_pulls_images_then_inits_once_and_fetches_a_private_kubeco
     n1 = lab.node("n1")
     assert n1.ssh("stat -c %a /etc/kubernetes/kubeadm-config.yaml /root/.kube/config").stdout.split() == ["600", "600"]
     written = n1.ssh("cat /etc/kubernetes/kubeadm-config.yaml").stdout
-    assert written == render_init_config(ctx.cluster, ctx.settings)
+    assert written == render_init_config(ctx.cluster, ctx.settings, kubeadm_release)
+    assert f"kubernetesVersion: v{kubeadm_release}\n" in written
     assert re.findall(r"^apiVersion: (kubeadm\.k8s\.io/\S+)$", written, re.M) == ["kubeadm.k8s.io/v1beta4"] * 2
     # The lab's nodes are cgroup v1 (this host's kernel) and its settings accept that: both halves of the opt-out.
     assert "failCgroupV1: false" in written and "- SystemVerification" in written

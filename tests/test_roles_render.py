@@ -140,6 +140,17 @@ def test_rhel_family_repositories_point_at_upstream_by_default(os: str) -> None:
     assert r("container_runtime_sandbox_image") == "registry.k8s.io/pause:3.10.2"
 
 
+@pytest.mark.parametrize("os", ["rocky8", "rocky9", "rhel9"])
+def test_the_cuda_repository_is_trusted_by_its_package_signatures_not_a_metadata_signature_it_lacks(os: str) -> None:
+    # NVIDIA's cuda-rhel<N>.repo sets gpgcheck=1 and no repo_gpgcheck: its repodata carries no repomd.xml.asc to
+    # check, and dnf with repo_gpgcheck refuses such a repository outright.
+    r = Rendered(os)
+    assert r("nvidia_cuda_repo.gpgcheck | default(true)") is True
+    assert r("nvidia_cuda_repo.repo_gpgcheck | default(true) | bool") is False
+    # The toolkit's repository is the other way round, as NVIDIA's own file says: signed metadata, unsigned packages.
+    assert r("nvidia_toolkit_repo.repo_gpgcheck | default(true) | bool") is True
+
+
 @pytest.mark.parametrize("os", ["rocky8", "rocky9"])
 def test_rhel_family_repositories_switch_to_aliyun_tsinghua_and_ustc_with_the_cn_profile(os: str) -> None:
     r = Rendered(os, CN)

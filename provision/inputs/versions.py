@@ -181,15 +181,33 @@ def containerd_verdict(minor: int, version: tuple[int, ...]) -> ContainerdVerdic
 
 # Calico line -> the Kubernetes minors Tigera tested it with (docs.tigera.io requirements, per release line).
 CALICO_KUBERNETES: dict[str, tuple[int, int]] = {"3.31": (32, 35), "3.32": (34, 36), "3.33": (35, 37)}
-# Since 3.30 Calico's images are on quay.io (projectcalico/calico #10025); calico.yaml names these three.
+# Since 3.30 Calico's images are on quay.io (projectcalico/calico #10025).
 CALICO_REGISTRY = "quay.io/calico"
-CALICO_IMAGES = ("cni", "node", "kube-controllers")
+# The images each line's manifests/calico.yaml names (read in the release branches' manifests): 3.33 folded the CNI
+# installer, the IPAM upgrade and kube-controllers into one `calico` image beside `node`.
+CALICO_IMAGES: dict[str, tuple[str, ...]] = {
+    "3.31": ("cni", "node", "kube-controllers"),
+    "3.32": ("cni", "node", "kube-controllers"),
+    "3.33": ("calico", "node"),
+}
+
+
+def calico_line(version: str) -> str:
+    """'v3.33.1' -> '3.33'."""
+    return ".".join(version.lstrip("v").split(".")[:2])
+
+
+def calico_images(version: str) -> tuple[str, ...]:
+    """The images Calico `version`'s manifest references, as quay.io names them (the newest line's for a line the
+    table does not know; calico_problem refuses those anyway)."""
+    return tuple(f"{CALICO_REGISTRY}/{name}"
+                 for name in CALICO_IMAGES.get(calico_line(version), CALICO_IMAGES[max(CALICO_IMAGES)]))
 
 
 def calico_problem(version: str, minor: int) -> str | None:
     """Why Calico `version` (a tag, v3.33.1) does not go with Kubernetes 1.<minor>, or None. A minor newer than
     the table (allowed as untested) is not held to the tested ranges."""
-    line = ".".join(version.lstrip("v").split(".")[:2])
+    line = calico_line(version)
     wanted = kubernetes_release(minor).calico
     if line not in CALICO_KUBERNETES:
         return (f"Calico {version} is not in the versions table (lines {', '.join(sorted(CALICO_KUBERNETES))}): "

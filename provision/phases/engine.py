@@ -35,8 +35,9 @@ if TYPE_CHECKING:
 
 Status = Literal["ok", "failed", "skipped", "not run"]
 # A need is satisfied by the phase that provides it (in this run or an earlier one). vip_interfaces: where each
-# control plane announces the VIP (kube-vip's manifests are rendered with it).
-Need = Literal["gpus", "kubeconfig", "vip_interfaces"]
+# control plane announces the VIP (kube-vip's manifests are rendered with it); kubernetes_version: the release of
+# the kubeadm prepare installed on the first control plane (kubeadm init's kubernetesVersion).
+Need = Literal["gpus", "kubeconfig", "vip_interfaces", "kubernetes_version"]
 
 
 @dataclass
@@ -159,6 +160,8 @@ def satisfied(need: Need, ctx: PhaseContext) -> bool:
     if need == "vip_interfaces":
         return (endpoint_mode(ctx.cluster, ctx.settings) != "vip" or ctx.settings.control_plane.interface is not None
                 or all(n.name in ctx.state.vip_interfaces for n in ctx.cluster.control_planes))
+    if need == "kubernetes_version":
+        return ctx.state.kubernetes_version is not None
     return admin_kubeconfig_path(ctx.cluster).exists()
 
 
