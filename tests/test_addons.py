@@ -113,7 +113,7 @@ def test_volcano_outside_its_tested_kubernetes_range_is_installed_with_a_warning
     volcano = [w for w in warnings if "Volcano" in w]
     assert bool(volcano) is warned
     if warned:
-        assert f"Volcano v1.15.2 is tested with Kubernetes 1.23-1.35" in volcano[0] and f"not {minor}" in volcano[0]
+        assert "Volcano v1.15.2 is tested with Kubernetes 1.23-1.35" in volcano[0] and f"not {minor}" in volcano[0]
     # The Trainer documents 1.31 and newer: no warning for any supported minor.
     assert not [w for w in warnings if "Trainer" in w]
     # A release pinned in the settings has a range the table does not know: nothing is claimed about it.

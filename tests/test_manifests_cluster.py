@@ -94,7 +94,7 @@ def test_device_plugin_image_version_and_runtime_follow_the_settings() -> None:
 
 
 @pytest.mark.parametrize("image,expected", [
-    ("quay.io/calico/node:v3.33.1", "registry.local:5000/calico/node:v3.33.1"),
+    ("quay.io/calico/node:v3.33.0", "registry.local:5000/calico/node:v3.33.0"),
     ("nvcr.io/nvidia/k8s-device-plugin:v0.20.1", "registry.local:5000/nvidia/k8s-device-plugin:v0.20.1"),
     ("localhost:5000/x/y:1", "registry.local:5000/x/y:1"),
     ("busybox:1.36", "registry.local:5000/busybox:1.36"),

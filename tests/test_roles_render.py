@@ -205,8 +205,8 @@ def test_rhel_driver_toolkit_and_kubernetes_package_specs() -> None:
                                                     "kernel-headers"]
     # NVIDIA's own default where preflight named no generation: the open kernel modules.
     assert rocky("nvidia_driver_packages") == ["@nvidia-driver:580-open"]
-    assert rocky("nvidia_toolkit_install") == ["nvidia-container-toolkit-1.19.1-1", "nvidia-container-toolkit-base-1.19.1-1",
-                                               "libnvidia-container-tools-1.19.1-1", "libnvidia-container1-1.19.1-1"]
+    assert rocky("nvidia_toolkit_install") == ["nvidia-container-toolkit-1.20.0-1", "nvidia-container-toolkit-base-1.20.0-1",
+                                               "libnvidia-container-tools-1.20.0-1", "libnvidia-container1-1.20.0-1"]
     assert rocky("kubernetes_packages_install") == ["kubeadm-1.36.4", "kubelet-1.36.4", "kubectl-1.36.4"]
     assert rocky("nvidia_initramfs_command") == "dracut --force"
     # RHEL itself has no epel-release in its own repositories: EPEL is a documented prerequisite there.
@@ -320,7 +320,7 @@ def test_debian_family_sources_for_both_profiles() -> None:
                                                            "docker-buildx-plugin", "docker-compose-plugin"]
     assert debian("kubernetes_packages_install") == ["kubeadm=1.36.4-*", "kubelet=1.36.4-*", "kubectl=1.36.4-*"]
     assert debian("kubernetes_packages_repo.uri") == "https://pkgs.k8s.io/core:/stable:/v1.36/deb/"
-    assert debian("nvidia_toolkit_install")[0] == "nvidia-container-toolkit=1.19.1-1"
+    assert debian("nvidia_toolkit_install")[0] == "nvidia-container-toolkit=1.20.0-1"
     no_docker = Rendered("ubuntu2204", {"container_runtime": {"install_docker": False}})
     assert no_docker("container_runtime_packages.docker") == ["containerd.io"]
     assert no_docker("container_runtime_packages.distribution") == ["containerd", "runc"]

@@ -66,6 +66,8 @@ class PhaseContext:
     on_smoke_progress: Callable[[Any], None] | None = None
     playbook_results: list[PlaybookResult] = field(default_factory=list)
     results: PhaseResults = field(default_factory=PhaseResults)
+    # The phases this run is to run (set by run_phases): preflight proves the sources those will use.
+    planned: tuple[str, ...] = ()
 
     def say(self, message: str) -> None:
         if self.on_message:
@@ -221,6 +223,7 @@ def run_phases(catalog: Mapping[str, Phase], phases: Sequence[Phase], ctx: Phase
     only reads (preflight); otherwise the run is refused with the phase to start from."""
     outcomes: list[PhaseOutcome] = []
     planned = [p.name for p in phases]
+    ctx.planned = tuple(planned)
     providers = {need: phase for phase in catalog.values() for need in phase.provides}
     fingerprint = inputs_fingerprint(ctx.cluster, ctx.settings, ctx.nodes)
     error: BootstrapError | None = None
