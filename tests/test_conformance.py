@@ -22,8 +22,8 @@ from provision.inputs.addons import ADDONS
 from provision.inputs.settings import Settings
 from provision.render.addons import volcano_queue
 from provision.smoke.manifests import GROUP_NAME_ANNOTATION, QUEUE_NAME_ANNOTATION, SmokeSpec, render
+from tests.support.smoke_specs import SPECS
 from tests.support.strict_models import pydantic_problems, swagger_unknown_fields
-from tests.test_manifests_smoke import SPECS
 
 trainer_models = pytest.importorskip("kubeflow_trainer_api.models")
 training_models = pytest.importorskip("kubeflow.training.models")

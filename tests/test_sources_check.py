@@ -8,7 +8,6 @@ import socket
 import threading
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
 
 import pytest
 
@@ -20,13 +19,11 @@ from provision.nodes.sources_check import (
     SourceIndex,
     SourcesReport,
     check_sources,
-    package_indexes,
     request_indexes,
     source_indexes,
 )
 from provision.nodes.ssh import LocalShell
 from tests.lab.mirror import MirrorServer, write_faults
-from tests.test_roles_render import Rendered
 
 DEB = "/kubernetes/v1.35/deb/"
 
@@ -107,31 +104,6 @@ def test_one_line_per_source_names_the_nodes_and_the_setting_that_changes_it(mir
     ]
     # Only the first control plane fetches manifests.
     assert [a.index.name for a in report.answers["w1"]] == ["Kubernetes packages"]
-
-
-@pytest.mark.parametrize("os_name,node", [("rocky9", "Rocky Linux 9"), ("rocky8", "Rocky Linux 8"),
-                                          ("debian12", "Debian 12")])
-@pytest.mark.parametrize("settings", [{}, {"mirrors": {"profile": "cn"}}, {"offline": {"source": "/srv/offline"}}])
-def test_the_indexes_asked_for_are_those_of_the_repositories_the_roles_write(os_name: str, node: str,
-                                                                            settings: dict[str, Any]) -> None:
-    # The roles compose each repository's address from the same sources (their vars); a drift between the two
-    # would prove one source and install from another.
-    rendered = Rendered(os_name, settings)
-    parsed = parse_settings(settings)
-    target = NodeTarget(load_node(), platform(node), codename=rendered("ansible_distribution_release"),
-                        release=str(rendered("ansible_distribution_major_version")), gpu=True)
-    found = {i.name: i.url for i in package_indexes(parsed, target)}
-    arch = "x86_64"
-    for name, var in (("Kubernetes packages", "kubernetes_packages_repo"), ("Docker packages", "container_runtime_docker_repo"),
-                      ("NVIDIA CUDA packages", "nvidia_cuda_repo"),
-                      ("NVIDIA container toolkit packages", "nvidia_toolkit_repo")):
-        uri = str(rendered(f"{var}.uri")).replace("$basearch", arch).rstrip("/")
-        if os_name.startswith("debian"):
-            suite = rendered(f"{var}.suites | default('')")
-            expected = f"{uri}/dists/{suite}/InRelease" if suite and suite != "/" else f"{uri}/InRelease"
-        else:
-            expected = f"{uri}/repodata/repomd.xml"
-        assert found[name] == expected, name
 
 
 def load_node() -> Node:
