@@ -16,8 +16,9 @@ import yaml
 
 from provision.inputs import versions
 from provision.inputs.inventory import load_inventory
-from provision.inputs.settings import Settings, parse_settings
+from provision.inputs.settings import parse_settings
 from provision.render.kubeadm_config import init_config_documents, node_ip, render_init_config
+from tests.support.node_reports import installed_release
 
 # --- the kubeadm API, as field sets -----------------------------------------------------------------------
 # A schema is one of: STR, INT, BOOL (scalars); MAP_STR / MAP_BOOL (free keys); [schema] (a list of it);
@@ -119,19 +120,12 @@ def inventory(tmp_path: Path, text: str | None = None) -> Path:
     return path
 
 
-def installed(settings: Settings) -> str:
-    """The release prepare would have found installed for these settings: the pinned patch, or for a bare minor
-    the newest patch the versions table saw (what the package repository would have offered)."""
-    version = settings.kubernetes.version
-    return version if version.count(".") == 2 else versions.kubernetes_release(settings.kubernetes.minor_number).latest_patch
-
-
 def render(tmp_path: Path, settings: dict[str, Any] | None = None, hosts: str | None = None) -> list[dict[str, Any]]:
     cluster = load_inventory(inventory(tmp_path, hosts))
     parsed = parse_settings(settings or {})
-    text = render_init_config(cluster, parsed, installed(parsed))
+    text = render_init_config(cluster, parsed, installed_release(parsed))
     documents = list(yaml.safe_load_all(text))
-    assert documents == init_config_documents(cluster, parsed, installed(parsed))
+    assert documents == init_config_documents(cluster, parsed, installed_release(parsed))
     return documents
 
 
@@ -179,7 +173,7 @@ def test_the_schemas_catch_fields_of_the_other_version() -> None:
 
 def test_nothing_is_rendered_in_v1beta3(tmp_path: Path) -> None:
     text = "".join(render_init_config(load_inventory(inventory(tmp_path)), parse_settings({"kubernetes": {"version": v}}),
-                                      installed(parse_settings({"kubernetes": {"version": v}}))) for v in VERSIONS)
+                                      installed_release(parse_settings({"kubernetes": {"version": v}}))) for v in VERSIONS)
     assert "v1beta3" not in text and "timeoutForControlPlane" not in text
     assert text.count("apiVersion: kubeadm.k8s.io/v1beta4") == 2 * len(VERSIONS)
 

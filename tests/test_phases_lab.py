@@ -26,6 +26,7 @@ from provision.nodes.runner import PlaybookResult, run_playbook
 from provision.phases import PHASES, PhaseContext, run_phases
 from provision.render.kubeadm_config import render_init_config
 from tests.lab.lab import Lab
+from tests.support.node_reports import installed_release
 
 ALPHABET = string.ascii_lowercase + string.digits
 TOKEN = "".join(secrets.choice(ALPHABET) for _ in range(6)) + "." + "".join(secrets.choice(ALPHABET) for _ in range(16))
@@ -130,8 +131,10 @@ def isolated_state(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
 
 def context(lab: Lab, settings: Settings | None = None) -> PhaseContext:
     cluster = load_inventory(lab.inventory_path)
-    return PhaseContext(cluster=cluster, settings=settings or load_settings(lab.config_path),
-                        state=ClusterState.load(cluster))
+    settings = settings or load_settings(lab.config_path)
+    state = ClusterState.load(cluster)
+    state.kubernetes_version = installed_release(settings)
+    return PhaseContext(cluster=cluster, settings=settings, state=state)
 
 
 def play(phase: str, ctx: PhaseContext, limit: list[str] | None = None) -> PlaybookResult:
@@ -186,9 +189,8 @@ def test_an_init_that_leaves_no_admin_kubeconfig_is_named(lab: Lab) -> None:
 
 def test_control_plane_pulls_images_then_inits_once_and_fetches_a_private_kubeconfig(lab: Lab) -> None:
     ctx = context(lab)
-    # What prepare's check decides from the node's report: the kubeadm installed on the control plane.
-    kubeadm_release = lab.node("n1").ssh("dpkg-query -W -f '${Version}' kubeadm").stdout.split("-")[0]
-    ctx.state.kubernetes_version = kubeadm_release
+    kubeadm_release = ctx.state.kubernetes_version
+    assert kubeadm_release is not None
     first = play("control_plane", ctx)
     assert first.ok, first.failures
     assert calls(lab, "n1") == ["config images pull --config /etc/kubernetes/kubeadm-config.yaml",

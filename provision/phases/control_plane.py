@@ -38,6 +38,7 @@ def kube_vip_vars(ctx: PhaseContext) -> dict[str, Any]:
 
 
 def extra_vars(ctx: PhaseContext) -> dict[str, Any]:
+    kube_vip = kube_vip_vars(ctx)
     version = ctx.state.kubernetes_version
     if version is None:
         raise BootstrapError("the Kubernetes release prepare installed is not known for this cluster: run "
@@ -45,7 +46,7 @@ def extra_vars(ctx: PhaseContext) -> dict[str, Any]:
     return {"cb_kubeadm_config": render_init_config(ctx.cluster, ctx.settings, version),
             "cb_kubeadm_config_path": CONFIG_PATH,
             "cb_kubeconfig_fetch_dest": str(fetched_kubeconfig_path(ctx.cluster)),
-            "cb_kube_vip": kube_vip_vars(ctx)}
+            "cb_kube_vip": kube_vip}
 
 
 def check(ctx: PhaseContext) -> str:
