@@ -305,12 +305,13 @@ def test_calico_from_an_offline_source_is_customised_and_applied_once(lab: Lab) 
 
 def test_calico_download_failure_names_the_url_and_the_setting(lab: Lab) -> None:
     cluster: Cluster = load_inventory(lab.inventory_path)
-    ctx = PhaseContext(cluster=cluster, settings=with_settings(lab, calico={"version": "v3.33.0"}),
+    # A release other than the default, so that the copy the test above left on n1 is not it.
+    ctx = PhaseContext(cluster=cluster, settings=with_settings(lab, calico={"version": "v3.32.1"}),
                        state=ClusterState.load(cluster))
     result = play("network", ctx)
     assert not result.ok
     message = result.failures[-1].message
-    assert "cannot download Calico's manifest from https://raw.githubusercontent.com/projectcalico/calico/v3.33.0" in message
+    assert "cannot download Calico's manifest from https://raw.githubusercontent.com/projectcalico/calico/v3.32.1" in message
     assert "mirrors.calico_manifest" in message and "offline.source" in message
     assert result.elapsed_s < 120
 
