@@ -122,6 +122,9 @@ class ClusterState:
     vip_interfaces: dict[str, str] = field(default_factory=dict)
     # Node name -> the link speed (Gb/s) multi-node training crosses there, where preflight could read it.
     link_gbps: dict[str, float] = field(default_factory=dict)
+    # The Kubernetes release (1.36.4) of the kubeadm prepare installed on the first control plane, as its report
+    # gave it: kubeadm init's kubernetesVersion (a bare minor in the settings is resolved here, never by kubeadm).
+    kubernetes_version: str | None = None
 
     @classmethod
     def load(cls, cluster: Cluster) -> ClusterState:
@@ -134,7 +137,8 @@ class ClusterState:
                        pythons={k: NodePython(**v) for k, v in (data.get("pythons") or {}).items()},
                        phases={k: PhaseRecord(**v) for k, v in (data.get("phases") or {}).items()},
                        vip_interfaces=dict(data.get("vip_interfaces") or {}),
-                       link_gbps=dict(data.get("link_gbps") or {}))
+                       link_gbps=dict(data.get("link_gbps") or {}),
+                       kubernetes_version=data.get("kubernetes_version"))
         except (ValueError, TypeError) as exc:
             raise BootstrapError(f"{path}: unreadable state ({exc}); delete it and re-run `bootstrap up`") from None
 
@@ -145,7 +149,8 @@ class ClusterState:
                                    "pythons": {k: asdict(v) for k, v in self.pythons.items()},
                                    "phases": {k: asdict(v) for k, v in self.phases.items()},
                                    "vip_interfaces": self.vip_interfaces,
-                                   "link_gbps": self.link_gbps}, indent=2))
+                                   "link_gbps": self.link_gbps,
+                                   "kubernetes_version": self.kubernetes_version}, indent=2))
         tmp.replace(path)
 
 
