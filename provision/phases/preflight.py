@@ -3,6 +3,7 @@ VIP, link speeds and the Python each node runs Ansible with."""
 from __future__ import annotations
 
 from provision.errors import BootstrapError
+from provision.findings import describe, group_findings
 from provision.nodes.preflight.run import PreflightReport, run_preflight
 from provision.nodes.sources_check import check_sources
 from provision.phases.engine import Phase, PhaseContext
@@ -23,8 +24,10 @@ def check(ctx: PhaseContext) -> str:
     ctx.state.gpu_generations |= {name: report.gpu_generations.get(name, []) for name in ctx.target_nodes}
     # What the settings accept but upstream no longer supports (containerd 1.x on 1.35, cgroup v1 allowed) is said
     # on every run, not only by `bootstrap preflight`.
-    for problem in report.warnings:
-        ctx.say(f"warning: {problem.describe()}")
+    # Each once, with the nodes it holds for (the same two on fifty nodes are two lines, not a hundred).
+    warnings = [f for f in report.findings if f.status == "warn"]
+    for group in group_findings(warnings):
+        ctx.say(f"warning: {describe(group, ctx.target_nodes)}")
     if report.blocking:
         more = (f" (and {len(report.blocking) - 1} more; `bootstrap preflight` lists them)"
                 if len(report.blocking) > 1 else "")

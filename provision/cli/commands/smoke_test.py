@@ -14,6 +14,7 @@ from rich.live import Live
 from rich.table import Table
 from rich.text import Text
 
+from provision.cli import invocation
 from provision.cli.options import ConfigOption
 from provision.cli.views import literal_console
 from provision.inputs.settings import load_settings
@@ -153,6 +154,7 @@ def register(app: typer.Typer) -> None:
     ) -> None:
         """Train CIFAR-10 on the cluster's GPUs and judge the run: PASS with accuracy and time, or FAIL with
         the cause read from the API. Exit code 0 on PASS, 1 on FAIL (or when --save could not copy the model)."""
+        invocation.remember(config=config, kubeconfig=kubeconfig)
         settings = load_settings(config)
         if print_manifests is not None:
             # Without a cluster to ask, "auto" means GPU unless --cpu or the settings say CPU.

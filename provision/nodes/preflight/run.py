@@ -10,6 +10,7 @@ from dataclasses import dataclass, field, replace
 
 from ansible.release import __version__ as ANSIBLE_CORE
 
+from provision.findings import Finding as NodeFinding
 from provision.inputs.inventory import Cluster, Node
 from provision.inputs.platforms import NodePython, Platform, platform_for, release_of
 from provision.inputs.settings import Settings
@@ -92,6 +93,12 @@ class PreflightReport:
     @property
     def ok(self) -> bool:
         return not self.blocking
+
+    @property
+    def findings(self) -> list[NodeFinding]:
+        """The problems as findings (blocking first), for telling each once with every node it holds for."""
+        return [NodeFinding(p.check.name, p.node, p.check.status, p.check.detail, p.check.fix)
+                for p in self.blocking + self.warnings]
 
     @property
     def gpu_counts(self) -> dict[str, int]:
