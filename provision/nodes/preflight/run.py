@@ -10,6 +10,7 @@ from dataclasses import dataclass, field, replace
 
 from ansible.release import __version__ as ANSIBLE_CORE
 
+from provision.inputs.gpu_sharing import Advertised
 from provision.inputs.inventory import Cluster, Node
 from provision.inputs.platforms import NodePython
 from provision.inputs.settings import Settings
@@ -56,6 +57,8 @@ class NodeReport:
     link_gbps: float | None = None
     # The generations of its GPUs (versions.GPU_GENERATIONS names), read from their PCI device ids.
     gpu_generations: tuple[str, ...] = ()
+    # What the device plugin will advertise there once the gpu settings are applied (None: no GPUs, or refused).
+    advertised: Advertised | None = None
 
     def check(self, name: str) -> CheckResult | None:
         return next((c for c in self.checks if c.name == name), None)
@@ -95,6 +98,11 @@ class PreflightReport:
     @property
     def gpu_generations(self) -> dict[str, list[str]]:
         return {n.name: list(n.gpu_generations) for n in self.nodes}
+
+    @property
+    def gpu_advertised(self) -> dict[str, Advertised]:
+        """Node -> the resource and count the scheduler will be offered there (GPU nodes only)."""
+        return {n.name: n.advertised for n in self.nodes if n.advertised is not None}
 
     @property
     def link_speeds(self) -> dict[str, float]:
@@ -206,7 +214,8 @@ def run_preflight(cluster: Cluster, settings: Settings, *, nodes: list[str] | No
         generations = gpu_generations(facts, node) if facts is not None and verdict and verdict.gpu_count else ()
         reports.append(NodeReport(node.name, node.role, node.address, all_checks,
                                   verdict.gpu_count if verdict else 0, verdict.python if verdict else None,
-                                  facts.links.link_gbps if facts else None, gpu_generations=generations))
+                                  facts.links.link_gbps if facts else None, gpu_generations=generations,
+                                  advertised=verdict.advertised if verdict else None))
         if on_progress:
             with lock:
                 tally = progress.tally[node.name]
