@@ -18,7 +18,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, ValidationIn
 
 from provision.errors import InputError
 from provision.inputs import versions
-from provision.inputs.addons import ADDONS, VERSION_PATTERN, AddonName
+from provision.inputs.addons import ADDON_ORDER, ADDONS, AddonName
 from provision.inputs.files import parse_yaml, read_text, refuse_vault_file, shown
 
 KUBE_VERSION_RE = re.compile(r"^v?1\.(0|[1-9]\d{0,2})(?:\.(0|[1-9]\d{0,3}))?$")
@@ -637,6 +637,12 @@ class AddonsSettings(_Section):
     volcano_version: str = ADDONS["volcano"].version
     training_operator_version: str = ADDONS["training_operator"].version
     trainer_version: str = ADDONS["trainer"].version
+    cert_manager_version: str = ADDONS["cert_manager"].version
+    kserve_version: str = ADDONS["kserve"].version
+    pipelines_version: str = ADDONS["pipelines"].version
+    node_feature_discovery_version: str = ADDONS["node_feature_discovery"].version
+    gpu_feature_discovery_version: str = ADDONS["gpu_feature_discovery"].version
+    dcgm_exporter_version: str = ADDONS["dcgm_exporter"].version
     # The Volcano queue the smoke test's gangs wait in (the volcano add-on creates it).
     volcano_queue: str = "cluster-bootstrap"
     # How long an add-on phase waits for its CRDs to be Established and its controllers Available.
@@ -654,11 +660,21 @@ class AddonsSettings(_Section):
             return tuple(value)
         return value
 
-    @field_validator("volcano_version", "training_operator_version", "trainer_version")
+    @field_validator("enabled")
     @classmethod
-    def _release_tag(cls, value: str) -> str:
-        if not re.match(VERSION_PATTERN, value):
-            raise ValueError(f"'{value}' is not a release tag: write it as v1.2.3")
+    def _with_requirements(cls, value: tuple[AddonName, ...]) -> tuple[AddonName, ...]:
+        """What an enabled add-on needs is enabled with it (KServe's cert-manager), in install order."""
+        wanted = set(value)
+        for name in value:
+            wanted |= set(ADDONS[name].requires)
+        return tuple(name for name in ADDON_ORDER if name in wanted)
+
+    @field_validator(*(f"{name}_version" for name in ADDON_ORDER))
+    @classmethod
+    def _release_tag(cls, value: str, info: ValidationInfo) -> str:
+        addon = ADDONS[str(info.field_name).removesuffix("_version")]  # type: ignore[index]
+        if not re.fullmatch(addon.version_pattern, value, re.ASCII):
+            raise ValueError(f"'{value}' is not a release tag of {addon.title}: write it as {addon.version}")
         return value
 
     @field_validator("volcano_queue")
@@ -846,6 +862,18 @@ class Settings(_Section):
         if not match or versions.kubernetes_minor_problem(int(match.group(1)), allow_untested=True):
             return data
         return {**data, "calico": {**calico, "version": versions.kubernetes_release(int(match.group(1))).calico}}
+
+    @model_validator(mode="after")
+    def _addons_fit_kubernetes(self) -> Settings:
+        for name in self.addons.enabled:
+            problem = versions.addon_kubernetes_problem(name, self.addons.version(name),
+                                                        self.kubernetes.minor_number)
+            if problem:
+                needed_by = [n for n in self.addons.enabled if name in ADDONS[n].requires]
+                why = f" (needed by {', '.join(needed_by)})" if needed_by else ""
+                raise ValueError(f"addons.enabled: {problem}{why}: choose a kubernetes.version it supports, or "
+                                 f"leave {', '.join(needed_by) or name} out of addons.enabled")
+        return self
 
     @model_validator(mode="after")
     def _sharing_fits_the_smoke_test(self) -> Settings:

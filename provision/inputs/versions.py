@@ -38,6 +38,8 @@ SOURCES: dict[str, str] = {
     "GPU generations": "NVIDIA/gpu-admin-tools gpu/devid_chips.py",
     "container toolkit": "NVIDIA/nvidia-container-toolkit CHANGELOG (v1.17.4, v1.18.1, v1.19.1); NVIDIA/nvkind #76",
     "device plugin": "NVIDIA/k8s-device-plugin #2057 (v0.20.1); its README (flags, config file, time-slicing, MPS)",
+    "add-ons": "each release page in provision/inputs/addons.py; cert-manager.io/docs/releases (cert-manager 1.21: "
+               "1.33-1.36; no release lists 1.37 yet); the others' go.mod (client-go 0.35-0.36) and release dates",
     "MIG": "docs.nvidia.com/datacenter/tesla/mig-user-guide (supported GPUs, supported MIG profiles); "
            "NVIDIA/mig-parted examples/config.yaml (the device ids of each product's profiles)",
     "PyTorch": "PyPI torch 2.15.0 and 2.14.1; pytorch/pytorch #190385 (2.15 drops CUDA 12.6)",
@@ -312,6 +314,27 @@ CONTAINER_TOOLKIT_MINIMUM = (1, 19, 0)
 # NVIDIA/k8s-device-plugin #2057 (2026-09-22).
 DEVICE_PLUGIN_DEFAULT = "v0.20.1"
 DEVICE_PLUGIN_MINIMUM = (0, 17, 0)
+
+
+# --- add-ons ----------------------------------------------------------------------------------------------------
+
+# Add-on -> the Kubernetes minors its pinned release supports (lowest, highest), inclusive. cert-manager publishes
+# its range per release; the others publish none per release: their range is the minors their client libraries
+# (go.mod, client-go 0.35-0.36) and release dates cover among this release's, from 1.33.
+ADDON_KUBERNETES: dict[str, tuple[int, int]] = {
+    "volcano": (33, 37), "training_operator": (33, 37), "trainer": (33, 37),
+    "cert_manager": (33, 36), "kserve": (33, 37), "pipelines": (33, 37),
+    "node_feature_discovery": (33, 37), "gpu_feature_discovery": (33, 37), "dcgm_exporter": (33, 37),
+}
+
+
+def addon_kubernetes_problem(name: str, version: str, minor: int) -> str | None:
+    """Why add-on `name` (at its pinned `version`) does not go with Kubernetes 1.<minor>, or None. A minor newer
+    than the versions table (allowed as untested) is not held to the ranges, as Calico's is not."""
+    low, high = ADDON_KUBERNETES[name]
+    if low <= minor <= high or minor > KUBERNETES_RELEASES[-1].minor:
+        return None
+    return f"{name} {version} supports Kubernetes 1.{low}-1.{high}, not 1.{minor}"
 
 
 # --- MIG: which GPUs can be partitioned, and into what ----------------------------------------------------------

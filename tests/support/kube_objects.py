@@ -92,3 +92,13 @@ def deployment(name: str, namespace: str, image: str, *, ready: int = 1, replica
                                        "reason": "MinimumReplicasAvailable" if available else "MinimumReplicasUnavailable",
                                        "message": "Deployment has minimum availability." if available else
                                        "Deployment does not have minimum availability."}]}}
+
+
+def daemon_set(name: str, namespace: str, image: str, *, ready: int = 1, scheduled: int = 1) -> dict[str, Any]:
+    """A DaemonSet of one container, with `ready` of its `scheduled` pods ready."""
+    return {"apiVersion": "apps/v1", "kind": "DaemonSet", "metadata": {"name": name, "namespace": namespace},
+            "spec": {"selector": {"matchLabels": {"app": name}},
+                     "template": {"metadata": {"labels": {"app": name}},
+                                  "spec": {"containers": [{"name": "main", "image": image}]}}},
+            "status": {"desiredNumberScheduled": scheduled, "currentNumberScheduled": scheduled,
+                       "numberMisscheduled": 0, "numberReady": ready}}
