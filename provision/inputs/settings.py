@@ -892,6 +892,14 @@ class Settings(_Section):
         return self
 
     @property
+    def smoke_gpu_resource(self) -> str:
+        """The resource the smoke test's pods request: smoke_test.gpu_resource when set, else what the device
+        plugin advertises (nvidia.com/mig-<profile> with gpu.mig.strategy mixed)."""
+        if "gpu_resource" in self.smoke_test.model_fields_set:
+            return self.smoke_test.gpu_resource
+        return self.gpu.advertised_resource
+
+    @property
     def shared_pods(self) -> int:
         """How many pods the smoke test runs on shared GPUs (1: no sharing)."""
         if self.gpu.sharing == "none":
