@@ -263,3 +263,52 @@ def test_the_gpu_phase_hands_the_role_each_products_count(tmp_path: Path) -> Non
     # A100 80GB and H100 80GB hold seven; A100 40GB four; H200 has no 1g.10gb at all.
     assert layout["instances"]["n1"]["20b2"] == 7 and layout["instances"]["n1"]["2330"] == 7
     assert layout["instances"]["n1"]["20b0"] == 4 and "2335" not in layout["instances"]["n1"]
+
+
+# --- through the phases `up` runs: preflight counts, gpu applies and checks ----------------------------------
+
+def test_up_counts_the_shared_gpus_at_preflight_and_the_gpu_phase_holds_allocatable_to_it(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from provision import phases as phases_module
+    from provision.inputs.gpu_sharing import Advertised
+    from provision.inputs.inventory import load_inventory
+    from provision.inputs.state import ClusterState
+    from provision.kube.kubeconfig import admin_kubeconfig_path
+    from provision.nodes.preflight.run import NodeReport, PreflightReport
+    from provision.nodes.runner import PlaybookResult
+    from provision.phases import PhaseContext, run_phases, select_phases
+
+    monkeypatch.setenv("BOOTSTRAP_STATE_DIR", str(tmp_path / "state"))
+    hosts = tmp_path / "hosts.ini"
+    hosts.write_text("[control_plane]\ncp1 ansible_host=10.20.0.10\n[workers]\nw1 ansible_host=10.20.0.11\n")
+    cluster = load_inventory(hosts)
+    settings = parse_settings({"gpu": {"sharing": "time-slicing", "replicas": 4}})
+    playbooks: list[dict[str, Any]] = []
+
+    def fake_preflight(cluster: Any, settings: Any, *, nodes: list[str] | None = None, **_: Any) -> PreflightReport:
+        return PreflightReport((NodeReport("cp1", "control_plane", "", (), 0),
+                                NodeReport("w1", "worker", "", (), 2, gpu_generations=("Hopper",),
+                                           advertised=Advertised("nvidia.com/gpu", 8, "2 GPUs x 4 replicas"))), 0.1)
+
+    def fake_playbook(playbook: str, *args: Any, extra_vars: dict[str, Any] | None = None, **_: Any) -> PlaybookResult:
+        playbooks.append({"playbook": playbook, **(extra_vars or {})})
+        return PlaybookResult("gpu", playbook, 0, "successful", tmp_path, {}, [], 1.0)
+
+    monkeypatch.setattr(phases_module.preflight, "run_preflight", fake_preflight)
+    monkeypatch.setattr(phases_module.engine, "run_playbook", fake_playbook)
+    with FakeApiServer() as server:
+        admin_kubeconfig_path(cluster).parent.mkdir(parents=True)
+        server.write_kubeconfig(admin_kubeconfig_path(cluster))
+        server.add("GET", "/version/", VERSION)
+        server.add("GET", "/api/v1/nodes", object_list("NodeList", [node("cp1"), node("w1", gpus=8)]))
+        server.add("GET", "/api/v1/namespaces/kube-system/pods", object_list("PodList", healthy_pods()))
+        context = PhaseContext(cluster=cluster, settings=settings, state=ClusterState.load(cluster))
+        result = run_phases(select_phases(("preflight", "gpu")), context)
+    assert [(o.name, o.status) for o in result.outcomes] == [("preflight", "ok"), ("gpu", "ok")], result.error
+    preflight, gpu = result.outcomes
+    assert preflight.detail == "2 nodes ready to prepare, 2 GPUs found (8 nvidia.com/gpu schedulable)"
+    assert gpu.detail == "device plugin v0.20.1: 8 nvidia.com/gpu (time-slicing x4) allocatable on 1 nodes"
+    (applied,) = playbooks
+    assert applied["cb_gpu_node_labels"]["w1"][:2] == ["nvidia.com/gpu.present=true", "nvidia.com/mps.capable-"]
+    assert applied["cb_mig"] == {"hosts": [], "profile": "", "instances": {}}
+    assert ClusterState.load(cluster).gpu_offered == {"w1": {"nvidia.com/gpu": 8}}
