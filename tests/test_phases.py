@@ -113,7 +113,8 @@ def test_up_is_the_issue_order_and_node_add_reuses_its_phases() -> None:
               for name in (addon, f"remove_{addon}")}
     assert playbooks == {"prepare": "prepare.yml", "control_plane": "control_plane.yml", "network": "network.yml",
                          "join": "join.yml", "gpu": "gpu_plugin.yml", "etcd": "etcd_remove.yml",
-                         "reset": "reset.yml"} | addons
+                         "reset": "reset.yml", "etcd_probe": "etcd_probe.yml",
+                         "etcd_snapshot": "etcd_snapshot.yml"} | addons
     assert all((PLAYBOOKS_DIR / playbook).is_file() for playbook in playbooks.values())
 
 

@@ -16,6 +16,7 @@ from provision.inputs.settings import Settings
 from provision.inputs.state import ClusterState, check_state_root, inputs_fingerprint
 from provision.inputs.validation import load_cluster, settings_warnings
 from provision.phases import UP_PHASES, PhaseContext, PipelineResult, resume_point, run_phases, select_phases
+from provision.phases.engine import EtcdOptions
 
 
 def with_host_key_choice(settings: Settings, accept_new_host_keys: bool) -> Settings:
@@ -63,10 +64,12 @@ def pipeline_document(result: PipelineResult, command: str) -> dict[str, Any]:
 
 def run_pipeline(phase_names: Sequence[str], cluster: Cluster, settings: Settings, nodes: NodeOptions, *, title: str,
                  from_phase: str | None = None, only: str | None = None, targets: tuple[str, ...] | None = None,
-                 output: Output = Output.text, extra: Callable[[], dict[str, Any]] | None = None) -> PhaseContext:
+                 output: Output = Output.text, extra: Callable[[PhaseContext], dict[str, Any]] | None = None,
+                 etcd: EtcdOptions | None = None) -> PhaseContext:
     """Run the phases with the live view, then show the summary (table, or JSON on stdout), then raise the
-    first failure. `extra`, called once the phases are done, adds fields to the JSON document. `up` without
-    --from or --only resumes by itself where the state says the phases before completed with the same inputs."""
+    first failure. `extra`, called with the run's context once the phases are done, adds fields to the JSON
+    document; `etcd` is what the etcd commands ask of their phases. `up` without --from or --only resumes by
+    itself where the state says the phases before completed with the same inputs."""
     state = ClusterState.load(cluster)
     view = PhaseView(nodes.verbose)
     if tuple(phase_names) == UP_PHASES and from_phase is None and only is None:
@@ -78,13 +81,14 @@ def run_pipeline(phase_names: Sequence[str], cluster: Cluster, settings: Setting
     phases = select_phases(tuple(phase_names), from_phase=from_phase, only=only)
     ctx = PhaseContext(cluster=cluster, settings=settings, state=state, nodes=targets,
                        verbose=nodes.verbose, become_password=ask_become_password(nodes.ask_become_pass),
-                       on_progress=view.playbook, on_message=view.message, on_smoke_progress=view.smoke)
+                       on_progress=view.playbook, on_message=view.message, on_smoke_progress=view.smoke,
+                       etcd=etcd or EtcdOptions())
     try:
         result = run_phases(phases, ctx)
     finally:
         view.stop()
     if output is Output.json:
-        echo_json(pipeline_document(result, title) | (extra() if extra else {}))
+        echo_json(pipeline_document(result, title) | (extra(ctx) if extra else {}))
     else:
         print_summary(result, title)
     if result.error is not None:
