@@ -95,7 +95,7 @@ def test_several_gpus_in_one_pod_run_under_torchrun() -> None:
 def test_the_trainer_source_ships_in_the_configmap_byte_for_byte() -> None:
     objects = by_kind(render(SPECS["one-gpu"]))
     data = objects["ConfigMap"]["data"]
-    assert set(data) == set(TRAINER_FILES) == {"train.py", "cifar_data.py", "infer.py", "bandwidth.py"}
+    assert set(data) == set(TRAINER_FILES) == {"train.py", "cifar_data.py", "infer.py", "bandwidth.py", "serve.py", "deploy.py"}
     for name in TRAINER_FILES:
         assert data[name] == (TRAINER_DIR / name).read_text()
     pod = objects["Job"]["spec"]["template"]["spec"]

@@ -14,6 +14,7 @@ from typer.testing import CliRunner
 from provision import phases as phases_module
 from provision.cli.app import app
 from provision.errors import BootstrapError, InputError
+from provision.inputs.addons import ADDON_ORDER
 from provision.inputs.inventory import load_inventory
 from provision.inputs.settings import Settings
 from provision.inputs.state import ClusterState
@@ -94,7 +95,7 @@ def test_a_phase_with_nothing_to_do_is_skipped(cluster, monkeypatch: pytest.Monk
 
 def test_from_and_only_select_phases() -> None:
     assert [p.name for p in select_phases(UP_PHASES, from_phase="gpu")] == [
-        "gpu", "volcano", "training_operator", "trainer", "verify", "smoke"]
+        "gpu", *ADDON_ORDER, "verify", "smoke"]
     assert [p.name for p in select_phases(UP_PHASES, only="network")] == ["network"]
     assert [p.name for p in select_phases(UP_PHASES)] == list(UP_PHASES)
     with pytest.raises(InputError, match="unknown phase 'netwrk': phases are preflight, prepare, control_plane"):
@@ -105,12 +106,12 @@ def test_from_and_only_select_phases() -> None:
 
 def test_up_is_the_issue_order_and_node_add_reuses_its_phases() -> None:
     assert UP_PHASES == ("preflight", "prepare", "control_plane", "network", "join", "gpu",
-                         "volcano", "training_operator", "trainer", "verify", "smoke")
+                         "volcano", "training_operator", "trainer", "cert_manager", "kserve", "pipelines",
+                         "node_feature_discovery", "gpu_feature_discovery", "dcgm_exporter", "verify", "smoke")
     assert set(NODE_ADD_PHASES) <= set(UP_PHASES)
     assert all(name in PHASES for name in UP_PHASES)
     playbooks = {p.name: p.playbook for p in PHASES.values() if p.playbook}
-    addons = {name: "addon.yml" for addon in ("volcano", "training_operator", "trainer")
-              for name in (addon, f"remove_{addon}")}
+    addons = {name: "addon.yml" for addon in ADDON_ORDER for name in (addon, f"remove_{addon}")}
     assert playbooks == {"prepare": "prepare.yml", "control_plane": "control_plane.yml", "network": "network.yml",
                          "join": "join.yml", "gpu": "gpu_plugin.yml", "etcd": "etcd_remove.yml",
                          "reset": "reset.yml", "etcd_probe": "etcd_probe.yml",

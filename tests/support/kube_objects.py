@@ -109,3 +109,13 @@ def event(name: str, involved: dict[str, str], reason: str, message: str, *, kin
     """An event about `involved` (kind, name, namespace)."""
     return {"metadata": {"name": name, "namespace": namespace}, "involvedObject": involved, "reason": reason,
             "message": message, "type": kind, "lastTimestamp": STARTED, "count": 1}
+
+
+def daemon_set(name: str, namespace: str, image: str, *, ready: int = 1, scheduled: int = 1) -> dict[str, Any]:
+    """A DaemonSet of one container, with `ready` of its `scheduled` pods ready."""
+    return {"apiVersion": "apps/v1", "kind": "DaemonSet", "metadata": {"name": name, "namespace": namespace},
+            "spec": {"selector": {"matchLabels": {"app": name}},
+                     "template": {"metadata": {"labels": {"app": name}},
+                                  "spec": {"containers": [{"name": "main", "image": image}]}}},
+            "status": {"desiredNumberScheduled": scheduled, "currentNumberScheduled": scheduled,
+                       "numberMisscheduled": 0, "numberReady": ready}}
