@@ -29,7 +29,8 @@ def private_state_dir(tmp_path_factory: pytest.TempPathFactory, monkeypatch: pyt
 # The tests that import the trainer's modules need its dependencies, torch and numpy, which only the Python 3.11
 # environment has (scripts/setup.sh): the other environment does not collect them (./dev.sh test runs them in the
 # first).
-TRAINER_TEST_MODULES = ("test_trainer.py", "test_trainer_data.py", "test_infer_image.py", "test_smoke_cache.py")
+TRAINER_TEST_MODULES = ("test_trainer.py", "test_trainer_data.py", "test_infer_image.py", "test_smoke_cache.py",
+                        "test_trainer_serve.py")
 TRAINER_DEPENDENCIES = ("torch", "numpy")
 
 

@@ -16,6 +16,7 @@ from provision.render.playbook_vars import (
     addon_vars,
     control_plane_vars,
     etcd_remove_vars,
+    etcd_snapshot_vars,
     gpu_vars,
     join_vars,
     network_vars,
@@ -36,10 +37,10 @@ ROLE_TEXTS = {path: path.read_text() for path in PLAYBOOKS_DIR.rglob("*")
 def _built_names() -> set[str]:
     settings = parse_settings({})
     built = [playbook_vars(CLUSTER, settings), prepare_vars(CLUSTER, {"w1": 1}),
-             control_plane_vars(CLUSTER, settings, vip_interfaces={}, fetch_dest=Path("/tmp/admin.conf")),
+             control_plane_vars(CLUSTER, settings, "1.36.4", vip_interfaces={}, fetch_dest=Path("/tmp/admin.conf")),
              join_vars(CLUSTER, settings, vip_interfaces={}), network_vars(settings),
-             gpu_vars(settings, ["w1"], {"w1": ["Hopper"]}), addon_vars(settings, "volcano", "present"),
-             etcd_remove_vars(["cp1"])]
+             gpu_vars(settings, CLUSTER, ["w1"], {"w1": ["Hopper"]}), addon_vars(settings, "volcano", "present"),
+             etcd_remove_vars(["cp1"]), etcd_snapshot_vars({"snapshot_dir": "/var/lib/etcd-snapshots"}, {})]
     return {name for variables in built for name in variables}
 
 
@@ -47,9 +48,10 @@ def test_every_cb_variable_a_role_reads_is_built_in_render() -> None:
     """A role reading a cb_* variable nobody passes would fail on a real node only; every one the roles read is
     among those render/playbook_vars.py builds (the inventory's per-node cb_python_bootstrap aside)."""
     read = {name for text in ROLE_TEXTS.values() for name in re.findall(r"\bcb_[a-z0-9_]+", text)}
-    # Module and filter names (cb_fetch: ..., | cb_etcd_members), the keys of the modules' results and the
-    # inventory's per-node variable are not playbook variables.
+    # Module, module_utils and filter names (cb_fetch: ..., cb_etcd.py, | cb_etcd_members), the keys of the
+    # modules' results and the inventory's per-node variable are not playbook variables.
     plugins = {path.stem for path in PLAYBOOKS_DIR.rglob("library/cb_*.py")} | {
+        path.stem for path in PLAYBOOKS_DIR.rglob("module_utils/cb_*.py")} | {
         name for path in PLAYBOOKS_DIR.rglob("filter_plugins/*.py")
         for name in re.findall(r"^def (cb_[a-z0-9_]+)", path.read_text(), re.MULTILINE)}
     read -= plugins | {"cb_python_bootstrap", "cb_state", "cb_package_lock"}
@@ -69,9 +71,12 @@ def test_the_phases_assemble_no_playbook_variable_themselves() -> None:
     built = _built_names()
     spelled: dict[str, list[str]] = {}
     for path in sorted((REPO_ROOT / "provision").rglob("*.py")):
+        # A variable is assembled as a dict's key (a module's result key by the same name is not one).
         for node in ast.walk(ast.parse(path.read_text())):
-            if isinstance(node, ast.Constant) and node.value in built:
-                spelled.setdefault(node.value, []).append(str(path.relative_to(REPO_ROOT)))
+            keys = node.keys if isinstance(node, ast.Dict) else []
+            for key in keys:
+                if isinstance(key, ast.Constant) and key.value in built:
+                    spelled.setdefault(key.value, []).append(str(path.relative_to(REPO_ROOT)))
     outside = {name: paths for name, paths in spelled.items()
                if any(path != "provision/render/playbook_vars.py" for path in paths)}
     assert outside == {}
@@ -122,13 +127,11 @@ def test_each_prepare_role_declares_its_dependencies() -> None:
     ("1.36.4", "1.36.4", "v1.36.5", False), ("1.36.4", "1.36.4", "v1.36.4+k3s1", True),
 ])
 def test_the_pinned_patch_is_decided_once(version: str, patch: str | None, running: str, runs: bool) -> None:
-    """kubernetes.version pins a release or names a minor: the settings say which (patch), and the package specs
-    (cb_kube_patch), kubeadm's kubernetesVersion and the API server's check all read that."""
-    from provision.render.kubeadm_config import render_init_config
-
+    """kubernetes.version pins a release or names a minor: the settings say which (patch) and judge a running
+    version against it (is_running); the package specs (cb_kube_patch), the prepare check of the kubeadm
+    installed and the API server's check all read that, and no role parses the version again."""
     settings = parse_settings({"kubernetes": {"version": version}})
     assert settings.kubernetes.patch == patch
     assert settings.kubernetes.is_running(running) is runs
     assert playbook_vars(CLUSTER, settings)["cb_kube_patch"] == patch
-    assert (f"kubernetesVersion: v{patch}" in render_init_config(CLUSTER, settings)) is (patch is not None)
-    assert not any("cb_kube_version" in text for text in ROLE_TEXTS.values())
+    assert not any("cb_kube_version" in text or "split('.') | length" in text for text in ROLE_TEXTS.values())

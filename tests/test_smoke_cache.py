@@ -176,7 +176,8 @@ def test_save_copies_the_model_and_metrics_back_and_the_code_to_use_them(tmp_pat
     assert (saved / "model.pt").read_bytes() == b"\x80weights"
     assert json.loads((saved / "metrics.json").read_text()) == METRICS  # every field the trainer wrote
     assert json.loads((saved / "verdict.json").read_text())["passed"] is True
-    assert {p.name for p in (saved / "trainer").iterdir()} == {"train.py", "cifar_data.py", "infer.py", "bandwidth.py"}
+    assert {p.name for p in (saved / "trainer").iterdir()} == {"train.py", "cifar_data.py", "infer.py", "bandwidth.py",
+                                                                "serve.py", "deploy.py"}
     assert set(verdict.saved) >= {"model.pt", "metrics.json", "verdict.json", "trainer/infer.py"}
     # The collector ran where rank 0 wrote, and was read through the API server's pod proxy.
     assert created[0]["spec"]["nodeName"] == "gpu-1"

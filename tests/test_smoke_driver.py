@@ -81,7 +81,7 @@ def test_a_run_that_trains_to_accuracy_passes_and_leaves_nothing_behind(tmp_path
     assert outcome.lines.count("epoch 3/10  loss 1.0  train_acc 0.9  time 0.50s  images/s 100000") == 1
     # What was applied: the trainer's code, and a Job asking for the GPU.
     configmap = outcome.posted("/configmaps")
-    assert set(configmap["data"]) == {"train.py", "cifar_data.py", "infer.py", "bandwidth.py"}
+    assert set(configmap["data"]) == {"train.py", "cifar_data.py", "infer.py", "bandwidth.py", "serve.py", "deploy.py"}
     container = outcome.posted("/jobs")["spec"]["template"]["spec"]["containers"][0]
     assert container["resources"]["limits"]["nvidia.com/gpu"] == "1"
     assert container["image"] == IMAGE

@@ -167,18 +167,24 @@ def read_image(path: Path) -> np.ndarray:
 
 
 @torch.no_grad()
-def classify_image(model: Path, image: Path, device: torch.device | None = None) -> dict:
-    """The picture's class, the model's score for it (softmax) and the next two classes."""
-    device = device or torch.device("cpu")
-    net, meta = load_model(model, device)
-    pixels = torch.from_numpy(read_image(image)).unsqueeze(0).to(device).float()
+def rank_classes(net: torch.nn.Sequential, meta: dict, pixels_u8: np.ndarray, device: torch.device) -> dict:
+    """One 3 x 32 x 32 uint8 picture: its class, the model's score for it (softmax) and the next two classes
+    (also what trainer/serve.py answers over HTTP)."""
+    pixels = torch.from_numpy(np.ascontiguousarray(pixels_u8, dtype=np.uint8)).unsqueeze(0).to(device).float()
     mean = torch.tensor(meta["mean"], device=device).view(1, 3, 1, 1)
     std = torch.tensor(meta["std"], device=device).view(1, 3, 1, 1)
     scores = torch.softmax(net((pixels - mean) / std).float(), dim=1)[0]
     ranked = scores.argsort(descending=True).tolist()
     classes = meta["classes"]
-    return {"image": str(image), "class": classes[ranked[0]], "score": round(float(scores[ranked[0]]), 4),
+    return {"class": classes[ranked[0]], "score": round(float(scores[ranked[0]]), 4),
             "next": [{"class": classes[i], "score": round(float(scores[i]), 4)} for i in ranked[1:3]]}
+
+
+def classify_image(model: Path, image: Path, device: torch.device | None = None) -> dict:
+    """The picture's class, the model's score for it (softmax) and the next two classes."""
+    device = device or torch.device("cpu")
+    net, meta = load_model(model, device)
+    return {"image": str(image), **rank_classes(net, meta, read_image(image), device)}
 
 
 def main(argv: list[str] | None = None) -> int:

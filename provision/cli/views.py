@@ -8,6 +8,7 @@ from rich.live import Live
 from rich.table import Table
 from rich.text import Text
 
+from provision.cli.invocation import carry
 from provision.nodes.runner import PlaybookResult, RunProgress
 from provision.phases import PipelineResult
 
@@ -46,7 +47,7 @@ def print_result(result: PlaybookResult) -> None:
     console.print(Text.assemble(f"{result.phase}: ", status, f" in {result.elapsed_s:.1f}s, {changed} changes on "
                                 f"{len(result.tally)} hosts  (log: {result.run_dir / 'run.log'})"))
     for failure in result.failures:
-        console.print(Text(f"  {failure.describe()}", style="red"))
+        console.print(Text(f"  {carry(failure.describe())}", style="red"))
 
 
 class PhaseView:
@@ -72,6 +73,7 @@ class PhaseView:
             self.live = None
 
     def message(self, text: str) -> None:
+        text = carry(text)
         if text.startswith("waiting: "):
             # Repeated on every poll: a transient status line, printed once per change without a terminal.
             if self.interactive:
@@ -116,6 +118,6 @@ def print_summary(result: PipelineResult, title: str) -> None:
             for node, kind in outcome.nodes.items():
                 kinds.setdefault(kind, []).append(node)
             detail = "; ".join(f"{kind}: {', '.join(names)}" for kind, names in kinds.items()) + " (see below)"
-        table.add_row(outcome.name, Text(outcome.status, style=STATUS_STYLE[outcome.status]), seconds, Text(detail))
+        table.add_row(outcome.name, Text(outcome.status, style=STATUS_STYLE[outcome.status]), seconds, Text(carry(detail)))
     table.add_row("total", "", f"{result.total_seconds:.1f}s", "", style="bold")
     console.print(table)

@@ -113,6 +113,9 @@ class ClusterState:
     gpus: dict[str, int] | None = None
     # Node name -> the generations of those GPUs (the NVIDIA kernel module and the smoke image follow them).
     gpu_generations: dict[str, list[str]] = field(default_factory=dict)
+    # Node name -> {resource: count} the device plugin will advertise there (the GPUs, their MIG instances, each
+    # gpu.replicas times when shared), as preflight decided it; verify holds allocatable to it.
+    gpu_offered: dict[str, dict[str, int]] = field(default_factory=dict)
     # Node name -> the interpreter preflight chose for it (every playbook run's inventory names it).
     pythons: dict[str, NodePython] = field(default_factory=dict)
     # Name -> outcome of the last time each phase ran.
@@ -122,6 +125,9 @@ class ClusterState:
     vip_interfaces: dict[str, str] = field(default_factory=dict)
     # Node name -> the link speed (Gb/s) multi-node training crosses there, where preflight could read it.
     link_gbps: dict[str, float] = field(default_factory=dict)
+    # The Kubernetes release (1.36.4) of the kubeadm prepare installed on the first control plane, as its report
+    # gave it: kubeadm init's kubernetesVersion (a bare minor in the settings is resolved here, never by kubeadm).
+    kubernetes_version: str | None = None
 
     @classmethod
     def load(cls, cluster: Cluster) -> ClusterState:
@@ -131,10 +137,12 @@ class ClusterState:
         try:
             data = json.loads(path.read_text())
             return cls(gpus=data.get("gpus"), gpu_generations=data.get("gpu_generations") or {},
+                       gpu_offered={k: dict(v) for k, v in (data.get("gpu_offered") or {}).items()},
                        pythons={k: NodePython(**v) for k, v in (data.get("pythons") or {}).items()},
                        phases={k: PhaseRecord(**v) for k, v in (data.get("phases") or {}).items()},
                        vip_interfaces=dict(data.get("vip_interfaces") or {}),
-                       link_gbps=dict(data.get("link_gbps") or {}))
+                       link_gbps=dict(data.get("link_gbps") or {}),
+                       kubernetes_version=data.get("kubernetes_version"))
         except (ValueError, TypeError) as exc:
             raise BootstrapError(f"{path}: unreadable state ({exc}); delete it and re-run `bootstrap up`") from None
 
@@ -142,10 +150,12 @@ class ClusterState:
         path = cluster_dir(cluster) / "state.json"
         tmp = path.with_suffix(".tmp")
         tmp.write_text(json.dumps({"gpus": self.gpus, "gpu_generations": self.gpu_generations,
+                                   "gpu_offered": self.gpu_offered,
                                    "pythons": {k: asdict(v) for k, v in self.pythons.items()},
                                    "phases": {k: asdict(v) for k, v in self.phases.items()},
                                    "vip_interfaces": self.vip_interfaces,
-                                   "link_gbps": self.link_gbps}, indent=2))
+                                   "link_gbps": self.link_gbps,
+                                   "kubernetes_version": self.kubernetes_version}, indent=2))
         tmp.replace(path)
 
 

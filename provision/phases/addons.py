@@ -7,9 +7,10 @@ from typing import Any, Literal
 
 from provision.errors import BootstrapError
 from provision.inputs.addons import ADDON_ORDER, ADDONS, AddonName
-from provision.kube.addons import wait_for_addon, wait_for_removal
+from provision.kube.addons import crd_exists, wait_for_addon, wait_for_removal
 from provision.phases.common import api
 from provision.phases.engine import Phase, PhaseContext
+from provision.render.addons import SERVICE_MONITOR_CRD, ClusterFacts
 from provision.render.playbook_vars import addon_vars
 
 
@@ -19,7 +20,10 @@ def _skip(name: AddonName) -> Callable[[PhaseContext], str | None]:
 
 def _vars(name: AddonName, state: Literal["present", "absent"]) -> Callable[[PhaseContext], dict[str, Any]]:
     def extra_vars(ctx: PhaseContext) -> dict[str, Any]:
-        return addon_vars(ctx.settings, name, state)
+        # What the cluster serves decides some of our objects (DCGM's ServiceMonitor): asked once, here.
+        facts = ClusterFacts(service_monitors=crd_exists(api(ctx), SERVICE_MONITOR_CRD)) \
+            if name == "dcgm_exporter" else ClusterFacts()
+        return addon_vars(ctx.settings, name, state, facts)
     return extra_vars
 
 

@@ -15,7 +15,11 @@ from provision.render.playbook_vars import control_plane_vars
 
 
 def extra_vars(ctx: PhaseContext) -> dict[str, Any]:
-    return control_plane_vars(ctx.cluster, ctx.settings, vip_interfaces=ctx.state.vip_interfaces,
+    version = ctx.state.kubernetes_version
+    if version is None:
+        raise BootstrapError("the Kubernetes release prepare installed is not known for this cluster: run "
+                             "`bootstrap up --from prepare`")
+    return control_plane_vars(ctx.cluster, ctx.settings, version, vip_interfaces=ctx.state.vip_interfaces,
                               fetch_dest=fetched_kubeconfig_path(ctx.cluster))
 
 
@@ -30,9 +34,10 @@ def check(ctx: PhaseContext) -> str:
     wanted = ctx.settings.kubernetes
     if not wanted.is_running(version):
         raise BootstrapError(f"the API server runs {version} but kubernetes.version is {wanted.version}: the control "
-                             "plane was initialised with another version; `bootstrap down` and `up` again to change it")
+                             "plane was initialised with another version; `bootstrap down`, then `bootstrap up` to "
+                             "change it")
     return f"API server {version}; kubeconfig {kubeconfig}"
 
 
 PHASE = Phase("control_plane", "kubeadm init and the admin kubeconfig", check, playbook="control_plane.yml",
-              extra_vars=extra_vars, needs=("vip_interfaces",), provides=("kubeconfig",))
+              extra_vars=extra_vars, needs=("kubernetes_version", "vip_interfaces"), provides=("kubeconfig",))

@@ -1,5 +1,6 @@
-"""gpu: the NVIDIA device plugin and its RuntimeClass on the nodes where preflight found GPUs, those nodes labelled
-with their oldest GPU generation, then the GPUs allocatable."""
+"""gpu: MIG instances laid out where gpu.mig asks for them, then the NVIDIA device plugin (with its configuration:
+the MIG strategy, the sharing) and its RuntimeClass on the nodes where preflight found GPUs, those nodes labelled
+with their oldest GPU generation, then what the plugin advertises checked against what preflight expected."""
 from __future__ import annotations
 
 from typing import Any
@@ -15,7 +16,7 @@ def skip_reason(ctx: PhaseContext) -> str | None:
 
 
 def extra_vars(ctx: PhaseContext) -> dict[str, Any]:
-    return gpu_vars(ctx.settings, sorted(gpu_nodes(ctx)), ctx.state.gpu_generations)
+    return gpu_vars(ctx.settings, ctx.cluster, sorted(gpu_nodes(ctx)), ctx.state.gpu_generations)
 
 
 def check(ctx: PhaseContext) -> str:
@@ -23,8 +24,12 @@ def check(ctx: PhaseContext) -> str:
                             timeout_s=ctx.settings.verify.timeout_s, on_message=ctx.say)
     report.raise_for_problems("gpu")
     found = sum(f for _, f in report.gpus.values())
-    plugin = ctx.settings.gpu.device_plugin_version
-    return f"device plugin {plugin}: {found} GPUs allocatable on {len(report.gpus)} nodes"
+    gpu = ctx.settings.gpu
+    plugin = gpu.device_plugin_version
+    how = [f"MIG {gpu.mig.profile} ({gpu.mig.strategy})"] if gpu.mig.enabled else []
+    how += [f"{gpu.sharing} x{gpu.replicas}"] if gpu.sharing != "none" else []
+    what = f"{gpu.advertised_resource} ({', '.join(how)})" if how else "GPUs"
+    return f"device plugin {plugin}: {found} {what} allocatable on {len(report.gpus)} nodes"
 
 
 PHASE = Phase("gpu", "NVIDIA device plugin on GPU nodes", check, playbook="gpu_plugin.yml", extra_vars=extra_vars,

@@ -17,7 +17,7 @@ from provision.inputs.inventory import Cluster
 from provision.inputs.platforms import NodePython, Platform, bootstrap_script, role_rows
 from provision.inputs.settings import Settings
 from provision.inputs.sources import resolve_sources
-from provision.render.addons import addon_plan
+from provision.render.addons import ClusterFacts, addon_plan
 from provision.render.endpoint import API_SERVER_CERT_NAME, api_endpoint, endpoint_mode, node_ip
 from provision.render.kubeadm_config import CRI_SOCKET, ignored_preflight_errors, render_init_config
 from provision.render.manifests import (
@@ -27,6 +27,7 @@ from provision.render.manifests import (
     api_proxy,
     calico_source,
     device_plugin_manifest,
+    gpu_node_labels,
     kube_proxy_kubeconfig,
     kube_vip_manifest,
     runtimeclass_manifest,
@@ -143,11 +144,11 @@ def kube_vip_vars(cluster: Cluster, settings: Settings, vip_interfaces: Mapping[
     return {"cb_kube_vip": found}
 
 
-def control_plane_vars(cluster: Cluster, settings: Settings, *, vip_interfaces: Mapping[str, str],
-                       fetch_dest: Path) -> dict[str, Any]:
-    """control_plane.yml: the kubeadm configuration, where the admin kubeconfig is fetched to on this machine, and
-    kube-vip's static pods."""
-    return {"cb_kubeadm_config": render_init_config(cluster, settings),
+def control_plane_vars(cluster: Cluster, settings: Settings, kubernetes_version: str, *,
+                       vip_interfaces: Mapping[str, str], fetch_dest: Path) -> dict[str, Any]:
+    """control_plane.yml: the kubeadm configuration for `kubernetes_version` (the release prepare installed), where
+    the admin kubeconfig is fetched to on this machine, and kube-vip's static pods."""
+    return {"cb_kubeadm_config": render_init_config(cluster, settings, kubernetes_version),
             "cb_kubeconfig_fetch_dest": str(fetch_dest)} | kube_vip_vars(cluster, settings, vip_interfaces)
 
 
@@ -173,21 +174,52 @@ def network_vars(settings: Settings) -> dict[str, Any]:
             "cb_calico_kustomization": source.kustomization}
 
 
-def gpu_vars(settings: Settings, nodes: Sequence[str], generations: Mapping[str, list[str]]) -> dict[str, Any]:
-    """gpu_plugin.yml: the GPU nodes (node names), each labelled with its oldest GPU generation where preflight named
-    them (`generations`, node name -> generations: the smoke test picks its image for the oldest among the nodes it
-    runs on), the device plugin and the RuntimeClass."""
+def mig_layout(settings: Settings, cluster: Cluster, nodes: Sequence[str]) -> dict[str, Any]:
+    """The inventory hosts whose GPUs are cut, the profile, and per host the instances one GPU of each PCI device id
+    holds (the versions table's; preflight refused GPUs without the profile)."""
+    mig = settings.gpu.mig
+    if not mig.enabled or mig.profile is None:
+        return {"hosts": [], "profile": "", "instances": {}}
+    profile = mig.profile
+    counts = {f"{device:04x}": product.profiles[profile]
+              for product in versions.MIG_PRODUCTS if profile in product.profiles for device in product.device_ids}
+    hosts = {cluster.node(name).host: counts for name in nodes}
+    return {"hosts": sorted(hosts), "profile": profile, "instances": hosts}
+
+
+def gpu_vars(settings: Settings, cluster: Cluster, nodes: Sequence[str],
+             generations: Mapping[str, list[str]]) -> dict[str, Any]:
+    """gpu_plugin.yml: the GPU nodes (node names), each with the labels every GPU node gets and its oldest GPU
+    generation where preflight named them (`generations`, node name -> generations: the smoke test picks its image
+    for the oldest among the nodes it runs on), the MIG layout, the device plugin and the RuntimeClass."""
+    common = gpu_node_labels(settings)
     return {"cb_gpu_nodes": list(nodes),
-            "cb_gpu_node_labels": {name: [f"{versions.GPU_GENERATION_LABEL}={versions.oldest_generation(generations[name])}"]
-                                   for name in nodes if generations.get(name)},
+            "cb_gpu_node_labels": {name: common + (
+                [f"{versions.GPU_GENERATION_LABEL}={versions.oldest_generation(generations[name])}"]
+                if generations.get(name) else []) for name in nodes},
+            "cb_mig": mig_layout(settings, cluster, nodes),
             "cb_device_plugin_manifest": device_plugin_manifest(settings),
             "cb_runtimeclass_manifest": runtimeclass_manifest()}
 
 
-def addon_vars(settings: Settings, name: AddonName, state: Literal["present", "absent"]) -> dict[str, Any]:
-    """addon.yml: one add-on's plan (render/addons.py), whether it is installed or removed, and how long to wait."""
-    return {"cb_addon": addon_plan(settings, name).as_vars(), "cb_addon_state": state,
+def addon_vars(settings: Settings, name: AddonName, state: Literal["present", "absent"],
+               facts: ClusterFacts | None = None) -> dict[str, Any]:
+    """addon.yml: one add-on's plan (render/addons.py; `facts`: what the cluster serves that changes it), whether it
+    is installed or removed, and how long to wait."""
+    return {"cb_addon": addon_plan(settings, name, facts).as_vars(), "cb_addon_state": state,
             "cb_addon_timeout_s": settings.addons.timeout_s}
+
+
+def etcd_probe_vars(layout: Mapping[str, Any]) -> dict[str, Any]:
+    """etcd_probe.yml, and the etcd playbooks after it: where etcd's files are on a control plane (the layout
+    provision/nodes/etcd/report.py decides)."""
+    return {"cb_etcd_layout": dict(layout)}
+
+
+def etcd_snapshot_vars(layout: Mapping[str, Any], snapshot: Mapping[str, Any]) -> dict[str, Any]:
+    """etcd_snapshot.yml: the layout, and the snapshot to take (etcdctl, the client's certificates, how to read its
+    status, where it goes, the cluster and node it is named after, how many the node keeps), as the phase chose."""
+    return etcd_probe_vars(layout) | {"cb_etcd_snapshot": dict(snapshot)}
 
 
 def etcd_remove_vars(leaving: Sequence[str]) -> dict[str, Any]:

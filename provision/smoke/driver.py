@@ -16,9 +16,10 @@ from __future__ import annotations
 
 import json
 import secrets
+import tempfile
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field, replace
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -45,6 +46,7 @@ from provision.kube.pods import (
     waiting_state,
 )
 from provision.smoke.choices import NotOffered, choose_cache, choose_scheduler, choose_workload, survey
+from provision.smoke.gpu_metrics import GpuSampler
 from provision.smoke.manifests import CUSTOM_KINDS, RUN_LABEL, Cache, Scheduler, SmokeSpec, Workload, render
 from provision.smoke.observation import (
     Condition,
@@ -57,6 +59,7 @@ from provision.smoke.observation import (
     epoch_reached,
 )
 from provision.smoke.save import save_results, write_verdict
+from provision.smoke.serve import CIFAR10_CLASSES, Served, serve_and_ask
 from provision.smoke.verdict import FailureKind, Policy, Verdict, failed, judge
 
 # The RuntimeClass the GPU role creates when gpu.runtime is "runtimeclass".
@@ -148,7 +151,8 @@ def _stage(pods: tuple[PodObservation, ...], stage: str, podgroup: PodGroupObser
 # ---------------------------------------------------------------------------------------------------
 class _Run:
     def __init__(self, api: client.ApiClient, spec: SmokeSpec, mode: Mode, policy: Policy, timings: Timings,
-                 on_progress: Callable[[SmokeProgress], None] | None, sleep: Callable[[float], None]) -> None:
+                 on_progress: Callable[[SmokeProgress], None] | None, sleep: Callable[[float], None],
+                 gpu_metrics: bool = False) -> None:
         self.api = api
         self.core = client.CoreV1Api(api)
         self.batch = client.BatchV1Api(api)
@@ -167,6 +171,9 @@ class _Run:
         # When each (pod, trouble) was first seen: some troubles only count once they have lasted a while.
         self.first_seen: dict[tuple[str, str], float] = {}
         self.log_lines_seen: dict[str, int] = {}
+        # GPU utilisation from the DCGM exporter, where the settings installed it (addons.enabled).
+        self.gpus = GpuSampler(api, spec.namespace, timings.request_timeout_s) if mode == "gpu" and gpu_metrics \
+            else None
 
     # -- plumbing -----------------------------------------------------------------------------------
     def _call(self, fn: Callable[..., T], *args: Any, **kwargs: Any) -> T:
@@ -229,11 +236,14 @@ class _Run:
                 api_errors += 1
                 self.observation = replace(self.observation, elapsed_s=self.progress.elapsed, api_errors=api_errors,
                                            api_error=_describe(exc))
+            if self.gpus is not None:
+                self.gpus.sample(self.progress.elapsed, {pod.name: pod.node for pod in self.observation.pods
+                                                         if pod.phase == "Running" and pod.node})
             verdict = judge(self.observation, self.policy)
             if verdict:
                 self.progress.stage = "finished"
                 self._notify()
-                return verdict
+                return replace(verdict, gpu_utilisation=self.gpus.summary() if self.gpus else None)
             self._notify()
             self.sleep(self.timings.poll_s)
 
@@ -421,12 +431,14 @@ def build_spec(settings: Settings, mode: Mode, *, namespace: str, gpus: int | No
                      dataset=smoke.dataset, timeout_s=timeout_s or smoke.timeout_s,
                      runtime_class=GPU_RUNTIME_CLASS if settings.gpu.runtime == "runtimeclass" else None,
                      pip_index=sources.pip_index, workload=choices.workload, scheduler=choices.scheduler,
-                     queue=settings.addons.volcano_queue, gpu_resource=smoke.gpu_resource, env=dict(smoke.env),
+                     queue=settings.addons.volcano_queue, gpu_resource=settings.smoke_gpu_resource, env=dict(smoke.env),
                      host_network=smoke.host_network, shm_size=smoke.shm_size,
                      extra_resources=dict(smoke.extra_resources), ipc_lock=smoke.ipc_lock,
                      cifar10_url=sources.cifar10_archive, cifar10_md5=smoke.cifar10_md5, cache=choices.cache,
                      cache_path=smoke.cache_path, cache_size=smoke.cache_size, data_timeout_s=smoke.data_timeout_s,
-                     keep_results=keep_results)
+                     keep_results=keep_results,
+                     # Shared GPUs: several one-GPU pods at once (a plain Job; the settings refuse several nodes).
+                     shared_pods=settings.shared_pods if mode == "gpu" and choices.workload == "job" else 1)
 
 
 def smoke_policy(settings: Settings, spec: SmokeSpec, timings: Timings, link_gbps: float | None = None) -> Policy:
@@ -471,6 +483,7 @@ def run_smoke_test(
     scheduler: str | None = None,
     save_dir: Path | None = None,
     link_gbps: float | None = None,
+    serve: bool = False,
     timings: Timings = Timings(),
     sleep: Callable[[float], None] = time.sleep,
 ) -> Verdict:
@@ -492,9 +505,10 @@ def run_smoke_test(
 
     try:
         mode = choose_mode(api, settings.smoke_test.mode, cpu, timings.request_timeout_s,
-                           settings.smoke_test.gpu_resource)
+                           settings.smoke_gpu_resource)
         generations = cluster_gpu_generations(api, timings.request_timeout_s) if mode == "gpu" else []
-        choices = decide(api, settings, nodes=chosen_nodes, save=save_dir is not None, workload=workload,
+        # --serve reads the model where --save would: the run keeps it in the cache.
+        choices = decide(api, settings, nodes=chosen_nodes, save=save_dir is not None or serve, workload=workload,
                          scheduler=scheduler, timeout_s=timings.request_timeout_s)
     except (ApiException, urllib3.exceptions.HTTPError) as exc:
         return before_run(FailureKind.API_ERROR, f"cannot ask the cluster what it offers: {_describe(exc)}",
@@ -504,23 +518,42 @@ def run_smoke_test(
     if choices.cache == "pvc":
         run_namespace = CACHE_NAMESPACE
     spec = build_spec(settings, mode, namespace=run_namespace, gpus=gpus, nodes=nodes, image=image, epochs=epochs,
-                      timeout_s=timeout_s, choices=choices, keep_results=save_dir is not None, generations=generations)
+                      timeout_s=timeout_s, choices=choices, keep_results=save_dir is not None or serve,
+                      generations=generations)
     run = _Run(api, spec, mode, smoke_policy(settings, spec, timings, link_gbps), timings, on_progress=on_progress,
-               sleep=sleep)
+               sleep=sleep, gpu_metrics="dcgm_exporter" in settings.addons.enabled)
     saved: list[str] = []
     save_error = None
+    served: Served | None = None
     try:
         run.apply()
         verdict = run.watch()
+        if serve and verdict.passed:
+            node = next((pod.node for pod in run.observation.pods if pod.node), None)
+            served = serve_and_ask(api, spec, node=node, pip_index=spec.pip_index, classes=CIFAR10_CLASSES,
+                                   timeout_s=settings.addons.timeout_s, poll_s=timings.poll_s, sleep=sleep)
         if save_dir is not None:
             saved, save_error = save_results(api, spec, run.observation, save_dir, timeout_s=timings.collect_timeout_s,
                                              request_timeout_s=timings.request_timeout_s, poll_s=timings.poll_s,
                                              sleep=sleep)
+        elif serve:
+            # The collector takes the model out of the cache as it goes (nothing is kept on the node).
+            with tempfile.TemporaryDirectory() as scratch:
+                save_results(api, spec, run.observation, Path(scratch), timeout_s=timings.collect_timeout_s,
+                             request_timeout_s=timings.request_timeout_s, poll_s=timings.poll_s, sleep=sleep)
     except (ApiException, urllib3.exceptions.HTTPError) as exc:
         verdict = run.fail(FailureKind.API_ERROR, f"the API server refused the smoke test: {_describe(exc)}")
     finally:
         cleanup_error = None if keep else run.clean_up()
     verdict = replace(verdict, kept=keep, cleanup_error=cleanup_error, saved=tuple(saved), save_error=save_error)
+    if verdict.passed and spec.shared_pods > 1:
+        verdict = replace(verdict, summary=f"{verdict.summary}; {spec.shared_pods} pods trained at once on shared "
+                                           f"GPUs ({settings.gpu.sharing}, {settings.gpu.replicas} per GPU)")
+    if served is not None:
+        verdict = replace(verdict, served=asdict(served))
+        if not served.ok:
+            verdict = replace(verdict, passed=False, cause=FailureKind.SERVE_FAILED, detail=served.detail,
+                              summary=f"FAIL ({FailureKind.SERVE_FAILED.value}): trained, but {served.detail}")
     if save_dir is not None:
         save_dir.mkdir(parents=True, exist_ok=True)
         write_verdict(save_dir, verdict)

@@ -21,7 +21,7 @@ from provision.inputs.settings import GPU_RESOURCE
 from provision.resources import MANIFESTS_DIR, TRAINER_DIR
 
 TEMPLATES_DIR = MANIFESTS_DIR / "smoke"
-TRAINER_FILES = ("train.py", "cifar_data.py", "infer.py", "bandwidth.py")
+TRAINER_FILES = ("train.py", "cifar_data.py", "infer.py", "bandwidth.py", "serve.py", "deploy.py")
 TRAINER_MOUNT = "/opt/trainer"
 RUN_LABEL = "cluster-bootstrap.io/smoke-run"
 RDZV_PORT = 29500
@@ -96,6 +96,8 @@ class SmokeSpec:
     data_timeout_s: int = 600
     # Leave the model and metrics in the cache under runs/<name>/ for `smoke-test --save` to copy back.
     keep_results: bool = False
+    # With gpu.sharing: this many single-GPU pods train at once (an Indexed Job), each on a shared replica.
+    shared_pods: int = 1
 
     @property
     def cpu(self) -> bool:
@@ -289,6 +291,7 @@ def _context(spec: SmokeSpec) -> dict[str, Any]:
         "trainer_node": TRAINER_NODE,
         "collector_port": COLLECTOR_PORT,
         "results_dir": spec.results_dir,
+        "shared_pods": spec.shared_pods,
         **_commands(spec),
     }
 

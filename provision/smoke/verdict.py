@@ -11,6 +11,7 @@ import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, fields
 from enum import StrEnum
+from typing import Any
 
 from provision.inputs.settings import GPU_RESOURCE
 from provision.kube.pods import CONFIG_REASONS, HOPELESS_IMAGE_REASONS, IMAGE_PULL_REASONS, OOM_KILLED
@@ -62,6 +63,10 @@ class FailureKind(StrEnum):
     DATA_FETCH = "data-fetch"
     # The workload or scheduler asked for is not installed on the cluster.
     ADDON_MISSING = "addon-missing"
+    # `--serve`: the trained model's InferenceService did not answer the picture with a class and a score.
+    SERVE_FAILED = "serve-failed"
+    # `--pipeline`: the pipeline run did not succeed.
+    PIPELINE_FAILED = "pipeline-failed"
 
 
 @dataclass(frozen=True)
@@ -151,6 +156,13 @@ class Verdict:
     # `smoke-test --save DIR`: the files written there, or why they could not be.
     saved: tuple[str, ...] = ()
     save_error: str | None = None
+    # `smoke-test --serve`: what the InferenceService answered (smoke/serve.py's Served, as a mapping).
+    served: dict[str, Any] | None = None
+    # Mean and peak GPU utilisation (%) of the run's GPUs while it trained, read from the DCGM exporter when the
+    # cluster runs it; None without it.
+    gpu_utilisation: dict[str, float] | None = None
+    # `smoke-test --pipeline`: the run's steps in order, each {"name", "state"} as Kubeflow Pipelines reports it.
+    pipeline_steps: tuple[dict[str, str], ...] = ()
 
     @property
     def exit_code(self) -> int:
