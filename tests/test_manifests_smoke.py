@@ -12,34 +12,41 @@ import json
 import shlex
 import subprocess
 import sys
+from dataclasses import replace
 from typing import Any
 
 import kubernetes_validate
 import pytest
 
 from provision.inputs import versions
+from provision.inputs.settings import Settings
 from provision.resources import TRAINER_DIR
-from provision.smoke.manifests import RUN_LABEL, TRAINER_FILES, SmokeSpec, render, to_yaml, trainer_args
+from provision.smoke.driver import build_spec
+from provision.smoke.manifests import RUN_LABEL, SmokeSpec, render, to_yaml, trainer_args
 
 KUBE_VERSIONS = tuple(f"{release.name}.0" for release in versions.KUBERNETES_RELEASES)
 # The minors the add-ons' workloads are checked against: the supported ones.
 SUPPORTED_VERSIONS = KUBE_VERSIONS
 IMAGE = versions.SMOKE_IMAGE_DEFAULT
 
+def spec(namespace: str, **changes: Any) -> SmokeSpec:
+    """A default run's spec (as build_spec makes it from the default settings), with these changes."""
+    return replace(build_spec(Settings(), "gpu", namespace=namespace, image=IMAGE), **{"epochs": None} | changes)
+
+
 SPECS = {
-    "one-gpu": SmokeSpec(namespace="cb-smoke-a1", image=IMAGE, gpus=1, epochs=10),
-    "one-node-four-gpus": SmokeSpec(namespace="cb-smoke-a2", image=IMAGE, gpus=4),
-    "three-nodes": SmokeSpec(namespace="cb-smoke-a3", image=IMAGE, gpus=2, nodes=3, timeout_s=1200),
-    "cpu": SmokeSpec(namespace="cb-smoke-a4", image=IMAGE, gpus=0),
-    "cpu-two-nodes": SmokeSpec(namespace="cb-smoke-a5", image=IMAGE, gpus=0, nodes=2, dataset="cifar10"),
+    "one-gpu": spec("cb-smoke-a1", gpus=1, epochs=10),
+    "one-node-four-gpus": spec("cb-smoke-a2", gpus=4),
+    "three-nodes": spec("cb-smoke-a3", gpus=2, nodes=3, timeout_s=1200),
+    "cpu": spec("cb-smoke-a4", gpus=0),
+    "cpu-two-nodes": spec("cb-smoke-a5", gpus=0, nodes=2, dataset="cifar10"),
     # The seeds' multi-node setup: RDMA, NCCL over the host's interfaces, a cache, the model kept for --save.
-    "rdma-two-nodes-cached": SmokeSpec(namespace="cb-smoke-a6", image=IMAGE, gpus=8, nodes=2, dataset="cifar10",
-                                       cache="hostpath", keep_results=True, host_network=True, ipc_lock=True,
-                                       shm_size="16Gi", extra_resources={"rdma/hca": "1"},
-                                       env={"NCCL_DEBUG": "INFO", "NCCL_SOCKET_IFNAME": "ens1f0",
-                                            "NCCL_IB_HCA": "mlx5_0"}),
-    "volcano-two-nodes-pvc": SmokeSpec(namespace="cb-smoke-a7", image=IMAGE, gpus=1, nodes=2, scheduler="volcano",
-                                       dataset="cifar10", cache="pvc"),
+    "rdma-two-nodes-cached": spec("cb-smoke-a6", gpus=8, nodes=2, dataset="cifar10", cache="hostpath",
+                                  keep_results=True, host_network=True, ipc_lock=True, shm_size="16Gi",
+                                  extra_resources={"rdma/hca": "1"},
+                                  env={"NCCL_DEBUG": "INFO", "NCCL_SOCKET_IFNAME": "ens1f0", "NCCL_IB_HCA": "mlx5_0"}),
+    "volcano-two-nodes-pvc": spec("cb-smoke-a7", gpus=1, nodes=2, scheduler="volcano", dataset="cifar10",
+                                  cache="pvc"),
 }
 
 
@@ -109,8 +116,9 @@ def test_several_gpus_in_one_pod_run_under_torchrun() -> None:
 def test_the_trainer_source_ships_in_the_configmap_byte_for_byte() -> None:
     objects = by_kind(render(SPECS["one-gpu"]))
     data = objects["ConfigMap"]["data"]
-    assert set(data) == set(TRAINER_FILES) == {"train.py", "cifar_data.py", "infer.py", "bandwidth.py"}
-    for name in TRAINER_FILES:
+    modules = {path.name for path in TRAINER_DIR.glob("*.py")}
+    assert set(data) == modules and {"train.py", "cifar_data.py", "infer.py", "bandwidth.py"} <= modules
+    for name in modules:
         assert data[name] == (TRAINER_DIR / name).read_text()
     pod = objects["Job"]["spec"]["template"]["spec"]
     assert {"name": "trainer", "configMap": {"name": objects["ConfigMap"]["metadata"]["name"]}} in pod["volumes"]
