@@ -20,7 +20,7 @@ from provision.smoke.choices import assumed_offer, choose
 from provision.smoke.driver import CACHE_NAMESPACE, SmokeProgress, build_spec, new_namespace, run_smoke_test
 from provision.smoke.manifests import RUN_LABEL, Scheduler, Workload, render, to_yaml
 from provision.smoke.observation import Mode
-from provision.smoke.verdict import Bandwidth, TrainerMetrics, Verdict
+from provision.smoke.verdict import Verdict
 
 console = literal_console(stderr=True)
 
