@@ -30,7 +30,7 @@ def builtin_sys_intern(monkeypatch: pytest.MonkeyPatch) -> None:
 def no_network(request: pytest.FixtureRequest) -> Iterator[None]:
     """Tests that are not lab tests reach nothing but loopback (tests/support/no_network.py): an attempt fails the
     test, even one the code under test caught."""
-    if request.node.get_closest_marker("lab"):
+    if request.node.get_closest_marker("lab") or request.node.get_closest_marker("network"):
         yield
         return
     with refuse_non_loopback() as attempts:
