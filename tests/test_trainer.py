@@ -53,7 +53,8 @@ def run_trainer(tmp_path: Path, args: list[str], *, launcher: list[str] | None =
     command = [*(launcher or [sys.executable]), str(TRAINER_DIR / "train.py"), *args,
                "--output-dir", str(output_dir), "--termination-log", str(termination_log)]
     env = {k: v for k, v in os.environ.items() if k != "OMP_NUM_THREADS"}
-    result = subprocess.run(command, check=False, capture_output=True, text=True, timeout=400, env=env, cwd=tmp_path)
+    # The timeout only bounds a hung run: on a machine shared by other work 32 CPU steps can take minutes.
+    result = subprocess.run(command, check=False, capture_output=True, text=True, timeout=1200, env=env, cwd=tmp_path)
     stdout_lines = result.stdout.strip().splitlines()
     metrics = json.loads(stdout_lines[-1]) if result.returncode == 0 and stdout_lines else None
     return Run(result.returncode, metrics, result.stderr, termination_log.read_text(), output_dir)
