@@ -64,7 +64,7 @@ def model(tmp_path_factory: pytest.TempPathFactory) -> Path:
     tmp_path = tmp_path_factory.mktemp("infer")
     result = subprocess.run([sys.executable, str(TRAINER_DIR / "train.py"), *SMALL, "--data-dir", str(tmp_path / "data"),
                              "--output-dir", str(tmp_path / "out"), "--termination-log", str(tmp_path / "tl")],
-                            capture_output=True, text=True, timeout=300, cwd=tmp_path)
+                            capture_output=True, text=True, timeout=1200, cwd=tmp_path)
     assert result.returncode == 0, result.stderr
     return tmp_path / "out" / "model.pt"
 

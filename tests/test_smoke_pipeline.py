@@ -13,8 +13,8 @@ import pytest
 from google.protobuf import json_format
 
 from provision.inputs.settings import parse_settings
+from provision.resources import TRAINER_DIR
 from provision.smoke.driver import build_spec
-from provision.smoke.manifests import TRAINER_FILES
 from provision.smoke.pipeline import RUN_NAME, RUNS_PATH, compile_pipeline, run_pipeline_smoke_test
 from tests.support.apiserver import FakeApiServer, RecordedRequest, Response, object_list, status
 from tests.support.kube_objects import node
@@ -107,7 +107,7 @@ def test_the_run_is_submitted_followed_to_the_end_and_its_steps_reported(tmp_pat
     assert [s["name"] for s in verdict.pipeline_steps] == ["prepare-data", "train", "evaluate", "deploy"]
     assert submitted.json["display_name"].startswith(RUN_NAME)
     assert "deploy-model" in submitted.json["pipeline_spec"]["root"]["dag"]["tasks"]
-    assert set(config_map.json["data"]) == set(TRAINER_FILES) and "deploy.py" in TRAINER_FILES
+    assert set(config_map.json["data"]) == {p.name for p in TRAINER_DIR.glob("*.py")} >= {"deploy.py", "train.py"}
     assert role.json["rules"] == [{"apiGroups": ["serving.kserve.io"], "resources": ["inferenceservices"],
                                    "verbs": ["create", "get", "delete"]}]
     # What was made for the run is gone after it.

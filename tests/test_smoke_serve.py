@@ -12,7 +12,6 @@ from typing import Any
 import pytest
 
 from provision.kube.client import load_api_client
-from provision.smoke.manifests import SmokeSpec
 from provision.smoke.serve import (
     CIFAR10_CLASSES,
     inference_service,
@@ -23,17 +22,17 @@ from provision.smoke.serve import (
 )
 from tests.support.apiserver import FakeApiServer, RecordedRequest, Response, object_list, status
 from tests.support.kube_objects import pod
+from tests.support.smoke_specs import spec
 from tests.support.upstream_models import problems
 
-SPEC = SmokeSpec(namespace="cb-smoke-x7k2p", image="docker.io/pytorch/pytorch:2.15.0-cuda13.0-cudnn9-runtime",
-                 cache="hostpath", keep_results=True)
+SPEC = spec("cb-smoke-x7k2p", cache="hostpath", keep_results=True)
 ISVC = f"/apis/serving.kserve.io/v1beta1/namespaces/{SPEC.namespace}/inferenceservices"
 NAME = service_name(SPEC)
 
 
 @pytest.mark.parametrize("cache", ["hostpath", "pvc"])
 def test_the_inference_service_is_one_kserves_models_accept(cache: str) -> None:
-    body = inference_service(SmokeSpec(namespace="ns", image="x:1", cache=cache, keep_results=True), "w1",
+    body = inference_service(spec("ns", image="x:1", cache=cache, keep_results=True), "w1",
                              "https://pypi.tuna.tsinghua.edu.cn/simple")
     assert problems(body, "V1beta1InferenceService") == []
     assert body["metadata"]["annotations"] == {"serving.kserve.io/deploymentMode": "Standard"}

@@ -60,6 +60,7 @@ def test_the_wheel_carries_the_package_data_and_nothing_of_the_checkout(wheel: P
     assert not [n for n in names if n.startswith(("tests/", "bench/", "docs/")) or "__pycache__" in n]
 
 
+@pytest.mark.network
 def test_the_installed_tool_runs_outside_the_checkout(installed: Path, tmp_path: Path) -> None:
     work = tmp_path / "elsewhere"
     work.mkdir()

@@ -20,6 +20,7 @@ import infer
 import kserve
 import numpy as np
 import torch
+import train
 
 
 class Cifar10Predictor(kserve.Model):
@@ -30,7 +31,7 @@ class Cifar10Predictor(kserve.Model):
         self.load()
 
     def load(self) -> bool:
-        self.net, self.meta = infer.load_model(self.path, self.device)
+        self.net, self.meta = train.load_model(self.path, self.device)
         self.ready = True
         return self.ready
 

@@ -1,4 +1,5 @@
-"""Rendering shared by commands: the live view while phases run, and the summary table after them."""
+"""Rendering shared by commands: the live view while phases run (a playbook's table, the smoke test's pods), and
+the summary table after them."""
 from __future__ import annotations
 
 from typing import Any
@@ -11,6 +12,8 @@ from rich.text import Text
 from provision.cli.invocation import carry
 from provision.nodes.runner import PlaybookResult, RunProgress
 from provision.phases import PipelineResult
+from provision.smoke.driver import SmokeProgress
+from provision.smoke.verdict import Bandwidth, TrainerMetrics
 
 
 def literal_console(**options: Any) -> Console:
@@ -94,13 +97,33 @@ class PhaseView:
                 console.print(f"  {host} {note}", markup=False, soft_wrap=True)
         self.host_waits = dict(progress.waiting)
 
-    def smoke(self, progress: Any) -> None:
-        from provision.cli.commands.smoke_test import progress_view
-
+    def smoke(self, progress: SmokeProgress) -> None:
         for line in progress.new_lines:
             (self._live().console if self.interactive else console).print(f"  {line}")
         if self.interactive:
-            self._live().update(progress_view(progress))
+            self._live().update(smoke_view(progress))
+
+
+def smoke_view(progress: SmokeProgress) -> Group:
+    hardware = f"{progress.nodes} node(s) x {progress.gpus} GPU" if progress.mode == "gpu" else f"{progress.nodes} node(s), CPU"
+    header = Text.assemble(("smoke test", "bold cyan"), f"  {progress.elapsed:5.1f}s  ", (progress.stage, "white"),
+                           f"  {progress.namespace}  {hardware}")
+    table = Table(box=None, pad_edge=False, header_style="dim")
+    for column in ("pod", "index", "node", "state"):
+        table.add_column(column)
+    for pod in progress.pods:
+        style = "red" if "Failed" in pod.state or "BackOff" in pod.state or "Err" in pod.state else ""
+        table.add_row(pod.name, pod.index or "-", pod.node or "-", pod.state, style=style)
+    parts: list[Text | Table] = [header, table]
+    if progress.epochs:
+        done = round(20 * progress.epoch / progress.epochs)
+        parts.append(Text(f"epoch {progress.epoch}/{progress.epochs}  [" + "#" * done + "." * (20 - done) + "]"))
+    return Group(*parts)
+
+
+def smoke_log_lines(progress: SmokeProgress) -> list[str]:
+    """The trainer's new log lines, less its JSON reports (the verdict shows those as a table)."""
+    return [line for line in progress.new_lines if TrainerMetrics.parse(line) is None and Bandwidth.parse(line) is None]
 
 
 def print_summary(result: PipelineResult, title: str) -> None:

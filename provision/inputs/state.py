@@ -85,12 +85,15 @@ def cluster_dir(cluster: Cluster, *, create: bool = True) -> Path:
 
 
 def inputs_fingerprint(cluster: Cluster, settings: Settings, nodes: Sequence[str] | None = None) -> str:
-    """What a phase's outcome was reached with: the inventory's nodes, the settings, and the nodes the run was
-    about (None: all). How we connect (ssh.*, ansible.*) changes no outcome and is left out; nothing secret is in
+    """What a phase's outcome was reached with: each node as the phases use it (its node name and inventory host
+    name, the address we reach it on and the one the other nodes reach it on, its role, login, port, whether it
+    is a GPU node, the interpreter the inventory names for it), the settings, and the nodes the run was about
+    (None: all). How we connect (ssh.*, ansible.*) changes no outcome and is left out; nothing secret is in
     either input. Two runs with the same fingerprint may trust each other's outcomes."""
     document = {
-        "nodes": [{"name": n.name, "address": n.address, "role": n.role, "user": n.user, "port": n.port,
-                   "gpu": n.gpu, "node_ip": str(n.variables.get("node_ip") or "")} for n in cluster.nodes],
+        "nodes": [{"name": n.name, "host": n.host, "address": n.address, "ip": n.ip, "role": n.role,
+                   "user": n.user, "port": n.port, "gpu": n.gpu,
+                   "python": str(n.variables.get("ansible_python_interpreter") or "")} for n in cluster.nodes],
         "settings": settings.model_dump(mode="json", exclude={"ssh", "ansible"}),
         "scope": sorted(nodes) if nodes is not None else None,
     }

@@ -9,47 +9,25 @@ from pathlib import Path
 from typing import Annotated, Literal
 
 import typer
-from rich.console import Group
 from rich.live import Live
 from rich.table import Table
 from rich.text import Text
 
 from provision.cli import invocation
 from provision.cli.options import ConfigOption
-from provision.cli.views import literal_console
+from provision.cli.views import literal_console, smoke_log_lines, smoke_view
 from provision.inputs.settings import load_settings
-from provision.smoke.driver import CACHE_NAMESPACE, Choices, SmokeProgress, build_spec, new_namespace, run_smoke_test
+from provision.smoke.choices import assumed_offer, choose
+from provision.smoke.driver import CACHE_NAMESPACE, SmokeProgress, build_spec, new_namespace, run_smoke_test
 from provision.smoke.manifests import RUN_LABEL, Scheduler, Workload, render, to_yaml
 from provision.smoke.observation import Mode
 from provision.smoke.serve import Served
-from provision.smoke.verdict import Bandwidth, TrainerMetrics, Verdict
+from provision.smoke.verdict import Verdict
 
 console = literal_console(stderr=True)
 
 KubeconfigOption = Annotated[Path, typer.Option(
     "--kubeconfig", help="Kubeconfig of the cluster to test.", envvar="KUBECONFIG")]
-
-
-def progress_view(progress: SmokeProgress) -> Group:
-    hardware = f"{progress.nodes} node(s) x {progress.gpus} GPU" if progress.mode == "gpu" else f"{progress.nodes} node(s), CPU"
-    header = Text.assemble(("smoke test", "bold cyan"), f"  {progress.elapsed:5.1f}s  ", (progress.stage, "white"),
-                           f"  {progress.namespace}  {hardware}")
-    table = Table(box=None, pad_edge=False, header_style="dim")
-    for column in ("pod", "index", "node", "state"):
-        table.add_column(column)
-    for pod in progress.pods:
-        style = "red" if "Failed" in pod.state or "BackOff" in pod.state or "Err" in pod.state else ""
-        table.add_row(pod.name, pod.index or "-", pod.node or "-", pod.state, style=style)
-    parts: list[Text | Table] = [header, table]
-    if progress.epochs:
-        done = round(20 * progress.epoch / progress.epochs)
-        parts.append(Text(f"epoch {progress.epoch}/{progress.epochs}  [" + "#" * done + "." * (20 - done) + "]"))
-    return Group(*parts)
-
-
-def log_lines(progress: SmokeProgress) -> list[str]:
-    """The trainer's new log lines, less its JSON reports (the verdict shows those as a table)."""
-    return [line for line in progress.new_lines if TrainerMetrics.parse(line) is None and Bandwidth.parse(line) is None]
 
 
 @contextmanager
@@ -63,15 +41,15 @@ def live_view() -> Iterator[Callable[[SmokeProgress], None]]:
             if progress.stage != last_stage:
                 console.print(f"[{progress.elapsed:5.1f}s] {progress.stage}")
                 last_stage = progress.stage
-            for line in log_lines(progress):
+            for line in smoke_log_lines(progress):
                 console.print(f"  {line}")
         yield plain
         return
     with Live(console=console, refresh_per_second=8, transient=True) as live:
         def update(progress: SmokeProgress) -> None:
-            for line in log_lines(progress):
+            for line in smoke_log_lines(progress):
                 live.console.print(f"  {line}")
-            live.update(progress_view(progress))
+            live.update(smoke_view(progress))
         yield update
 
 
@@ -175,11 +153,9 @@ def register(app: typer.Typer) -> None:
         if print_manifests is not None:
             # Without a cluster to ask, "auto" means GPU unless --cpu or the settings say CPU.
             mode: Mode = "cpu" if cpu or settings.smoke_test.mode == "cpu" else "gpu"
-            smoke = settings.smoke_test
-            needed = smoke.dataset == "cifar10" or save is not None
-            cache = "none" if not needed else "hostpath" if smoke.cache == "auto" else smoke.cache
-            chosen = Choices(workload=print_manifests, scheduler=scheduler or (
-                "volcano" if smoke.scheduler == "volcano" else "default"), cache=cache)
+            offer = assumed_offer(settings, workload=print_manifests, scheduler=scheduler)
+            chosen = choose(offer, settings, nodes=nodes or settings.smoke_test.nodes, save=save is not None,
+                            workload=print_manifests, scheduler=scheduler)
             spec = build_spec(settings, mode, namespace=new_namespace(), gpus=gpus, nodes=nodes, image=image,
                               epochs=epochs, timeout_s=timeout, choices=chosen, keep_results=save is not None)
             typer.echo(to_yaml(render(spec)), nl=False)
