@@ -3,9 +3,10 @@
 
 A mirror answering 502/503/504, a connection reset or refused, a read that times out: such failures pass
 (module_utils/cb_retry.py says which), and the download is tried again after a pause that doubles each time (1 s,
-2 s, 4 s, ...), up to `attempts` tries (downloads.attempts). A failure that will not pass (404, 403, a name that does not resolve, a certificate that
-does not verify, a missing local file) fails at once. Every attempt's error is returned under `attempts`, and
-`msg` names the URL, the error and whether it was retried; the roles add the setting that changes the source.
+2 s, 4 s, ...), up to `attempts` tries (downloads.attempts). A failure that will not pass (404, 403, a name that
+does not resolve, a certificate that does not verify, a missing local file) fails at once. Every attempt's error
+is returned under `attempts`, and `msg` names the URL, the error and whether it was retried; the roles add the
+setting that changes the source.
 
 As get_url without force: a file already at `dest` is kept (a re-run downloads nothing).
 """

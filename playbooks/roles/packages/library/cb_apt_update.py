@@ -7,7 +7,8 @@ the update (and the install) is run again, after a pause that doubles each time 
 `attempts` tries (downloads.attempts), while every fetch that failed failed transiently (module_utils/cb_retry.py
 says which: a mirror's answer that says "later", a connection that failed, timed out or was reset, a name the
 resolver could not look up for now, a mirror in the middle of a sync); a permanent failure (404 or another 4xx, a
-signature that does not verify, a key that is missing) fails at once. A failed fetch is an error, not a warning (APT::Update::Error-Mode=any).
+signature that does not verify, a key that is missing) fails at once. A failed fetch is an error, not a warning
+(APT::Update::Error-Mode=any).
 
 With `sources` (one source): once its lists are read, the checksum of `inputs` (the source's list and key) is
 written to `stamp`, so the role reads them again whenever they differ from what apt last read, also after a run
