@@ -9,15 +9,21 @@ apt checks the upstream signatures exactly as it would online; nothing is re-sig
 """
 from __future__ import annotations
 
+import bz2
 import getpass
+import gzip
+import lzma
+import posixpath
 import re
 import shutil
 import subprocess
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 from urllib.parse import unquote
 
-from provision.bundle.fetch import FetchError, Store, exists, read_url
+from provision.bundle.fetch import Store, exists, place, read_url
 from provision.bundle.plan import NodePlan, Repository
 from provision.errors import InputError
 
@@ -27,6 +33,7 @@ ARCHIVE_KEYRINGS = {"debian": ("/usr/share/keyrings/debian-archive-keyring.gpg",
 # apt's order of preference among the compressions a Release lists (apt-config dump Acquire::CompressionTypes).
 COMPRESSIONS = (".xz", ".bz2", ".lzma", ".gz", ".lz4", ".zst", "")
 ARCH = "amd64"
+DECOMPRESS: dict[str, Callable[[Path], Any]] = {".xz": lzma.open, ".gz": gzip.open, ".bz2": bz2.open}
 APT_TIMEOUT_S = 1200
 
 
@@ -54,13 +61,19 @@ def _release_entries(release: str) -> dict[str, tuple[str, int]]:
     return entries
 
 
-def _wanted_indexes(entries: dict[str, tuple[str, int]], components: tuple[str, ...]) -> list[str]:
-    """The index files apt on an amd64 node reads: per component, binary-amd64's and binary-all's Packages and the
-    English translations, each in the one compression apt prefers among those listed."""
+def _wanted_indexes(entries: dict[str, tuple[str, int]], components: tuple[str, ...], *, all_apart: bool) -> list[str]:
+    """The index files apt on an amd64 node reads: per component, binary-amd64's Packages (and binary-all's where the
+    Release lists "all" among its Architectures, as apt asks only then) and the English translations, each in the
+    one compression apt prefers among those listed."""
     chosen = []
+    # A flat repository (no components) has its Packages beside its Release.
     prefixes = [f"{c}/" for c in components] if components else [""]
+    stems: tuple[str, ...] = ("binary-amd64/Packages", "binary-all/Packages", "i18n/Translation-en") if all_apart \
+        else ("binary-amd64/Packages", "i18n/Translation-en")
+    if not components:
+        stems = ("Packages",)
     for prefix in prefixes:
-        for stem in ("binary-amd64/Packages", "binary-all/Packages", "i18n/Translation-en"):
+        for stem in stems:
             for suffix in COMPRESSIONS:
                 if f"{prefix}{stem}{suffix}" in entries:
                     chosen.append(f"{prefix}{stem}{suffix}")
@@ -68,39 +81,62 @@ def _wanted_indexes(entries: dict[str, tuple[str, int]], components: tuple[str, 
     return chosen
 
 
-def metadata_files(repository: Repository) -> list[BundleFile]:
-    """Every metadata file a node's apt reads from the repository: the Release files, as published, and the
-    indexes they list for amd64 (also under by-hash/, where the Release asks apt to fetch by hash)."""
+def signed_release(inrelease: str) -> str:
+    """The Release text an InRelease file signs (its clear-signed body, dash-escaping undone)."""
+    body = inrelease.split("\n\n", 1)[1] if inrelease.startswith("-----BEGIN PGP SIGNED MESSAGE-----") else inrelease
+    body = body.split("\n-----BEGIN PGP SIGNATURE-----", 1)[0]
+    return "\n".join(line[2:] if line.startswith("- ") else line for line in body.splitlines()) + "\n"
+
+
+def metadata_files(repository: Repository, store: Store) -> list[BundleFile]:
+    """Every metadata file a node's apt reads from the repository: InRelease (or Release and Release.gpg where it
+    publishes no InRelease), as published, and the indexes that Release lists for amd64. Indexes are fetched by
+    hash where the Release says the archive serves them so (and also placed under by-hash/, where apt asks first):
+    one Release and the indexes it names, even while the archive changes under the build."""
     found: list[BundleFile] = []
     for suite in repository.suites:
         directory = "" if suite == "/" else f"dists/{suite}/"
         base = f"{repository.url}/{directory}"
-        release_text = ""
-        for name in ("InRelease", "Release", "Release.gpg"):
-            url = base + name
-            if name == "InRelease" or exists(url):
-                found.append(BundleFile(f"{repository.path}/{directory}{name}", url))
-                if name == "Release":
-                    release_text = read_url(url).decode()
-        if not release_text:
-            raise FetchError(f"{base}Release: missing beside InRelease")
+        here = f"{repository.path}/{directory}"
+        if exists(base + "InRelease"):
+            signed = store.fetch(base + "InRelease")
+            found.append(BundleFile(here + "InRelease", base + "InRelease", signed.name))
+            release_text = signed_release(signed.read_text())
+        else:
+            release = store.fetch(base + "Release")
+            found.append(BundleFile(here + "Release", base + "Release", release.name))
+            signature = store.fetch(base + "Release.gpg")
+            found.append(BundleFile(here + "Release.gpg", base + "Release.gpg", signature.name))
+            release_text = release.read_text()
         entries = _release_entries(release_text)
         by_hash = re.search(r"^Acquire-By-Hash:\s*yes", release_text, re.MULTILINE) is not None
-        for name in _wanted_indexes(entries, repository.components):
+        architectures = re.search(r"^Architectures:(.*)$", release_text, re.MULTILINE)
+        all_apart = architectures is not None and "all" in architectures.group(1).split()
+        for name in _wanted_indexes(entries, repository.components, all_apart=all_apart):
             sha256, _size = entries[name]
-            found.append(BundleFile(f"{repository.path}/{directory}{name}", base + name, sha256))
+            folder = name.rsplit("/", 1)[0] + "/" if "/" in name else ""
+            url = f"{base}{folder}by-hash/SHA256/{sha256}" if by_hash else base + name
+            found.append(BundleFile(here + name, url, sha256))
             if by_hash:
-                folder = name.rsplit("/", 1)[0] + "/" if "/" in name else ""
-                found.append(BundleFile(f"{repository.path}/{directory}{folder}by-hash/SHA256/{sha256}", base + name,
-                                        sha256))
+                found.append(BundleFile(f"{here}{folder}by-hash/SHA256/{sha256}", url, sha256))
     return found
 
 
 class AptResolver:
-    """apt-get with a private state under `work`, reading the plan's repositories."""
+    """apt-get with a private state under `work`, reading the plan's repositories as the bundle holds their metadata
+    (`metadata`: the files copied, placed under work/mirror/ first), so that what it resolves is exactly what the
+    nodes will find."""
 
-    def __init__(self, plan: NodePlan, work: Path, store: Store) -> None:
+    def __init__(self, plan: NodePlan, work: Path, store: Store, metadata: list[BundleFile]) -> None:
         self.plan, self.work, self.store = plan, work, store
+        self.mirror = work / "mirror"
+        for item in metadata:
+            place(store.fetch(item.url, item.sha256), self.mirror / item.dest)
+            # apt reads a file:// repository's indexes uncompressed.
+            opener = DECOMPRESS.get(Path(item.dest).suffix)
+            if opener and "/by-hash/" not in item.dest:
+                with opener(self.mirror / item.dest) as packed:
+                    (self.mirror / item.dest).with_suffix("").write_bytes(packed.read())
         for sub in ("lists/partial", "cache/archives/partial", "keys", "etc/preferences.d", "etc/apt.conf.d"):
             (work / sub).mkdir(parents=True, exist_ok=True)
         (work / "status").write_text("")
@@ -124,9 +160,9 @@ class AptResolver:
         lines = []
         for index, repository in enumerate(self.plan.repositories):
             keyring = self._keyring(index, repository)
+            local = f"file://{self.mirror / repository.path}"
             for suite in repository.suites:
-                target = f"{repository.url}/ /" if suite == "/" else \
-                    f"{repository.url} {suite} {' '.join(repository.components)}"
+                target = f"{local}/ /" if suite == "/" else f"{local} {suite} {' '.join(repository.components)}"
                 lines.append(f"deb [arch={ARCH} signed-by={keyring}] {target}")
         return "\n".join(lines) + "\n"
 
@@ -138,7 +174,8 @@ class AptResolver:
                    f"-oDir::Etc::Parts={work / 'etc/apt.conf.d'}",
                    f"-oDir::State::Lists={work / 'lists'}", f"-oDir::State::status={work / 'status'}",
                    f"-oDir::Cache={work / 'cache'}", f"-oAPT::Architecture={ARCH}", "-oAPT::Architectures=",
-                   "-oAcquire::Languages=none", "-oAcquire::ForceHash=SHA256", "-oAPT::Install-Recommends=false", "-oDebug::NoLocking=1",
+                   "-oAcquire::Languages=none", "-oAcquire::ForceHash=SHA256",
+                   "-oAPT::Install-Recommends=false", "-oDebug::NoLocking=1",
                    f"-oAPT::Sandbox::User={getpass.getuser()}"]
         result = subprocess.run(["apt-get", "-q", *options, *args], capture_output=True, text=True,
                                 timeout=APT_TIMEOUT_S, env={"LC_ALL": "C.UTF-8", "PATH": "/usr/sbin:/usr/bin:/sbin:/bin"})
@@ -153,14 +190,19 @@ class AptResolver:
         self._apt("update")
         listed = self._apt("install", "--print-uris", "-qq", "-y", *self.plan.packages)
         found = []
-        repositories = sorted(self.plan.repositories, key=lambda r: len(r.url), reverse=True)
+        repositories = sorted(self.plan.repositories, key=lambda r: len(r.path), reverse=True)
+        # apt names a file:// source's files as file:/path.
+        prefix = f"file:{self.mirror}/"
         for match in re.finditer(r"^'([^']+)' (\S+) (\d+) SHA256:([0-9a-f]{64})$", listed, re.MULTILINE):
             url, _name, _size, sha256 = match.groups()
-            repository = next((r for r in repositories if url.startswith(r.url + "/")), None)
+            url = "file:" + url.removeprefix("file://").removeprefix("file:")
+            # apt quotes the path ('+' as %2b); the file keeps the index's Filename, which a server unquotes.
+            inside = posixpath.normpath(unquote(url.removeprefix(prefix)))
+            repository = next((r for r in repositories if inside.startswith(r.path + "/")), None)
             if repository is None:
                 raise InputError(f"apt chose {url}, from none of the repositories a node reads")
-            # apt quotes the path ('+' as %2b); the file keeps the Filename of the index, which the server unquotes.
-            found.append(BundleFile(f"{repository.path}/{unquote(url[len(repository.url) + 1:])}", url, sha256))
+            rest = url.removeprefix(prefix)[len(repository.path) + 1:]
+            found.append(BundleFile(inside, f"{repository.url}/{rest}", sha256))
         return found
 
 
@@ -171,5 +213,6 @@ def key_files(plan: NodePlan) -> list[BundleFile]:
 
 def build_apt(plan: NodePlan, work: Path, store: Store) -> list[BundleFile]:
     """The files of the platform's apt repositories: metadata as published, keys, and the closure's packages."""
-    packages = AptResolver(plan, work, store).resolve()
-    return [f for r in plan.repositories for f in metadata_files(r)] + key_files(plan) + packages
+    metadata = [f for r in plan.repositories for f in metadata_files(r, store)]
+    packages = AptResolver(plan, work, store, metadata).resolve()
+    return metadata + key_files(plan) + packages

@@ -45,6 +45,8 @@ class BuildRequest:
     key_home: Path
     addons: tuple[AddonName, ...] | None = None  # None: the settings' addons.enabled
     kubernetes: str | None = None  # None: the settings' kubernetes.version
+    # Where downloads are kept by sha256 (default: the bundle's .build/store); one cache serves many bundles.
+    cache: Path | None = None
 
 
 @dataclass(frozen=True)
@@ -170,7 +172,7 @@ def build_bundle(settings: Settings, request: BuildRequest, progress: Callable[[
     archive = request.output if request.output.suffix == ".tar" else None
     root = request.output.with_name(request.output.name + ".d") if archive else request.output
     work = root / BUILD_DIR
-    store = Store(work / "store")
+    store = Store(request.cache or work / "store")
     plans = [node_plan(platform, settings, gpu=request.gpu) for platform in request.platforms]
     wanted: dict[str, Path] = {}
 

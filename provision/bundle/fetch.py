@@ -24,7 +24,7 @@ class FetchError(BootstrapError):
 
 def _open(url: str, timeout: float = TIMEOUT_S) -> object:
     try:
-        return urllib.request.urlopen(url, timeout=timeout)  # noqa: S310 (http(s) and file URLs from the settings)
+        return urllib.request.urlopen(url, timeout=timeout)
     except urllib.error.HTTPError as exc:
         raise FetchError(f"{url}: HTTP {exc.code}") from None
     except (urllib.error.URLError, OSError) as exc:
@@ -93,6 +93,8 @@ class Store:
                 raise FetchError(f"{url}: its sha256 is {found}, not {sha256} as its index says: the source changed "
                                  "under the build or is corrupt; run the build again")
             target = self.path(found)
+            # Served as it is (the bundle's files are hard links to these): readable by every user.
+            os.chmod(name, 0o644)
             os.replace(name, target)
             return target
         finally:

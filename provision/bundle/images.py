@@ -9,6 +9,7 @@ already there is not copied again.
 """
 from __future__ import annotations
 
+import os
 import shutil
 import socket
 import subprocess
@@ -42,7 +43,7 @@ def bundle_path(settings: Settings, image: str) -> str:
     return moved[len(_PLACEHOLDER_REGISTRY) + 1:]
 
 
-def _split(image: str) -> tuple[str, str]:
+def split_image(image: str) -> tuple[str, str]:
     """'quay.io/calico/node:v3' -> ('quay.io', 'calico/node:v3'); 'busybox:1' -> ('docker.io', 'library/busybox:1')."""
     first, _, rest = image.partition("/")
     if rest and ("." in first or ":" in first or first == "localhost"):
@@ -53,7 +54,7 @@ def _split(image: str) -> tuple[str, str]:
 def source_of(settings: Settings, image: str) -> tuple[str, bool]:
     """Where the build pulls `image` from (a skopeo docker:// reference) and whether over TLS: the first mirror the
     settings name for its registry, else the registry itself."""
-    registry, path = _split(image)
+    registry, path = split_image(image)
     mirrors = settings.container_runtime.registry_mirrors.get(registry)
     if mirrors:
         scheme, _, host = mirrors[0].partition("://")
@@ -97,6 +98,7 @@ class Registry:
     def __enter__(self) -> Registry:
         self.storage.mkdir(parents=True, exist_ok=True)
         handle, name = tempfile.mkstemp(suffix=".yml")
+        os.close(handle)
         self._config = Path(name)
         self._config.write_text(registry_config(self.storage, self.address, self.port, readonly=self.readonly))
         out = self.log.open("ab") if self.log else subprocess.DEVNULL

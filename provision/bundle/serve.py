@@ -29,7 +29,7 @@ class _Handler(http.server.SimpleHTTPRequestHandler):
             return None
         return super().send_head()
 
-    def log_message(self, format: str, *args: Any) -> None:  # noqa: A002 (the base class's name)
+    def log_message(self, format: str, *args: Any) -> None:
         return
 
 

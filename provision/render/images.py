@@ -34,7 +34,8 @@ def own_images(settings: Settings, *, gpu: bool, endpoint_modes: Iterable[str] =
     with GPUs (`gpu`) and the control-plane endpoints `endpoint_modes` may choose. The pause image is kubeadm's
     (containerd pins the same one) and is listed here too: containerd pulls it before kubeadm runs."""
     pause = sandbox_image(settings).rsplit("/", 1)[-1]
-    found = [f"{KUBEADM_REGISTRY}/{pause}", *calico_images(settings), settings.verify.dns_probe_image]
+    calico = [f"{image}:{settings.calico.version}" for image in calico_images(settings)]
+    found = [f"{KUBEADM_REGISTRY}/{pause}", *calico, settings.verify.dns_probe_image]
     if gpu:
         found.append(f"{settings.gpu.device_plugin_image}:{settings.gpu.device_plugin_version}")
     modes = set(endpoint_modes)

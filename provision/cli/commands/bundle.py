@@ -89,6 +89,9 @@ def register(app: typer.Typer) -> None:
             "settings').", show_default=False)] = None,
         key: Annotated[str | None, typer.Option("--key", parser=_path, help="GnuPG home holding the signing key.",
                                                 show_default=False)] = None,
+        cache: Annotated[str | None, typer.Option(
+            "--cache", parser=_path, help="Keep downloads here by sha256, for later builds (default: inside the "
+            "bundle's .build/).", show_default=False)] = None,
         config: ConfigOption = None,
     ) -> None:
         chosen = _platforms(platforms)
@@ -97,7 +100,8 @@ def register(app: typer.Typer) -> None:
             enabled = tuple(name for name in ADDON_ORDER if name in _addons(addons))
         request = BuildRequest(platforms=tuple(chosen), gpu=gpu, output=Path(out).expanduser().absolute(),
                                key_home=Path(key).expanduser().absolute() if key else default_key_home(),
-                               addons=enabled, kubernetes=kubernetes)
+                               addons=enabled, kubernetes=kubernetes,
+                               cache=Path(cache).expanduser().absolute() if cache else None)
         settings = load_settings(config)
         started = time.monotonic()
 
