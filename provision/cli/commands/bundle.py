@@ -46,7 +46,10 @@ Example:
 def _platforms(value: str) -> list[Platform]:
     found = []
     for key in [part.strip() for part in value.split(",") if part.strip()]:
-        parse_platform_key(key)
+        try:
+            parse_platform_key(key)
+        except ValueError as exc:
+            raise typer.BadParameter(str(exc)) from None
         row = platform_named(key)
         if row is None:
             raise typer.BadParameter(f"{key} is not a platform this release knows: use one of "
