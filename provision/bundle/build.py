@@ -183,8 +183,8 @@ def build_bundle(settings: Settings, request: BuildRequest, progress: Callable[[
     for plan in plans:
         key = bundle_key(plan.platform)
         progress(f"{plan.platform.name}: resolving {len(plan.packages)} packages and their dependencies")
-        resolve = build_apt if plan.platform.package_manager == "apt" else None
-        files = resolve(plan, work / key, store) if resolve else build_rpm(plan, work / key)
+        build = build_apt if plan.platform.package_manager == "apt" else build_rpm
+        files = build(plan, work / key, store)
         progress(f"{plan.platform.name}: {len(files)} files")
         take(files)
     progress("manifests")

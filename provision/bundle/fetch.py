@@ -106,6 +106,7 @@ class Store:
         target = self.path(sha256_file(path))
         if not target.exists():
             shutil.copyfile(path, target)
+            target.chmod(0o644)
         return target
 
 

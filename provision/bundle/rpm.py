@@ -15,7 +15,7 @@ import xml.etree.ElementTree as ET
 from pathlib import Path
 
 from provision.bundle.apt import BundleFile, key_files
-from provision.bundle.fetch import exists, read_url
+from provision.bundle.fetch import Store, exists, read_url, sha256_file
 from provision.bundle.plan import NodePlan, Repository
 from provision.errors import InputError
 
@@ -73,7 +73,9 @@ class DnfResolver:
             raise InputError(f"dnf could not resolve {self.plan.platform.name}'s packages ({args[0]}): {detail}")
         return result.stdout
 
-    def resolve(self) -> list[BundleFile]:
+    def resolve(self, store: Store) -> list[BundleFile]:
+        """The closure's packages: dnf downloads them (into its cache here), they go into the store by sha256, and
+        `dnf repoquery --location` says where each lives in its repository."""
         modules = [p for p in self.plan.packages if p.startswith("@")]
         for module in modules:
             self._dnf("module", "enable", module[1:])
@@ -85,15 +87,17 @@ class DnfResolver:
                                 *map(str, downloaded)], capture_output=True, text=True, timeout=300, check=True)
         nevras = query.stdout.split()
         listed = self._dnf("repoquery", "--location", *nevras)
+        stored = {path.name: sha256_file(store.add(path)) for path in downloaded}
         repositories = sorted(self.plan.repositories, key=lambda r: len(r.url), reverse=True)
         found = []
         for url in dict.fromkeys(listed.split()):
             repository = next((r for r in repositories if url.startswith(r.url + "/")), None)
             if repository is not None:
-                found.append(BundleFile(f"{repository.path}/{url[len(repository.url) + 1:]}", url))
+                found.append(BundleFile(f"{repository.path}/{url[len(repository.url) + 1:]}", url,
+                                        stored.get(url.rsplit("/", 1)[-1])))
         return found
 
 
-def build_rpm(plan: NodePlan, work: Path) -> list[BundleFile]:
-    packages = DnfResolver(plan, work).resolve()
+def build_rpm(plan: NodePlan, work: Path, store: Store) -> list[BundleFile]:
+    packages = DnfResolver(plan, work).resolve(store)
     return [f for r in plan.repositories for f in metadata_files(r)] + key_files(plan) + packages
