@@ -25,17 +25,12 @@ import yaml
 from provision.bundle.images import REGISTRY_DIR, free_port
 from provision.bundle.manifest import MANIFEST, verify_directory
 from provision.bundle.serve import serve
-from tests.lab.lab import CACHE_DIR
-from tests.support.bundle_upstream import Upstream, serve_upstream
+from tests.support.bundle_upstream import STORE, TOOLS, Upstream, serve_upstream
 from tests.support.refusal import run_main
 
-TOOLS = ("apt-get", "dnf", "rpm", "rpmbuild", "rpmsign", "createrepo_c", "skopeo", "docker-registry", "gpg", "gpgv",
-         "dpkg-deb")
 pytestmark = [pytest.mark.lab, pytest.mark.skipif(
     any(shutil.which(tool) is None for tool in TOOLS),
     reason=f"a bundle build needs {', '.join(TOOLS)} (scripts/setup.sh installs them)")]
-# Downloads kept between sessions, by sha256: the second session's build fetches only the archive's new files.
-STORE = CACHE_DIR / "bundle-store"
 BUILD_TIMEOUT_S = 1200
 
 

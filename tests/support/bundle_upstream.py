@@ -36,6 +36,7 @@ from provision.inputs.addons import ADDONS
 from provision.inputs.settings import parse_settings
 from provision.render.images import manifest_images, own_images
 from tests.lab.images import fill_registry
+from tests.lab.lab import CACHE_DIR
 from tests.lab.repos import (
     STAND_IN_KUBEADM_EXTRA,
     RpmTree,
@@ -44,6 +45,11 @@ from tests.lab.repos import (
     build_rpm_tree,
 )
 
+# What a build runs on this machine (scripts/setup.sh installs them).
+TOOLS = ("apt-get", "dnf", "rpm", "rpmbuild", "rpmsign", "createrepo_c", "skopeo", "docker-registry", "gpg", "gpgv",
+         "dpkg-deb")
+# Downloads kept between sessions, by sha256: a later session's build fetches only what the archive changed.
+STORE = CACHE_DIR / "bundle-store"
 DEBIAN = {"os/debian/": "http://deb.debian.org/debian/", "os/debian-security/": "http://deb.debian.org/debian-security/"}
 REGISTRIES = ("registry.k8s.io", "quay.io", "docker.io", "nvcr.io", "ghcr.io")
 VOLCANO_IMAGES = ("vc-webhook-manager", "vc-controller-manager", "vc-scheduler")
