@@ -274,6 +274,45 @@ def test_a_pinned_key_makes_the_source_a_bundle(tmp_path: Path, key_home: Path) 
                                                          "bundle_fingerprint": ensure_key(key_home)}}))
 
 
+def test_nodes_on_a_platform_the_bundle_lacks_stop_at_preflight_before_prepare(
+        tmp_path: Path, key_home: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Only the nodes say what they run: a bundle for Rocky 9 alone, Debian 12 nodes (one a GPU node, the bundle
+    has no NVIDIA stack), and `prepare` stops at preflight, naming each, before any playbook runs."""
+    from provision import phases as phases_module
+    from provision.inputs.state import ClusterState
+    from provision.nodes.preflight.run import NodeReport, PreflightReport
+    from provision.nodes.sources_check import NodeTarget
+    from provision.phases import PhaseContext, run_phases, select_phases
+
+    monkeypatch.setenv("BOOTSTRAP_STATE_DIR", str(tmp_path / "state"))
+    root = make_bundle(tmp_path / "bundle", key_home, contents(platforms=("rocky-9",), gpu=False))
+    inventory, _ = write_inputs(tmp_path, {})
+    cluster = load_inventory(inventory)
+    debian = platform_named("debian-12")
+    assert debian is not None
+
+    def fake_preflight(cluster: object, settings: object, *, nodes: list[str] | None = None,
+                       **_: object) -> PreflightReport:
+        return PreflightReport(tuple(
+            NodeReport(n.name, n.role, n.address, (), 0,
+                       sources_target=NodeTarget(n, debian, codename="bookworm", release="12", gpu=n.name == "w1"))
+            for n in cluster.nodes), 0.1)  # type: ignore[attr-defined]
+
+    playbooks: list[str] = []
+    monkeypatch.setattr(phases_module.preflight, "run_preflight", fake_preflight)
+    monkeypatch.setattr(phases_module.engine, "run_playbook", lambda playbook, *a, **k: playbooks.append(playbook))
+    settings = parse_settings({"offline": {"source": str(root)}})
+    result = run_phases(select_phases(("prepare",)),
+                        PhaseContext(cluster=cluster, settings=settings, state=ClusterState.load(cluster)))
+    assert [(o.name, o.status) for o in result.outcomes] == [("preflight", "failed"), ("prepare", "not run")]
+    said = str(result.error)
+    assert "the offline bundle lacks what these nodes need (nothing was changed)" in said
+    assert "cp1 runs Debian" in said and "(debian-12), which the bundle does not carry (it holds rocky-9)" in said
+    assert "--for rocky-9,debian-12" in said
+    assert "w1 is a GPU node and the bundle has no NVIDIA stack: rebuild it with --gpu" in said
+    assert playbooks == []
+
+
 @pytest.mark.parametrize(("args", "says"), [
     (["--for", "centos-7"], "centos-7 is refused"),
     (["--for", "windows-11"], "windows-11 is not a platform"),

@@ -102,7 +102,7 @@ def test_the_debian_part_is_debians_own_signed_archive(built: Built) -> None:
             digest = re.search(r"^SHA256: (\S+)$", stanza, re.MULTILINE)
             if name and digest:
                 listed[name.group(1)] = digest.group(1)
-    debs = [p for p in (built.root / "os").rglob("*.deb")]
+    debs = list((built.root / "os").rglob("*.deb"))
     names = {p.name.split("_")[0] for p in debs}
     # The closure: what prepare asks for, and what that needs down to the C library.
     assert {"chrony", "conntrack", "iptables", "socat", "python3-apt", "libc6", "python3"} <= names

@@ -22,7 +22,7 @@ from pathlib import Path
 from provision.bundle.apt import BundleFile, build_apt
 from provision.bundle.fetch import Store, place
 from provision.bundle.images import REGISTRY_DIR, copy_images
-from provision.bundle.manifest import BUILD_DIR, Contents, bundle_files, write_manifest
+from provision.bundle.manifest import BUILD_DIR, OWN_FILES, Contents, bundle_files, write_manifest
 from provision.bundle.plan import BUNDLE_ROOT, NodePlan, containerd_source, node_plan, offline_settings
 from provision.bundle.rpm import build_rpm
 from provision.errors import InputError
@@ -214,12 +214,12 @@ def build_bundle(settings: Settings, request: BuildRequest, progress: Callable[[
                                             for p in plans})
     progress("manifest and signature")
     fingerprint = write_manifest(root, contents, request.key_home)
-    files = bundle_files(root)
+    held = bundle_files(root)
     if archive:
         progress(f"packing {archive}")
         with tarfile.open(archive, "w") as tar:
-            for name in sorted(set(files) | {"bundle.json", "bundle.json.asc", "bundle.key"}):
+            for name in sorted(set(held) | set(OWN_FILES)):
                 tar.add(root / name, arcname=name)
-    return BuildResult(root=root, archive=archive, contents=contents, fingerprint=fingerprint, files=len(files),
-                       size=sum(p.stat().st_size for p in files.values()), downloaded=store.downloaded,
+    return BuildResult(root=root, archive=archive, contents=contents, fingerprint=fingerprint, files=len(held),
+                       size=sum(p.stat().st_size for p in held.values()), downloaded=store.downloaded,
                        seconds=time.monotonic() - started, sizes=_sizes(root))

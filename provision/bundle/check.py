@@ -9,13 +9,16 @@ its digest.
 """
 from __future__ import annotations
 
+from collections.abc import Iterable
 from pathlib import Path
 
 from provision.bundle.fetch import FetchError, read_url
 from provision.bundle.manifest import MANIFEST, PUBLIC_KEY, SIGNATURE, Contents, judge_manifest, verify_directory
 from provision.errors import InputError
 from provision.inputs.inventory import Cluster
+from provision.inputs.platforms import bundle_key
 from provision.inputs.settings import Settings
+from provision.nodes.sources_check import NodeTarget
 from provision.render.images import own_images
 
 
@@ -58,9 +61,25 @@ def missing_for(contents: Contents, settings: Settings, cluster: Cluster | None)
     return problems
 
 
-def check_offline_bundle(settings: Settings, cluster: Cluster | None = None) -> Contents | None:
+def node_problems(contents: Contents, targets: Iterable[NodeTarget]) -> list[str]:
+    """What the nodes preflight found need that the bundle does not hold: their platform, and the NVIDIA stack on
+    GPU nodes."""
+    held = ", ".join(contents.platforms)
+    problems = []
+    for target in targets:
+        key = bundle_key(target.platform)
+        if key not in contents.platforms:
+            problems.append(f"{target.node.name} runs {target.platform.name} ({key}), which the bundle does not carry "
+                            f"(it holds {held}): rebuild it with --for {','.join([*contents.platforms, key])}")
+        if target.gpu and not contents.gpu:
+            problems.append(f"{target.node.name} is a GPU node and the bundle has no NVIDIA stack: rebuild it with --gpu")
+    return problems
+
+
+def check_offline_bundle(settings: Settings, cluster: Cluster | None = None, *, files: bool = True) -> Contents | None:
     """The bundle's contents when offline.source is a bundle that verifies and serves these settings; None when it
-    is no bundle (and none is required); InputError naming every problem otherwise."""
+    is no bundle (and none is required); InputError naming every problem otherwise. files=False checks a local
+    bundle's signed manifest only, not every file's sha256 again (preflight, after the CLI checked them whole)."""
     source = settings.offline.source
     if not source:
         return None
@@ -68,27 +87,28 @@ def check_offline_bundle(settings: Settings, cluster: Cluster | None = None) -> 
     where = f"offline.source {source}"
     fix = "rebuild it (bootstrap bundle build) for these settings, or point offline.source at one that has them"
     local = Path(source.removeprefix("file://")) if source.startswith("file://") else None
-    if local is not None and local.is_dir():
+    if local is not None and local.is_dir() and files:
         verdict = verify_directory(local, fingerprint=pinned)
         if verdict.contents is None and not (local / MANIFEST).exists():
             if pinned:
                 raise InputError(f"{where} is not a bundle (no {MANIFEST}) and offline.bundle_fingerprint is set: "
                                  "point it at the bundle")
             return None
-    elif local is not None:
+    elif local is not None and not local.is_dir():
         if pinned:
             raise InputError(f"{where}: offline.bundle_fingerprint is set, so the bundle is checked before the run, "
                              "and this machine has no such directory: serve it (bootstrap bundle serve) and use its "
                              "http:// URL, or copy it here at the same path")
         return None
     else:
-        manifest = _read(source, MANIFEST)
+        base = source if local is None else local.as_uri()
+        manifest = _read(base, MANIFEST)
         if manifest is None:
             if pinned:
                 raise InputError(f"{where} has no {MANIFEST} and offline.bundle_fingerprint is set: point it at the "
                                  "bundle's server")
             return None
-        verdict = judge_manifest(manifest, _read(source, SIGNATURE), _read(source, PUBLIC_KEY), fingerprint=pinned)
+        verdict = judge_manifest(manifest, _read(base, SIGNATURE), _read(base, PUBLIC_KEY), fingerprint=pinned)
     if not verdict.ok:
         shown = "; ".join(verdict.problems[:5]) + (f"; and {len(verdict.problems) - 5} more"
                                                    if len(verdict.problems) > 5 else "")

@@ -181,10 +181,10 @@ def _os_repositories(upstream: RoleView, offline: RoleView, platform: Platform) 
     if mirror is None:
         return []
     release = platform.releases[0]
-    base, local = str(upstream("os_prep_rpm_mirror_base")), _inside(str(offline("os_prep_rpm_mirror_base")))
+    base, inside = str(upstream("os_prep_rpm_mirror_base")), _inside(str(offline("os_prep_rpm_mirror_base")))
     directories = [directory for _, directory in mirror.repos] + list(mirror.also_enabled)
     return [Repository(f"OS {directory}", "dnf", f"{base}/{release}/{directory}/x86_64/os",
-                       f"{local}/{release}/{directory}/x86_64/os") for directory in directories]
+                       f"{inside}/{release}/{directory}/x86_64/os") for directory in directories]
 
 
 def node_plan(platform: Platform, settings: Settings, *, gpu: bool) -> NodePlan:
