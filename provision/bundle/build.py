@@ -10,6 +10,7 @@ under the bundle's `.build/`, so an interrupted build run again reuses what it h
 from __future__ import annotations
 
 import hashlib
+import io
 import shutil
 import subprocess
 import tarfile
@@ -129,9 +130,15 @@ def kubeadm_release(root: Path, plans: list[NodePlan]) -> tuple[str, list[str]]:
         if package.suffix == ".deb":
             subprocess.run(["dpkg-deb", "-x", str(package), scratch], check=True, capture_output=True, timeout=120)
         else:
-            cpio = subprocess.run(["rpm2cpio", str(package)], check=True, capture_output=True, timeout=120).stdout
-            subprocess.run(["cpio", "-idm", "--quiet"], input=cpio, cwd=scratch, check=True, capture_output=True,
-                           timeout=120)
+            # rpm2archive (beside rpm2cpio, which rpm depends on) writes the payload as a tar: no cpio needed.
+            if shutil.which("rpm2archive") is None:
+                raise InputError(f"reading kubeadm from {package.name} needs rpm2archive on this machine (Debian and "
+                                 "Ubuntu: apt-get install rpm2cpio; the RHEL family: dnf install rpm)")
+            with package.open("rb") as rpm:
+                payload = subprocess.run(["rpm2archive", "-n", "-"], stdin=rpm, check=True, capture_output=True,
+                                         timeout=120).stdout
+            with tarfile.open(fileobj=io.BytesIO(payload)) as tar:
+                tar.extractall(scratch, filter="data")
         binary = next(Path(scratch).rglob("bin/kubeadm"), None)
         if binary is None:
             raise InputError(f"{package.name} holds no kubeadm binary")
