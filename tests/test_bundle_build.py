@@ -1,6 +1,6 @@
 """`bootstrap bundle build` for real: Debian 12's packages from Debian's archive (resolved by apt, real packages,
 real signatures), Rocky Linux 9's from the lab's RPM tree (resolved by dnf), Docker's, Kubernetes' and the images
-from stand-ins (tests/support/bundle_upstream.py: they cannot be reached here). Then what a user does with it:
+from stand-ins (tests/lab/upstream.py: they cannot be reached here). Then what a user does with it:
 verify it, serve it, build again after an interruption.
 
 Marked `lab`: it reads Debian's archive and needs apt, dnf, rpmbuild, skopeo and docker-registry on this machine
@@ -25,7 +25,7 @@ import yaml
 from provision.bundle.images import REGISTRY_DIR, free_port
 from provision.bundle.manifest import MANIFEST, verify_directory
 from provision.bundle.serve import serve
-from tests.support.bundle_upstream import STORE, TOOLS, Upstream, serve_upstream
+from tests.lab.upstream import STORE, TOOLS, Upstream, serve_upstream
 from tests.support.refusal import run_main
 
 pytestmark = [pytest.mark.lab, pytest.mark.skipif(

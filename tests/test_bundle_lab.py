@@ -1,7 +1,7 @@
 """A cluster prepared from an offline bundle with no route out: the promise of `bootstrap bundle`.
 
 A bundle is built for Debian 12 (Debian's archive for real; Docker's containerd.io, Kubernetes and the images as
-stand-ins, tests/support/bundle_upstream.py) and Rocky Linux 9 (the lab's RPM tree), served by `bootstrap bundle
+stand-ins, tests/lab/upstream.py) and Rocky Linux 9 (the lab's RPM tree), served by `bootstrap bundle
 serve` from the lab's hub, and the hub is sealed: it forwards nothing out, and counts every packet it drops on the
 way. Then `bootstrap prepare` (preflight and prepare for real, as `up` runs them; the Kubernetes binaries are
 placeholders, so `up` stops at kubeadm, as every lab test does) installs everything from the bundle, containerd
@@ -21,7 +21,7 @@ import yaml
 
 from provision.bundle.manifest import verify_directory
 from tests.lab.lab import Lab
-from tests.support.bundle_upstream import STORE, TOOLS, serve_upstream
+from tests.lab.upstream import STORE, TOOLS, serve_upstream
 
 pytestmark = pytest.mark.skipif(any(shutil.which(tool) is None for tool in TOOLS),
                                 reason=f"a bundle build needs {', '.join(TOOLS)} (scripts/setup.sh installs them)")

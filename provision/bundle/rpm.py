@@ -76,10 +76,15 @@ class DnfResolver:
     def resolve(self, store: Store) -> list[BundleFile]:
         """The closure's packages: dnf downloads them (into its cache here), they go into the store by sha256, and
         `dnf repoquery --location` says where each lives in its repository."""
-        modules = [p for p in self.plan.packages if p.startswith("@")]
-        for module in modules:
-            self._dnf("module", "enable", module[1:])
-        self._dnf("install", "--downloadonly", *self.plan.packages)
+        # A GPU bundle carries both of the driver module's streams (open and proprietary kernel modules), and dnf
+        # enables one stream of a module at a time: one resolution per stream, into the same cache.
+        modules: list[str | None] = [p for p in self.plan.packages if p.startswith("@")]
+        plain = [p for p in self.plan.packages if not p.startswith("@")]
+        for module in modules or [None]:
+            if module is not None:
+                self._dnf("module", "reset", module[1:].split(":")[0].split("/")[0])
+                self._dnf("module", "enable", module[1:])
+            self._dnf("install", "--downloadonly", *plain, *([module] if module else []))
         downloaded = sorted((self.work / "cache").rglob("*.rpm"))
         if not downloaded:
             return []

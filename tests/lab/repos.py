@@ -435,9 +435,10 @@ def os_packages(kernel_release: str) -> dict[str, list[Package]]:
     python312 = named("python3.12", "3.12.8", post=f"/usr/bin/python3 -m venv --without-pip {PYTHON312_VENV}",
                       postun=f'[ "$1" != 0 ] || rm -rf {PYTHON312_VENV}') \
         .add_text("/usr/bin/python3.12", PYTHON312_WRAPPER, 0o755)
-    # The NVIDIA driver's prerequisites: headers for the running kernel (this host's, not an EL kernel).
+    # The NVIDIA driver's prerequisites: headers for the running kernel (this host's, not an EL kernel), and the
+    # archive's current kernel-devel (what an offline bundle carries, not knowing the nodes' kernel).
     app_stream = [named("socat", "1.7.4.1"), named("kernel-headers", "5.14.0"),
-                  named(f"kernel-devel-{kernel_release}", "5.14.0"), python312]
+                  named(f"kernel-devel-{kernel_release}", "5.14.0"), named("kernel-devel", "5.14.0"), python312]
     # EPEL's release package, without EPEL's repository file: EPEL cannot be reached from the lab.
     extras = [named("epel-release", "9")]
     return {"BaseOS": base_os, "AppStream": app_stream, "extras": extras}

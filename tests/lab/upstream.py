@@ -6,6 +6,8 @@ One HTTP server on 127.0.0.1 plays a mirror of everything (as mirrors.aliyun.com
   signatures); `os/rockylinux/`: the lab's RPM tree (stand-ins, signed by a throwaway key);
 - `docker/debian/` (containerd.io around Debian's containerd 2 and runc), `docker/rhel/`, `kubernetes/v<minor>/deb|rpm`
   (placeholder kubeadm, kubelet, kubectl; kubeadm answers `config images list`): stand-ins from tests/lab/repos.py;
+- `nvidia-cuda/rhel9/`, `nvidia-container-toolkit/` (also as `.../stable/`, its upstream channel): the RPM tree's
+  NVIDIA stand-ins; NVIDIA's Debian repositories have none here;
 - `calico/<version>/manifests/calico.yaml`, `github-raw/...` (Volcano's installer): small manifests naming the images
   the real ones name, at this release's versions;
 - `cifar10/cifar-10-python.tar.gz`: a small stand-in archive (its md5 goes into the settings).
@@ -51,6 +53,7 @@ TOOLS = ("apt-get", "dnf", "rpm", "rpmbuild", "rpmsign", "createrepo_c", "skopeo
 # Downloads kept between sessions, by sha256: a later session's build fetches only what the archive changed.
 STORE = CACHE_DIR / "bundle-store"
 DEBIAN = {"os/debian/": "http://deb.debian.org/debian/", "os/debian-security/": "http://deb.debian.org/debian-security/"}
+TOOLKIT_CHANNEL = "nvidia-container-toolkit/stable/"
 REGISTRIES = ("registry.k8s.io", "quay.io", "docker.io", "nvcr.io", "ghcr.io")
 VOLCANO_IMAGES = ("vc-webhook-manager", "vc-controller-manager", "vc-scheduler")
 
@@ -60,6 +63,9 @@ class _Handler(http.server.SimpleHTTPRequestHandler):
 
     def do_GET(self) -> None:
         path = self.path.lstrip("/")
+        # NVIDIA's toolkit channel (.../stable/rpm/...) with its key one level up, as upstream lays it out.
+        if path.startswith(TOOLKIT_CHANNEL):
+            self.path = "/nvidia-container-toolkit/" + path[len(TOOLKIT_CHANNEL):]
         upstream = next((url + path[len(prefix):] for prefix, url in DEBIAN.items() if path.startswith(prefix)), None)
         if upstream is None:
             return super().do_GET()
@@ -107,6 +113,10 @@ class Upstream:
             "mirrors": {"os_repo": f"{self.url}/os", "docker_repo": f"{self.url}/docker",
                         "kubernetes_repo": f"{self.url}/kubernetes", "calico_manifest": f"{self.url}/calico",
                         "github_raw": f"{self.url}/github-raw",
+                        # NVIDIA's repositories: the lab's RPM tree has them for the RHEL family (stand-ins); for
+                        # Debian there are none here, so a --gpu build for it stops at this server, by name.
+                        "nvidia_cuda_repo": f"{self.url}/nvidia-cuda",
+                        "nvidia_toolkit_repo": f"{self.url}/{TOOLKIT_CHANNEL.rstrip('/')}",
                         "cifar10_archive": f"{self.url}/cifar10/cifar-10-python.tar.gz"},
             "container_runtime": {"install_docker": False,
                                   "registry_mirrors": {r: [f"http://{self.registry}"] for r in REGISTRIES}},
