@@ -17,10 +17,12 @@ PY=${PYTHON:-python3}
 #   test (default): what the test suite needs: debootstrap + systemd-nspawn for the lab nodes, iptables/iproute2
 #                   for their network, gnupg to sign the lab's throwaway apt and RPM repositories, rpm (rpmbuild,
 #                   rpmsign) + createrepo-c to build the RPM one (RHEL-shaped lab nodes), vagrant + vagrant-libvirt
-#                   for `vagrant validate`.
+#                   for `vagrant validate`; for the offline bundle's tests: dnf (resolves RPM closures), skopeo and
+#                   docker-registry (the CNCF distribution registry: the bundle's images), debian-archive-keyring.
 #   vm:             also libvirt and QEMU, for the Vagrant lab itself (`./dev.sh up` and the slow test).
 PROFILE=${1:-test}
-APT_TEST=(debootstrap systemd-container iptables iproute2 openssh-client gnupg rpm createrepo-c vagrant vagrant-libvirt)
+APT_TEST=(debootstrap systemd-container iptables iproute2 openssh-client gnupg rpm createrepo-c vagrant vagrant-libvirt
+          dnf skopeo docker-registry debian-archive-keyring)
 APT_VM=(libvirt-daemon-system qemu-system-x86 qemu-utils dnsmasq-base e2fsprogs)
 
 apt_install() {  # apt_install [--no-install-recommends] PACKAGE...: only the ones not installed yet

@@ -9,6 +9,7 @@ from typing import Any
 
 import typer
 
+from provision.bundle.check import check_offline_bundle
 from provision.cli.invocation import carry
 from provision.cli.options import NodeOptions, Output
 from provision.cli.views import PhaseView, console, print_summary
@@ -32,6 +33,8 @@ def load_inputs(nodes: NodeOptions) -> tuple[Cluster, Settings]:
     check_state_root()
     cluster, settings = load_cluster(nodes.inventory, nodes.config)
     warn([*cluster.warnings, *settings_warnings(settings)])
+    # A bundle as offline.source verifies and holds what these settings need, or nothing goes further.
+    check_offline_bundle(settings, cluster)
     return cluster, with_host_key_choice(settings, nodes.accept_new_host_keys)
 
 

@@ -60,6 +60,11 @@ class OsMirror:
     files: str
     path: str
     repos: tuple[tuple[str, str], ...] = (("baseos", "BaseOS"), ("appstream", "AppStream"))
+    # The directories of the other repositories the distribution's own repository files enable, which os_prep
+    # moves to the mirror too: dnf stops on any enabled repository it cannot read (skip_if_unavailable=False), so
+    # an offline source carries their metadata as well [read: Rocky's and AlmaLinux's rocky-extras.repo and
+    # almalinux-extras.repo are enabled].
+    also_enabled: tuple[str, ...] = ("extras",)
 
 
 @dataclass(frozen=True)
@@ -86,6 +91,11 @@ class Platform:
     os_mirror: OsMirror | None = None  # None: the node keeps its own OS repositories
     epel: bool = False  # its own repositories offer epel-release (the NVIDIA driver's DKMS comes from EPEL)
     containerd: str | None = None  # the containerd (major.minor) the distribution ships; None: none
+    codename: str = ""  # apt: the release's suite name (ansible_distribution_release); "" for dnf systems
+    # The distribution's own archive, in the layout os_prep appends to mirrors.os_repo (<archive>/debian, ...): where
+    # an offline bundle's OS packages come from when mirrors.os_repo is not set. None: no public archive has that
+    # layout, so a bundle needs mirrors.os_repo.
+    archive: str | None = None
 
     @property
     def support_level(self) -> str:
@@ -108,6 +118,9 @@ class Refusal:
 
 Row = Platform | Refusal
 
+# deb.debian.org serves /debian and /debian-security; archive.ubuntu.com /ubuntu (security is a suite there) [read].
+DEBIAN_ARCHIVE = "http://deb.debian.org"
+UBUNTU_ARCHIVE = "http://archive.ubuntu.com"
 ROCKY_MIRROR = OsMirror(files="[Rr]ocky*.repo", path="rockylinux")
 ALMA_MIRROR = OsMirror(files="almalinux*.repo", path="almalinux")
 CUDA_RHEL8 = CudaRepo("rhel8", "D42D0685.pub")
@@ -139,22 +152,22 @@ def _el(os_id: str, name: str, distribution: str, el: int, release: str | None =
 PLATFORMS: tuple[Row, ...] = (
     # --- Debian and Ubuntu ------------------------------------------------------------------------------------
     Platform("debian", ("12",), "Debian 12 (bookworm)", "Debian", "Debian", "apt", "debian", "debian",
-             CudaRepo("debian12", "3bf863cc.pub"), containerd="1.6"),
+             CudaRepo("debian12", "3bf863cc.pub"), containerd="1.6", codename="bookworm", archive=DEBIAN_ARCHIVE),
     Platform("debian", ("13",), "Debian 13 (trixie)", "Debian", "Debian", "apt", "debian", "debian",
-             CudaRepo("debian13", "8793F200.pub"), containerd="1.7"),
+             CudaRepo("debian13", "8793F200.pub"), containerd="1.7", codename="trixie", archive=DEBIAN_ARCHIVE),
     # Debian testing/unstable have no VERSION_ID; Ansible reports their major version as "<codename>/sid".
     Platform("debian", ("sid",), "Debian testing/unstable", "Debian", "Debian", "apt", "debian", "debian", None,
              "NVIDIA publishes no CUDA repository for Debian testing/unstable: set gpu=false for this node",
-             support="warned", containerd="2.1",
+             support="warned", containerd="2.1", codename="sid", archive=DEBIAN_ARCHIVE,
              note="testing/unstable changes every day, and what works today may not tomorrow: use Debian 13 for a "
                   "cluster you keep"),
     Refusal("debian", ("11",), "Debian 11 (bullseye)", "Debian",
             "its long-term support ended in August 2026, and its containerd is 1.4",
             "upgrade the node to Debian 12 or 13"),
     Platform("ubuntu", ("22.04",), "Ubuntu 22.04 LTS", "Ubuntu", "Debian", "apt", "debian", "ubuntu",
-             CudaRepo("ubuntu2204", "3bf863cc.pub"), containerd="1.7"),
+             CudaRepo("ubuntu2204", "3bf863cc.pub"), containerd="1.7", codename="jammy", archive=UBUNTU_ARCHIVE),
     Platform("ubuntu", ("24.04",), "Ubuntu 24.04 LTS", "Ubuntu", "Debian", "apt", "debian", "ubuntu",
-             CudaRepo("ubuntu2404", "3bf863cc.pub"), containerd="1.7"),
+             CudaRepo("ubuntu2404", "3bf863cc.pub"), containerd="1.7", codename="noble", archive=UBUNTU_ARCHIVE),
     Refusal("ubuntu", ("20.04",), "Ubuntu 20.04 LTS", "Ubuntu",
             "its standard support ended in May 2025; it boots with cgroup v1, which the kubelet refuses from "
             "Kubernetes 1.35; its Python 3.8 is older than ansible-core 2.21 manages",
@@ -223,6 +236,18 @@ def supported_text(rows: Iterable[Row] = PLATFORMS) -> str:
             release = row.releases[0]
             releases.setdefault(row.name.split(f" {release}")[0], []).append(release)
     return ", ".join(f"{name} {'/'.join(sorted(found, key=_release_order))}" for name, found in releases.items())
+
+
+def bundle_key(platform: Platform) -> str:
+    """How `bootstrap bundle build --for` names a platform: its os-release ID and first release, lower case
+    (debian-12, rocky-9, ubuntu-22.04, openeuler-24.03)."""
+    return f"{platform.os_id.lower()}-{platform.releases[0]}"
+
+
+def platform_named(key: str) -> Platform | Refusal | None:
+    """The row `bundle_key` names (debian-12, rocky-9), or None."""
+    return next((row for row in PLATFORMS if isinstance(row, Platform | Refusal)
+                 and f"{row.os_id.lower()}-{row.releases[0]}" == key.lower()), None)
 
 
 def platform_for(os_release: Mapping[str, str]) -> Platform | Refusal:

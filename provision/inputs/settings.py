@@ -20,6 +20,7 @@ from provision.errors import InputError
 from provision.inputs import versions
 from provision.inputs.addons import ADDON_ORDER, ADDONS, AddonName
 from provision.inputs.files import parse_yaml, read_text, refuse_vault_file, shown
+from provision.inputs.values import Fingerprint
 
 KUBE_VERSION_RE = re.compile(r"^v?1\.(0|[1-9]\d{0,2})(?:\.(0|[1-9]\d{0,3}))?$")
 # The Kubernetes minors this release installs: the versions table's (provision/inputs/versions.py).
@@ -335,6 +336,9 @@ class OfflineSettings(_Section):
     # Layout expected under it is documented in docs/offline.md.
     source: str | None = None
     image_repository: str | None = None
+    # The key a bundle at `source` must be signed by (`bootstrap bundle build` prints it): with it set, `source`
+    # must be a bundle that verifies against that key, checked before any node is touched.
+    bundle_fingerprint: Fingerprint | None = None
 
     @field_validator("source")
     @classmethod

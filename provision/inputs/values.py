@@ -43,6 +43,8 @@ The names below are stable; other modules import them.
 | INTERFACE_NAME | InterfaceName | parse_interface_name | a Linux network interface name (eth0) |
 | USER_NAME | UserName | parse_user_name | a login name (ubuntu, svc.deploy) |
 | MD5 | Md5 | parse_md5 | 32 hexadecimal digits (returned lower-case) |
+| FINGERPRINT | Fingerprint | parse_fingerprint | an OpenPGP key fingerprint: 40 or 64 hexadecimal digits (returned upper-case) |
+| PLATFORM_KEY | PlatformKey | parse_platform_key | a node system as os-release ID and release, lower case (debian-12, rocky-9) |
 | GPU_MODEL | GpuModel | parse_gpu_model | a GPU model as its device name carries it (H100, RTX 6000) |
 | LOCAL_PATH | LocalPath | parse_local_path | a path on this machine: one line, no control characters |
 | - | FiniteFloat, PositiveFloat | parse_positive_float | a finite number (no NaN, no infinity) |
@@ -230,6 +232,11 @@ USER_NAME = _shape("a user name", r"[A-Za-z0-9_][A-Za-z0-9_.@-]{0,63}", "letters
                    "ubuntu", max_length=64)
 MD5 = _shape("an md5", r"[0-9a-fA-F]{32}", "32 hexadecimal digits", "c58f30108f718f92721af3b95e74349a",
              max_length=32)
+FINGERPRINT = _shape("an OpenPGP fingerprint", r"(?:[0-9A-Fa-f]{40}|[0-9A-Fa-f]{64})",
+                     "40 (v4 key) or 64 (v6 key) hexadecimal digits, no spaces",
+                     "5A1E0D3B6C2F4E8A9B7C1D0E2F3A4B5C6D7E8F90", max_length=64)
+PLATFORM_KEY = _shape("a platform", r"[a-z][a-z0-9]*-[a-z0-9]+(?:\.[0-9]+)?",
+                      "os-release ID and release joined by '-', lower case", "debian-12", max_length=40)
 GPU_MODEL = _shape("a GPU model name", r"[A-Za-z0-9](?:[A-Za-z0-9 ._-]{0,62}[A-Za-z0-9])?",
                    "letters, digits, ' ', '.', '_', '-', as in the device name", "H100", max_length=64)
 
@@ -418,6 +425,8 @@ Count = Annotated[str, AfterValidator(COUNT.parse)]
 InterfaceName = Annotated[str, AfterValidator(INTERFACE_NAME.parse)]
 UserName = Annotated[str, AfterValidator(USER_NAME.parse)]
 Md5 = Annotated[str, AfterValidator(lambda value: MD5.parse(value).lower())]
+Fingerprint = Annotated[str, AfterValidator(lambda value: FINGERPRINT.parse(value).upper())]
+PlatformKey = Annotated[str, AfterValidator(PLATFORM_KEY.parse)]
 GpuModel = Annotated[str, AfterValidator(GPU_MODEL.parse)]
 LocalPath = Annotated[str, AfterValidator(LOCAL_PATH.parse)]
 FiniteFloat = Annotated[float, Field(allow_inf_nan=False)]
@@ -452,11 +461,16 @@ parse_count = COUNT.parse
 parse_interface_name = INTERFACE_NAME.parse
 parse_user_name = USER_NAME.parse
 parse_gpu_model = GPU_MODEL.parse
+parse_platform_key = PLATFORM_KEY.parse
 parse_local_path = LOCAL_PATH.parse
 
 
 def parse_md5(value: object) -> str:
     return MD5.parse(value).lower()
+
+
+def parse_fingerprint(value: object) -> str:
+    return FINGERPRINT.parse(value).upper()
 
 
 # Every shape, by name (tests sweep them; docs list them).

@@ -2,6 +2,7 @@
 VIP, link speeds and the Python each node runs Ansible with."""
 from __future__ import annotations
 
+from provision.bundle.check import check_offline_bundle, node_problems
 from provision.errors import BootstrapError
 from provision.findings import describe, group_findings
 from provision.inputs.settings import GPU_RESOURCE
@@ -37,6 +38,7 @@ def check(ctx: PhaseContext) -> str:
         more = (f" (and {len(report.blocking) - 1} more; `bootstrap preflight` lists them)"
                 if len(report.blocking) > 1 else "")
         raise BootstrapError(f"preflight: {report.blocking[0].describe()}{more}")
+    judge_bundle(ctx, report)
     sources = prove_sources(ctx, report)
     total = sum(gpus.get(n, 0) for n in ctx.target_nodes)
     warned = f", {len(report.warnings)} warnings" if report.warnings else ""
@@ -46,6 +48,16 @@ def check(ctx: PhaseContext) -> str:
     shared = "" if schedulable in ({}, {GPU_RESOURCE: total}) else \
         f" ({', '.join(f'{count} {resource}' for resource, count in schedulable.items())} schedulable)"
     return f"{len(ctx.target_nodes)} nodes ready to prepare, {total} GPUs found{shared}{warned}{sources}"
+
+
+def judge_bundle(ctx: PhaseContext, report: PreflightReport) -> None:
+    """With a bundle as offline.source: it carries every node's platform, and the NVIDIA stack for GPU nodes (the
+    inputs' check, before any connection, judged what the settings need; only the nodes say what they run)."""
+    contents = check_offline_bundle(ctx.settings, ctx.cluster, files=False)
+    problems = node_problems(contents, report.sources_targets.values()) if contents else []
+    if problems:
+        raise BootstrapError("preflight: the offline bundle lacks what these nodes need (nothing was changed):\n"
+                             + "\n".join(problems))
 
 
 def prove_sources(ctx: PhaseContext, report: PreflightReport) -> str:

@@ -58,6 +58,8 @@ FIRST_HOST_OCTET = 11
 MAX_NODES = 116  # 10.88.S.11 .. 10.88.S.126: the nodes' /25
 UNUSED_HOST_OCTET = 99  # never given to a node while a lab has fewer than 89 nodes
 MIRROR_HOST = "deb.debian.org"
+# The comment on a sealed hub's counting rules (Lab.seal).
+EGRESS_TAG = "cblab-egress"
 MIRROR_PORTS = "80,443"
 # RHEL-shaped labs: the hub serves the lab's RPM tree here (a name in the nodes' /etc/hosts, so that repository
 # URLs read like a mirror's). Each hub has its own network namespace, so every lab can use the same port.
@@ -930,6 +932,33 @@ class Lab:
                                      str(faults), str(log)], port, self.dir / f"{name}.log")
         self._mirrors.append(server)
         return MirrorStandIn(f"http://{self.hub_ip}:{port}", faults, log)
+
+    def serve_in_hub(self, argv: list[str], port: int, name: str) -> str:
+        """Run a server (`argv`, listening on hub_ip:port) in the hub, where only the nodes and this host reach it,
+        until the lab is torn down; returns its log's path."""
+        log = self.dir / f"{name}.log"
+        self._mirrors.append(self._start_in_hub(argv, port, log))
+        return str(log)
+
+    def seal(self) -> None:
+        """No packet leaves the lab from now on: the hub forwards node <-> node and this host -> node (and their
+        replies) only. Every other packet the nodes send through the hub, and every connection the hub itself opens
+        outwards, is dropped by a rule that counts it (`egress_dropped`)."""
+        hub_iptables = ["ip", "netns", "exec", self.hub, "iptables", "-w"]
+        for mirror in self.mirror_ips:
+            _run([*hub_iptables, "-D", "FORWARD", "-i", self.bridge, "-o", "uplink", "-d", mirror, "-p", "tcp",
+                  "-m", "multiport", "--dports", MIRROR_PORTS, "-j", "ACCEPT"])
+        tag = ["-m", "comment", "--comment", EGRESS_TAG]
+        _run([*hub_iptables, "-A", "FORWARD", *tag, "-j", "DROP"])
+        _run([*hub_iptables, "-A", "OUTPUT", "-o", "uplink", "-m", "conntrack", "--ctstate", "NEW", *tag, "-j", "DROP"])
+
+    def egress_dropped(self) -> int:
+        """Packets the sealed hub has dropped on their way out (both counting rules, read from iptables)."""
+        total = 0
+        for chain in ("FORWARD", "OUTPUT"):
+            listing = _run(["ip", "netns", "exec", self.hub, "iptables", "-w", "-L", chain, "-v", "-x", "-n"]).stdout
+            total += sum(int(line.split()[0]) for line in listing.splitlines() if EGRESS_TAG in line)
+        return total
 
     def _start_in_hub(self, argv: list[str], port: int, log_path: Path) -> subprocess.Popen[bytes]:
         """A server in the hub's network namespace (so only the nodes and this host reach it), in the lab's cgroups

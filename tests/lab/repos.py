@@ -34,7 +34,12 @@ from pathlib import Path
 
 import yaml
 
-from provision.inputs.versions import CONTAINER_TOOLKIT_DEFAULT, DRIVER_BRANCH_DEFAULT, KUBERNETES_DEFAULT
+from provision.inputs.versions import (
+    CONTAINER_TOOLKIT_DEFAULT,
+    DRIVER_BRANCH_DEFAULT,
+    KUBERNETES_DEFAULT,
+    KUBERNETES_RELEASES,
+)
 from tests.lab.lab import CACHE_DIR, Lab, LabError, _flock
 
 KUBERNETES_PACKAGES = ("kubeadm", "kubelet", "kubectl")
@@ -91,6 +96,25 @@ class Package:
             target.chmod(mode)
 
 
+# The images `kubeadm config images list` names besides the control plane's own four, for the stand-in kubeadm:
+# stand-in versions (the real kubeadm of each release names its own), enough for a bundle to carry and a node to pull.
+STAND_IN_KUBEADM_EXTRA = ("coredns/coredns:v1.12.1", "etcd:3.6.5-0")
+
+
+def kubeadm_script(minor: str, patch: int) -> str:
+    """The stand-in kubeadm: `version -o short` and `config images list` answer as kubeadm's do (what a bundle build
+    asks it), anything else prints the placeholder line."""
+    version = f"v{minor}.{patch}"
+    release = next(r for r in KUBERNETES_RELEASES if r.name == minor) if any(
+        r.name == minor for r in KUBERNETES_RELEASES) else KUBERNETES_RELEASES[-1]
+    images = [f"kube-{part}:{version}" for part in ("apiserver", "controller-manager", "scheduler", "proxy")] + \
+        list(STAND_IN_KUBEADM_EXTRA) + [f"pause:{release.pause}"]
+    listing = "\n".join(f"registry.k8s.io/{image}" for image in images)
+    return (f'#!/bin/sh\ncase "$*" in\n  "version -o short") echo {version} ;;\n'
+            f'  "config images list"*) printf \'%s\\n\' {" ".join(listing.split())} ;;\n'
+            f"  *) echo 'kubeadm placeholder v{minor}.{patch}' ;;\nesac\n")
+
+
 def kubernetes_packages(minor: str, patch: int, family: str) -> list[Package]:
     """kubeadm, kubelet and kubectl at <minor>.<patch>, versioned and laid out as pkgs.k8s.io's for the family
     ("deb" or "rpm"); the RPM kubeadm needs cri-tools (crictl), as pkgs.k8s.io's does."""
@@ -98,6 +122,7 @@ def kubernetes_packages(minor: str, patch: int, family: str) -> list[Package]:
     version, release = f"{minor}.{patch}", "150500.1.1" if rpm else "1.1"
     packages = [Package(name, version, release, f"{name} placeholder").add_placeholder_binaries(f"/usr/bin/{name}")
                 for name in KUBERNETES_PACKAGES]
+    packages[0].files["/usr/bin/kubeadm"] = (kubeadm_script(minor, patch).encode(), 0o755)
     packages[1].add_text(f"{'/usr' if rpm else ''}/lib/systemd/system/kubelet.service", KUBELET_UNIT)
     if rpm:
         packages.append(Package("cri-tools", f"{minor}.0", release, "crictl placeholder")
@@ -158,7 +183,8 @@ def _build_deb(work: Path, package: Package) -> Path:
     (root / "DEBIAN" / "control").write_text(
         f"Package: {package.name}\nVersion: {version}\nArchitecture: amd64\nMaintainer: cluster-bootstrap tests "
         f"<tests@invalid>\nSection: admin\nPriority: optional\n"
-        f"Description: {package.summary} for the cluster-bootstrap lab\n"
+        + (f"Provides: {', '.join(package.provides)}\n" if package.provides else "")
+        + f"Description: {package.summary} for the cluster-bootstrap lab\n"
         " Prints its version and exits; stands in for the real package, which cannot be downloaded here.\n")
     package.stage(root)
     deb = work / f"{package.name}_{version}_amd64.deb"
@@ -399,15 +425,20 @@ def os_packages(kernel_release: str) -> dict[str, list[Package]]:
 
     chrony = named("chrony", "4.6.1").add_text(f"{UNIT_DIR}/chronyd.service", CHRONYD_UNIT) \
         .add_text("/etc/sysconfig/chronyd", '# Command-line options for chronyd\nOPTIONS="-F 2"\n')
-    base_os = [chrony, *(named(name) for name in (
+    # What Rocky's base system provides that every scriptlet needs (/bin/sh): a RHEL-family node has it installed
+    # (the lab's rpm database holds a file-less stand-in of the same name), and a bundle resolved in an empty
+    # install root takes it from here.
+    shell = named("bash", "5.1.8", provides=["/bin/sh"])
+    base_os = [chrony, shell, *(named(name) for name in (
         "conntrack-tools", "ethtool", "iproute-tc", "ipset", "iptables-nft", "iptables", "iptables-ebtables",
         "python3-libselinux", "python3-dnf-plugin-versionlock", "python3-firewall", "firewalld"))]
     python312 = named("python3.12", "3.12.8", post=f"/usr/bin/python3 -m venv --without-pip {PYTHON312_VENV}",
                       postun=f'[ "$1" != 0 ] || rm -rf {PYTHON312_VENV}') \
         .add_text("/usr/bin/python3.12", PYTHON312_WRAPPER, 0o755)
-    # The NVIDIA driver's prerequisites: headers for the running kernel (this host's, not an EL kernel).
+    # The NVIDIA driver's prerequisites: headers for the running kernel (this host's, not an EL kernel), and the
+    # archive's current kernel-devel (what an offline bundle carries, not knowing the nodes' kernel).
     app_stream = [named("socat", "1.7.4.1"), named("kernel-headers", "5.14.0"),
-                  named(f"kernel-devel-{kernel_release}", "5.14.0"), python312]
+                  named(f"kernel-devel-{kernel_release}", "5.14.0"), named("kernel-devel", "5.14.0"), python312]
     # EPEL's release package, without EPEL's repository file: EPEL cannot be reached from the lab.
     extras = [named("epel-release", "9")]
     return {"BaseOS": base_os, "AppStream": app_stream, "extras": extras}
@@ -595,6 +626,39 @@ def build_rpm_tree(dest: Path, *, kube_minor: str = KUBERNETES_DEFAULT, kube_pat
             key.export(dest / "RPM-GPG-KEY-cblab")
     _world_readable(dest)
     return RpmTree(dest, dest / "RPM-GPG-KEY-cblab", kube_minor, releasevers)
+
+
+def build_docker_apt_repo(dest: Path, codename: str = "bookworm") -> Path:
+    """`<dest>/docker/debian/` in Docker's apt layout (dists/<codename>/stable/binary-amd64/, pool/stable/, the key
+    as gpg beside them), holding containerd.io around sid's containerd 2 and bookworm's runc (real: containerd runs
+    and pulls images on a node), signed by a throwaway key; returns `<dest>/docker`."""
+    repo = dest / "docker" / "debian"
+    bookworm = debian_debs("bookworm", ["runc"])
+    sid = debian_debs("sid", ["containerd"])
+    with tempfile.TemporaryDirectory() as scratch:
+        work = Path(scratch)
+        deb = _build_deb(work, containerd_io(sid["containerd"], bookworm["runc"], work))
+        pool = repo / "pool" / "stable" / "c" / "containerd.io"
+        pool.mkdir(parents=True)
+        shutil.copy2(deb, pool / deb.name)
+        index = _packages_entry(pool / deb.name).replace(f"Filename: ./{deb.name}",
+                                                         f"Filename: pool/stable/c/containerd.io/{deb.name}")
+        dists = repo / "dists" / codename
+        binary = dists / "stable" / "binary-amd64"
+        binary.mkdir(parents=True)
+        (binary / "Packages").write_text(index)
+        (binary / "Packages.gz").write_bytes(gzip.compress(index.encode(), mtime=0))
+        lines = ["Origin: cluster-bootstrap lab", f"Suite: {codename}", f"Codename: {codename}",
+                 "Components: stable", "Architectures: amd64", f"Date: {formatdate(usegmt=True)}", "SHA256:"]
+        for name in ("stable/binary-amd64/Packages", "stable/binary-amd64/Packages.gz"):
+            data = (dists / name).read_bytes()
+            lines.append(f" {hashlib.sha256(data).hexdigest()} {len(data)} {name}")
+        (dists / "Release").write_text("\n".join(lines) + "\n")
+        with signing_key(work, "cluster-bootstrap lab Docker stand-in <tests@invalid>") as key:
+            key.export(repo / "gpg")
+            key.run("--clearsign", "--output", str(dists / "InRelease"), str(dists / "Release"))
+    _world_readable(dest)
+    return dest / "docker"
 
 
 # Where the lab puts the placeholder Kubernetes repository on its nodes (a file:// offline source).

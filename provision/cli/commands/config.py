@@ -7,6 +7,7 @@ import yaml
 from rich.syntax import Syntax
 from rich.table import Table
 
+from provision.bundle.check import check_offline_bundle
 from provision.cli import invocation
 from provision.cli.options import ConfigOption, InventoryOption, NodeOptions, Output, OutputOption, node_options
 from provision.cli.support import ask_become_password, echo_json, load_inputs, warn
@@ -64,6 +65,7 @@ def register(app: typer.Typer) -> None:
         invocation.remember(inventory=inventory, config=config)
         cluster, settings = load_cluster(inventory, config)
         warn([*cluster.warnings, *settings_warnings(settings)])
+        check_offline_bundle(settings, cluster)
         if output is Output.json:
             echo_json({
                 "valid": True, "inventory": str(inventory), "config": str(config) if config else None,
