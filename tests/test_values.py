@@ -63,8 +63,7 @@ def test_each_shape_takes_the_whole_ascii_string_and_names_its_rule(shape: Shape
         problem = shape.problem(value)
         assert problem is not None, value
         assert "\n" not in problem and repr(value)[:20] in problem
-        with pytest.raises(ValueError, match=r"e\.g\.|port|zero|latest|tag|inside|holds|below|kubernetes\.io|"
-                                             r"this network|multicast|reserved|host bits"):
+        with pytest.raises(ValueError):
             shape.parse(value)
 
 
