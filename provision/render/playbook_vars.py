@@ -8,11 +8,12 @@ from collections.abc import Mapping
 from typing import Any
 
 from provision.inputs import versions
-from provision.inputs.inventory import Cluster
+from provision.inputs.inventory import Cluster, Node
 from provision.inputs.platforms import NodePython, Platform, bootstrap_script, role_rows
 from provision.inputs.settings import Settings
 from provision.inputs.sources import resolve_sources
-from provision.render.endpoint import API_SERVER_CERT_NAME, api_endpoint, node_ip
+from provision.inputs.values import HostName, NodeName
+from provision.render.endpoint import API_SERVER_CERT_NAME, api_endpoint
 from provision.render.kubeadm_config import CRI_SOCKET
 
 
@@ -55,7 +56,7 @@ def playbook_vars(cluster: Cluster, settings: Settings) -> dict[str, Any]:
         "cb_control_plane": {"name": cluster.control_plane.name, "host": cluster.control_plane.host,
                              "address": cluster.control_plane.address},
         # `ip`: the address the other nodes reach it on, where the inventory gives one (else null).
-        "cb_cluster_nodes": [{"name": n.name, "host": n.host, "address": n.address, "ip": node_ip(n), "role": n.role}
+        "cb_cluster_nodes": [{"name": n.name, "host": n.host, "address": n.address, "ip": n.cluster_address, "role": n.role}
                              for n in cluster.nodes],
         # Inventory host name -> node name (the machine's hostname, kubeadm's --node-name).
         "cb_node_names": {n.host: n.name for n in cluster.nodes},
@@ -78,7 +79,7 @@ def python_host_vars(cluster: Cluster, settings: Settings, pythons: Mapping[str,
     found: dict[str, dict[str, str]] = {}
     for node in cluster.nodes:
         python = pythons.get(node.name)
-        if python is None or "ansible_python_interpreter" in node.variables:
+        if python is None or node.python_interpreter is not None:
             continue
         found[node.name] = {"ansible_python_interpreter": python.interpreter}
         platform = python.platform
@@ -87,20 +88,21 @@ def python_host_vars(cluster: Cluster, settings: Settings, pythons: Mapping[str,
     return found
 
 
-def nvidia_nodes(cluster: Cluster, gpus: Mapping[str, int]) -> list[str]:
-    """The nodes that get the NVIDIA driver and container toolkit, by inventory host name (what the role compares
-    with inventory_hostname): gpu=true in the inventory, or gpu=auto (the default) and preflight counted NVIDIA
-    GPUs on the node (`gpus`, node name -> count). gpu=false never."""
-    return [n.host for n in cluster.nodes if n.gpu == "true" or (n.gpu == "auto" and gpus.get(n.name, 0) > 0)]
+def nvidia_nodes(cluster: Cluster, gpus: Mapping[NodeName, int]) -> list[Node]:
+    """The nodes that get the NVIDIA driver and container toolkit: gpu=true in the inventory, or gpu=auto (the
+    default) and preflight counted NVIDIA GPUs on the node (`gpus`, node name -> count). gpu=false never."""
+    return [n for n in cluster.nodes if n.gpu == "true" or (n.gpu == "auto" and gpus.get(n.name, 0) > 0)]
 
 
-def prepare_vars(cluster: Cluster, gpus: Mapping[str, int],
-                 generations: Mapping[str, list[str]] | None = None) -> dict[str, Any]:
+def prepare_vars(cluster: Cluster, gpus: Mapping[NodeName, int],
+                 generations: Mapping[NodeName, list[str]] | None = None) -> dict[str, Any]:
     """The prepare playbook's own variables: which nodes are GPU nodes, so the nvidia role never looks again, and
     the NVIDIA kernel module each needs (open for Turing and newer, proprietary when an older GPU is there; open,
-    NVIDIA's default, when preflight named no generation)."""
+    NVIDIA's default, when preflight named no generation). Both are keyed by inventory host name (what the role
+    compares with inventory_hostname); preflight's counts and generations by node name."""
     nodes = nvidia_nodes(cluster, gpus)
-    known = {name: [versions.GPU_GENERATIONS[versions.generation_index(g)] for g in (generations or {}).get(name, [])]
-             for name in nodes}
-    return {"cb_nvidia_nodes": nodes,
-            "cb_nvidia_modules": {name: versions.module_flavour(known[name]) if known[name] else "open" for name in nodes}}
+    modules: dict[HostName, str] = {}
+    for node in nodes:
+        known = [versions.GPU_GENERATIONS[versions.generation_index(g)] for g in (generations or {}).get(node.name, [])]
+        modules[node.host] = versions.module_flavour(known) if known else "open"
+    return {"cb_nvidia_nodes": [node.host for node in nodes], "cb_nvidia_modules": modules}
