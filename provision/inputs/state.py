@@ -21,6 +21,7 @@ from provision.errors import BootstrapError, InputError
 from provision.inputs.inventory import Cluster
 from provision.inputs.platforms import NodePython
 from provision.inputs.settings import Settings
+from provision.inputs.values import NodeName
 
 STATE_DIR_ENV = "BOOTSTRAP_STATE_DIR"
 APP_NAME = "cluster-bootstrap"
@@ -90,7 +91,7 @@ def inputs_fingerprint(cluster: Cluster, settings: Settings, nodes: Sequence[str
     either input. Two runs with the same fingerprint may trust each other's outcomes."""
     document = {
         "nodes": [{"name": n.name, "address": n.address, "role": n.role, "user": n.user, "port": n.port,
-                   "gpu": n.gpu, "node_ip": str(n.variables.get("node_ip") or "")} for n in cluster.nodes],
+                   "gpu": n.gpu, "node_ip": n.ip or ""} for n in cluster.nodes],
         "settings": settings.model_dump(mode="json", exclude={"ssh", "ansible"}),
         "scope": sorted(nodes) if nodes is not None else None,
     }
@@ -110,9 +111,9 @@ class PhaseRecord:
 @dataclass
 class ClusterState:
     # Node name -> GPUs preflight found (0 for none); None until preflight has run.
-    gpus: dict[str, int] | None = None
+    gpus: dict[NodeName, int] | None = None
     # Node name -> the generations of those GPUs (the NVIDIA kernel module and the smoke image follow them).
-    gpu_generations: dict[str, list[str]] = field(default_factory=dict)
+    gpu_generations: dict[NodeName, list[str]] = field(default_factory=dict)
     # Node name -> the interpreter preflight chose for it (every playbook run's inventory names it).
     pythons: dict[str, NodePython] = field(default_factory=dict)
     # Name -> outcome of the last time each phase ran.

@@ -18,6 +18,7 @@ from provision.errors import BootstrapError
 from provision.inputs.inventory import Cluster
 from provision.inputs.platforms import NodePython
 from provision.inputs.settings import Settings
+from provision.inputs.values import NodeName
 from provision.nodes.containerd_config import config_problems
 from provision.nodes.reports import NODE_REPORT_KEY, NodeReport
 from provision.nodes.runner import PlaybookResult, RunProgress, failure_line, failure_mark, nodes_error, run_playbook
@@ -122,7 +123,7 @@ def check_prepared(playbook: PlaybookResult, cluster: Cluster, settings: Setting
         playbook.raise_for_failure()
     reports = read_reports(playbook.run_dir)
     # Ansible reports and fails under the inventory host name; the lines and the marks name the node.
-    name_of = {node.host: node.name for node in cluster.nodes}
+    name_of: dict[str, str] = {node.host: node.name for node in cluster.nodes}
     lines = {name_of.get(host, host): failure_line(failure) for host, failure in failed.items()}
     marks = {name_of.get(host, host): failure_mark(failure) for host, failure in failed.items()}
     targets = [cluster.node(name) for name in nodes] if nodes else list(cluster.nodes)
@@ -139,7 +140,7 @@ def check_prepared(playbook: PlaybookResult, cluster: Cluster, settings: Setting
         if problems:
             lines[node.name], marks[node.name] = f"{node.name} is not ready: {'; '.join(problems)}", "not ready"
     if lines:
-        order = {node.name: index for index, node in enumerate(targets)}
+        order: dict[str, int] = {node.name: index for index, node in enumerate(targets)}
         ordered = dict(sorted(lines.items(), key=lambda item: order.get(item[0], len(order))))
         raise nodes_error("prepare", ordered, marks, len(targets), playbook.run_dir / "run.log")
     return checked
@@ -149,7 +150,7 @@ def prepare(
     cluster: Cluster,
     settings: Settings,
     *,
-    gpus: Mapping[str, int],
+    gpus: Mapping[NodeName, int],
     limit: list[str] | None = None,
     on_progress: Callable[[RunProgress], None] | None = None,
     verbose: bool = False,
