@@ -104,5 +104,5 @@ def test_parse_functions_for_command_line_options() -> None:
 def test_a_directory_that_cannot_be_created_is_named(tmp_path: Path) -> None:
     assert values.creatable_directory_problem(tmp_path / "new" / "deeper") is None
     (tmp_path / "file").write_text("")
-    assert "is a file" in (values.creatable_directory_problem(tmp_path / "file" / "x") or "")
+    assert "is not a directory" in (values.creatable_directory_problem(tmp_path / "file" / "x") or "")
     assert "kernel" in (values.creatable_directory_problem(Path("/proc/x")) or "")

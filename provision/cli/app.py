@@ -14,8 +14,9 @@ from typer._completion_classes import completion_init
 
 from provision import __version__
 from provision.cli.views import literal_console
-from provision.errors import BootstrapError
+from provision.errors import BootstrapError, InputError
 from provision.inputs.state import STATE_DIR_ENV
+from provision.inputs.values import LOCAL_PATH, creatable_directory_problem
 
 # One module per command under provision/cli/commands/, each exposing register(app).
 COMMAND_MODULES: tuple[str, ...] = ("init", "config", "lab", "preflight", "prepare", "smoke_test", "up", "reset",
@@ -55,8 +56,12 @@ def _global_options(
              "(default: $XDG_STATE_HOME/cluster-bootstrap or ~/.local/state/cluster-bootstrap).")] = None,
 ) -> None:
     if state_dir is not None:
+        path = state_dir.expanduser().absolute()
+        problem = LOCAL_PATH.problem(str(state_dir)) or creatable_directory_problem(path)
+        if problem:
+            raise InputError(f"--state-dir {problem}")
         # The library reads the state directory from the environment: one mechanism for the flag and the variable.
-        os.environ[STATE_DIR_ENV] = str(state_dir.expanduser().absolute())
+        os.environ[STATE_DIR_ENV] = str(path)
 
 
 # Shell completion (`bootstrap completion bash`) answers through Typer's completion classes.

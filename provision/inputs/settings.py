@@ -75,6 +75,9 @@ UNUSABLE_RANGES = {
 }
 CIDR_RE = re.compile(r"[0-9]{1,3}(?:\.[0-9]{1,3}){3}/[0-9]{1,2}", re.ASCII)
 CIFAR10_MD5 = "c58f30108f718f92721af3b95e74349a"
+# The file the smoke test leaves in a cache folder (smoke_test.cache_path) it made its own; `reset` removes the
+# folder only where it finds it (smoke/manifests.py writes it, the reset role looks for it).
+CACHE_MARKER = ".cluster-bootstrap-cache"
 # images/s per GPU (see SmokeTestSettings.throughput_floors): a quarter of airbench94's published A100 rate
 # (500,000 images in 3.83 s, about 130,000/s), scaled by dense bf16 throughput relative to the A100.
 DEFAULT_THROUGHPUT_FLOORS: dict[str, float] = {
@@ -685,6 +688,30 @@ def parse_settings(data: Any, source: str = "cluster.yaml") -> Settings:
         return Settings.model_validate(data)
     except ValidationError as exc:
         raise InputError(_describe(exc.errors()[0], source)) from None
+
+
+def with_overrides(settings: Settings, overrides: Mapping[str, tuple[str, object]]) -> Settings:
+    """`settings` with command-line options that stand for settings applied, checked exactly as the settings
+    themselves are (their types and every check across sections). `overrides`: dotted setting ->
+    (option, value); a value of None is left out. Refused in one line naming the option."""
+    given = {key: option_value for key, option_value in overrides.items() if option_value[1] is not None}
+    if not given:
+        return settings
+    data: dict[str, Any] = settings.model_dump(exclude_unset=True)
+    for key, (_option, value) in given.items():
+        section, _, name = key.partition(".")
+        data[section] = {**data.get(section, {}), name: value}
+    try:
+        return Settings.model_validate(data)
+    except ValidationError as exc:
+        error = exc.errors()[0]
+        where = ".".join(str(part) for part in error["loc"])
+        option = next((option for key, (option, _value) in given.items() if where.startswith(key)), None)
+        message = str(error["msg"]).removeprefix("Value error, ")
+        if option is None:
+            options = ", ".join(option for option, _value in given.values())
+            raise InputError(f"{options}: {message}") from None
+        raise InputError(f"{option}: {message}") from None
 
 
 def read_settings_document(path: Path) -> Any:

@@ -21,7 +21,7 @@ from provision.errors import BootstrapError, InputError
 from provision.inputs.inventory import Cluster
 from provision.inputs.platforms import NodePython
 from provision.inputs.settings import Settings
-from provision.inputs.values import NodeName
+from provision.inputs.values import NodeName, creatable_directory_problem
 
 STATE_DIR_ENV = "BOOTSTRAP_STATE_DIR"
 APP_NAME = "cluster-bootstrap"
@@ -47,6 +47,9 @@ def check_state_root() -> Path:
                 raise InputError(f"state directory {root}: {candidate} exists and is not a directory: "
                                  f"pass another --state-dir (or {STATE_DIR_ENV})")
             break
+    problem = creatable_directory_problem(root)
+    if problem:
+        raise InputError(f"state directory {problem}: pass another --state-dir (or {STATE_DIR_ENV})")
     return root
 
 

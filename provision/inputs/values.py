@@ -433,7 +433,7 @@ def creatable_directory_problem(path: Path) -> str | None:
     except OSError as exc:
         return f"{path} cannot be checked ({exc.strerror})"
     if not existing.is_dir():
-        return f"{path}: {existing} is a file, not a directory"
+        return f"{path}: {existing} exists and is not a directory"
     if not os.access(existing, os.W_OK | os.X_OK):
         return f"{path}: {existing} is not writable by this user"
     return None
