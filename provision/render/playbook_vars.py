@@ -10,7 +10,7 @@ from typing import Any
 from provision.inputs import versions
 from provision.inputs.inventory import Cluster, Node
 from provision.inputs.platforms import NodePython, Platform, bootstrap_script, role_rows
-from provision.inputs.settings import Settings
+from provision.inputs.settings import CACHE_MARKER, Settings
 from provision.inputs.sources import resolve_sources
 from provision.inputs.values import HostName, NodeName
 from provision.render.endpoint import API_SERVER_CERT_NAME, api_endpoint
@@ -50,8 +50,9 @@ def playbook_vars(cluster: Cluster, settings: Settings) -> dict[str, Any]:
         "cb_download_attempts": settings.downloads.attempts,
         "cb_calico_version": settings.calico.version,
         "cb_gpu": settings.gpu.model_dump(),
-        # The smoke test's data cache on the nodes (a hostPath): reset removes it.
+        # The smoke test's data cache on the nodes (a hostPath): reset removes it where the smoke test marked it.
         "cb_smoke_cache_path": settings.smoke_test.cache_path,
+        "cb_smoke_cache_marker": CACHE_MARKER,
         # The first control plane (kubeadm init runs there); `host` is Ansible's name for it, `name` the node's.
         "cb_control_plane": {"name": cluster.control_plane.name, "host": cluster.control_plane.host,
                              "address": cluster.control_plane.address},
