@@ -25,14 +25,14 @@ import os
 import re
 import shlex
 import stat
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Literal
 
 from provision.errors import InputError
 from provision.inputs.ansible_control import controlled_ansible
-from provision.inputs.ansible_variables import variable_problem
+from provision.inputs.ansible_variables import MAGIC, variable_problem
 from provision.inputs.dialects import (
     ACCESS_ADDRESS_VARIABLE,
     CLUSTER_GROUPS,
@@ -75,6 +75,9 @@ MAX_GROUP_DEPTH = 16
 # A private key is a few kilobytes (an RSA 16384-bit key about 12 KB).
 MAX_KEY_BYTES = 64 * 1024
 CONNECTION_FIX = "bootstrap reaches every node over ssh, with host keys checked"
+# What Ansible itself adds to a host's variables (never the inventory's).
+ANSIBLE_MAGIC = MAGIC | {"groups", "group_names", "hostvars", "omit", "inventory_hostname", "inventory_hostname_short",
+                         "inventory_file", "inventory_dir", "playbook_dir", "play_hosts", "role_names", "environment"}
 GpuMode = Literal["true", "false", "auto"]
 Role = Literal["control_plane", "worker"]
 InventoryFormat = Literal["ini", "yaml"]
@@ -330,8 +333,13 @@ def _inventory_format(path: Path, text: str) -> tuple[InventoryFormat, Any]:
     """YAML when the suffix says so or the content is a YAML mapping (Ansible's YAML inventories are), else INI;
     with the parsed YAML. A YAML inventory is parsed here once with the bounded loader, so Ansible never meets a
     bomb or a duplicate."""
+    first = next((line.strip() for line in text.splitlines() if line.strip() and not line.lstrip().startswith(("#", ";"))),
+                 "")
     if path.suffix in YAML_SUFFIXES:
         data = parse_yaml(text, str(path))
+    elif first.startswith("[") and first.endswith("]"):
+        # An INI section header first: no YAML mapping (parsing it as YAML would only cost time on a large file).
+        return "ini", None
     else:
         try:
             data = parse_yaml(text, str(path))
@@ -464,26 +472,37 @@ def _first_line(exc: BaseException) -> str:
 
 def _inventory_manager(path: Path, inventory_format: InventoryFormat) -> tuple[Any, Any]:
     """Ansible's InventoryManager over this one file, read by the one plugin of its format: no inventory script (an
-    executable file is not run), no `plugin:` file, no other source; InputError if the plugin cannot read it."""
+    executable file is not run), no `plugin:` file, no other source; InputError with the plugin's own words if it
+    cannot read it."""
     from ansible.inventory.manager import InventoryManager
     from ansible.parsing.dataloader import DataLoader
     from ansible.plugins.loader import inventory_loader
 
+    failures: list[BaseException] = []
+
     class OneFormat(InventoryManager):
         def _fetch_inventory_plugins(self) -> list[Any]:
             plugin = inventory_loader.get(inventory_format)
-            return [plugin] if plugin is not None else []
+            parse = plugin.parse
+
+            def parse_noting_failure(*args: Any, **kwargs: Any) -> Any:
+                try:
+                    return parse(*args, **kwargs)
+                except Exception as exc:
+                    failures.append(exc)
+                    raise
+
+            plugin.parse = parse_noting_failure
+            return [plugin]
 
     loader = DataLoader()
     try:
-        # Parsed first on its own: the plugin's own error, not the manager's summary of every plugin it tried.
-        from ansible.inventory.data import InventoryData
-
-        inventory_loader.get(inventory_format).parse(InventoryData(), loader, str(path.resolve()),
-                                                                          cache=False)
+        manager = OneFormat(loader=loader, sources=[str(path.resolve())])
     except Exception as exc:  # noqa: BLE001 - any parser failure becomes the user's one-line message
-        raise InputError(f"{path}: not a valid Ansible inventory: {_first_line(exc)}") from None
-    return OneFormat(loader=loader, sources=[str(path.resolve())]), loader
+        failures.append(exc)
+    if failures:
+        raise InputError(f"{path}: not a valid Ansible inventory: {_first_line(failures[0])}") from None
+    return manager, loader
 
 
 def _check_vars_files(path: Path, names: set[str]) -> None:
@@ -793,10 +812,52 @@ def _group_list(names: Iterable[str]) -> str:
     return ", ".join(f"[{name}]" for name in names)
 
 
-def _cluster(path: Path, inventory_format: InventoryFormat, manager: Any, loader: Any) -> Cluster:
-    from ansible.vars.manager import VariableManager
+def _variables_of(manager: Any, loader: Any, path: Path) -> Callable[[Any], dict[str, Any]]:
+    """A host's variables as Ansible's VariableManager resolves an inventory's (the `all` group, the host's groups in
+    Ansible's order, each with its group_vars files, in VARIABLE_PRECEDENCE's order; then the host's own and its
+    host_vars file), with Ansible's own functions; what a set of groups gives is worked out once for every host of
+    that set, not once per host (VariableManager would also clean a fact cache per host: at MAX_HOSTS, seconds)."""
+    import ansible.constants as constants
+    from ansible.inventory.helpers import get_group_vars, sort_groups
+    from ansible.utils.vars import combine_vars
+    from ansible.vars.plugins import get_vars_from_inventory_sources
 
-    variables = VariableManager(loader=loader, inventory=manager)
+    sources = [str(path.resolve())]
+    all_group = manager.groups["all"]
+    by_groups: dict[tuple[str, ...], dict[str, Any]] = {}
+
+    # VariableManager's own choice of stage: vars plugins run on demand (at task time) unless configured otherwise.
+    stage = "task" if constants.RUN_VARS_PLUGINS == "demand" else "inventory"
+
+    def plugins(entities: list[Any]) -> dict[str, Any]:
+        return dict(get_vars_from_inventory_sources(loader, sources, entities, stage))
+
+    def of_groups(groups: list[Any]) -> dict[str, Any]:
+        parts: dict[str, Callable[[], Mapping[str, Any]]] = {
+            "all_inventory": all_group.get_vars, "all_plugins_inventory": lambda: plugins([all_group]),
+            "groups_inventory": lambda: get_group_vars(groups), "groups_plugins_inventory": lambda: plugins(groups),
+        }
+        data: dict[str, Any] = {}
+        for entry in constants.VARIABLE_PRECEDENCE:
+            if entry == "plugins_by_groups":
+                for group in groups:
+                    data = combine_vars(data, plugins([group]))
+            elif entry in parts:
+                data = combine_vars(data, parts[entry]())
+        return data
+
+    def resolve(host: Any) -> dict[str, Any]:
+        groups = sort_groups([group for group in host.get_groups() if group.name != "all"])
+        key = tuple(str(group.name) for group in groups)
+        if key not in by_groups:
+            by_groups[key] = of_groups(groups)
+        return dict(combine_vars(combine_vars(by_groups[key], host.get_vars()), plugins([host])))
+
+    return resolve
+
+
+def _cluster(path: Path, inventory_format: InventoryFormat, manager: Any, loader: Any) -> Cluster:
+    variables_of = _variables_of(manager, loader, path)
     groups = manager.groups
 
     def members(names: Iterable[str]) -> dict[str, str]:
@@ -824,9 +885,12 @@ def _cluster(path: Path, inventory_format: InventoryFormat, manager: Any, loader
     # Control planes first, each role in the order of its groups (the first control plane is where kubeadm init
     # runs), not in the order Ansible enumerates `all`.
     hosts = {str(host.name): host for host in manager.get_hosts()}
-    # Plain values from here on: the model holds str, int and dict, never Ansible's tagged types.
+    # The inventory's own variables (Ansible adds its magic ones: `groups` alone lists every host, and walking it for
+    # every host would take minutes at MAX_HOSTS), as plain values: the model holds str, int and dict, never
+    # Ansible's tagged types.
     nodes = tuple(_node(path, name, "control_plane" if name in control_plane else "worker",
-                        _plain(variables.get_vars(host=hosts[name], include_hostvars=False)))
+                        _plain({key: value for key, value in variables_of(hosts[name]).items()
+                                if key not in ANSIBLE_MAGIC and not key.startswith("ansible_play")}))
                   for name in [*control_plane, *workers])
     cluster = Cluster(inventory_path=path, nodes=nodes, inventory_format=inventory_format, warnings=tuple(warnings))
     _check_nodes(cluster)
