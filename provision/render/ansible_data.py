@@ -2,10 +2,14 @@
 
 Ansible templates the strings it is given: an extra variable or an inventory value such as
 `{{ lookup('pipe', 'id') }}` would run a command on this machine when a task reads it, and ansible-core 2.19 and
-2.21 still trust extra variables given on the command line. Every value the tool hands Ansible (each run's
-inventory and its extra variables) is written here as YAML in which every string carries Ansible's own tag for
-untrusted data, `!unsafe`: Ansible then uses it as the text it is, whatever it holds. Mapping keys stay plain (the
-tool's own names, and node names that the inventory's checks allow only letters, digits, '.' and '-' in).
+2.21 still trust extra variables given on the command line. Every document the tool hands Ansible (each run's
+inventory and its extra variables) is written here as YAML whose top-level mapping carries Ansible's own tag for
+untrusted data, `!unsafe`: Ansible constructs everything under it as untrusted, so every string in it is used as
+the text it is, whatever it holds.
+
+The tag sits on the mapping, not on each string: Ansible resolves an `!unsafe` scalar's type again as if it were
+unquoted (`!unsafe "1.30"` becomes the number 1.3), while inside an `!unsafe` mapping a quoted "1.30" stays the
+string it is.
 """
 from __future__ import annotations
 
@@ -17,33 +21,22 @@ import yaml
 UNSAFE_TAG = "!unsafe"
 
 
-class _Unsafe(str):
-    """A string to be written with the !unsafe tag."""
+class _UnsafeRoot(dict[str, Any]):
+    """The top-level mapping, to be written with the !unsafe tag."""
 
 
-class _UnsafeDumper(yaml.SafeDumper):
-    """SafeDumper that writes _Unsafe strings tagged !unsafe (double-quoted: any character survives)."""
+class _UnsafeDumper(getattr(yaml, "CSafeDumper", yaml.SafeDumper)):  # type: ignore[misc]
+    """SafeDumper (libyaml's where PyYAML has it: a run's variables are large) that writes the top-level mapping
+    tagged !unsafe."""
 
 
-def _represent_unsafe(dumper: yaml.SafeDumper, value: _Unsafe) -> yaml.ScalarNode:
-    return dumper.represent_scalar(UNSAFE_TAG, str(value), style='"')
+def _represent_unsafe(dumper: yaml.SafeDumper, value: _UnsafeRoot) -> yaml.MappingNode:
+    return dumper.represent_mapping(UNSAFE_TAG, dict(value))
 
 
-_UnsafeDumper.add_representer(_Unsafe, _represent_unsafe)
-
-
-def _marked(value: Any) -> Any:
-    if isinstance(value, bool) or value is None or isinstance(value, (int, float)):
-        return value
-    if isinstance(value, str):
-        return _Unsafe(value)
-    if isinstance(value, Mapping):
-        return {str(key): _marked(item) for key, item in value.items()}
-    if isinstance(value, (list, tuple, set, frozenset)):
-        return [_marked(item) for item in value]
-    raise TypeError(f"internal: {type(value).__name__} is not data Ansible can be given")
+_UnsafeDumper.add_representer(_UnsafeRoot, _represent_unsafe)
 
 
 def unsafe_yaml(document: Mapping[str, Any]) -> str:
-    """`document` as YAML for Ansible (an inventory, an extra-variables file), every string tagged !unsafe."""
-    return yaml.dump(_marked(document), Dumper=_UnsafeDumper, sort_keys=False, allow_unicode=False, width=4096)
+    """`document` as YAML for Ansible (an inventory, an extra-variables file), nothing in it a template."""
+    return yaml.dump(_UnsafeRoot(document), Dumper=_UnsafeDumper, sort_keys=False, allow_unicode=False, width=4096)

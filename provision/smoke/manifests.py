@@ -9,6 +9,7 @@ fetches the archive into a hostPath or a PVC once; with --save, rank 0's model i
 """
 from __future__ import annotations
 
+import functools
 import shlex
 from dataclasses import dataclass, field, replace
 from pathlib import PurePosixPath
@@ -251,6 +252,7 @@ def _commands(spec: SmokeSpec) -> dict[str, str]:
             "trainjob_command": trainjob, "fetch_command": fetch_command(spec)}
 
 
+@functools.cache
 def _environment() -> jinja2.Environment:
     return jinja2.Environment(loader=jinja2.FileSystemLoader(TEMPLATES_DIR), undefined=jinja2.StrictUndefined,
                               keep_trailing_newline=True, autoescape=False)
