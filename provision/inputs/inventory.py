@@ -417,7 +417,8 @@ def _ini_duplicate_problem(text: str) -> str | None:
             group_vars[section, key] = number
         elif kind == "hosts":
             try:
-                words = shlex.split(line, comments=True)
+                # shlex only where the line has what shlex reads (it is the slow part on a large inventory).
+                words = shlex.split(line, comments=True) if any(c in line for c in "'\"\\#") else line.split()
             except ValueError:
                 continue  # Ansible's parser names the unbalanced quote
             for word in words[1:]:
@@ -824,6 +825,9 @@ def _variables_of(manager: Any, loader: Any, path: Path) -> Callable[[Any], dict
 
     sources = [str(path.resolve())]
     all_group = manager.groups["all"]
+    # host_group_vars is the one vars plugin (ansible_control.py): with no host_vars folder beside the inventory a
+    # host's own plugin variables are none, and asking the plugin once per host costs seconds at MAX_HOSTS.
+    host_files = (path.parent / "host_vars").is_dir() or constants.VARIABLE_PLUGINS_ENABLED != ["host_group_vars"]
     by_groups: dict[tuple[str, ...], dict[str, Any]] = {}
 
     # VariableManager's own choice of stage: vars plugins run on demand (at task time) unless configured otherwise.
@@ -851,7 +855,8 @@ def _variables_of(manager: Any, loader: Any, path: Path) -> Callable[[Any], dict
         key = tuple(str(group.name) for group in groups)
         if key not in by_groups:
             by_groups[key] = of_groups(groups)
-        return dict(combine_vars(combine_vars(by_groups[key], host.get_vars()), plugins([host])))
+        own = combine_vars(by_groups[key], host.get_vars())
+        return dict(combine_vars(own, plugins([host])) if host_files else own)
 
     return resolve
 

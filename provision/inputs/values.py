@@ -335,13 +335,17 @@ DELETABLE_PATH = _shape("a path the tool may remove", _NODE_PATH,
 
 # --- addresses and numbers -------------------------------------------------------------------------------------
 
+_THIS_NETWORK = ipaddress.IPv4Network("0.0.0.0/8")
+_BROADCAST = ipaddress.IPv4Address("255.255.255.255")
+
+
 def _machine_address(value: str) -> str | None:
     address = ipaddress.IPv4Address(value)
-    if address in ipaddress.IPv4Network("0.0.0.0/8"):
+    if address in _THIS_NETWORK:
         return "is in 0.0.0.0/8 ('this network'): no machine has it"
     if address.is_multicast:
         return "is a multicast address: no machine has it"
-    if address.is_reserved or address == ipaddress.IPv4Address("255.255.255.255"):
+    if address.is_reserved or address == _BROADCAST:
         return "is reserved (240.0.0.0/4) or the broadcast address: no machine has it"
     return None
 
