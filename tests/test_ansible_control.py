@@ -261,3 +261,18 @@ def test_extra_variables_reach_the_tasks_as_the_text_they_are(tmp_path: Path, mo
     # The run's inventory is the tool's own, every string in it untemplated.
     written = (result.run_dir / "inventory.yml").read_text()
     assert "!unsafe" in written and str(inventory) not in written
+
+
+def test_a_group_vars_file_no_group_of_the_inventory_reads_is_said_not_read(tmp_path: Path) -> None:
+    """The run reads exactly what validation read: group_vars/workers.yml beside an inventory whose workers are in
+    [worker] is read by neither, and the warning says so instead of letting it look in effect."""
+    (tmp_path / "group_vars").mkdir()
+    (tmp_path / "group_vars" / "workers.yml").write_text("ansible_user: ops\n")
+    (tmp_path / "group_vars" / "worker.yml").write_text("gpu: false\n")
+    path = tmp_path / "hosts.ini"
+    path.write_text("[master]\ncp1 ansible_host=10.0.0.1\n[worker]\nw1 ansible_host=10.0.0.2\n")
+    cluster = load_inventory(path)
+    assert cluster.node("w1").user == "root" and cluster.node("w1").gpu == "false"
+    (warning,) = cluster.warnings
+    assert "workers.yml: not read: the inventory has no group 'workers'" in warning
+    assert "a group bootstrap adds for its own plays" in warning

@@ -525,6 +525,30 @@ def _check_vars_files(path: Path, names: set[str]) -> None:
                     raise _vault_refusal(str(file), vault)
 
 
+VARS_FILE_SUFFIXES = ("", ".yml", ".yaml", ".json")
+
+
+def unread_vars_files(path: Path, groups: set[str], hosts: set[str]) -> list[str]:
+    """A line for each file or folder under group_vars/ or host_vars/ that no group or host of the inventory reads
+    (Ansible reads `group_vars/<group>` only for a group the inventory has): the run reads exactly what
+    validation read, so such a file changes nothing, and is said rather than left to look in effect."""
+    lines = []
+    for folder, names, what in (("group_vars", groups, "group"), ("host_vars", hosts, "host")):
+        base = path.parent / folder
+        if not base.is_dir():
+            continue
+        for entry in sorted(base.iterdir()):
+            name = entry.name if entry.is_dir() else entry.name.rsplit(".", 1)[0] if entry.suffix in \
+                VARS_FILE_SUFFIXES else None
+            if name is None or name.startswith(".") or name in names:
+                continue
+            own = " (it is the name of a group bootstrap adds for its own plays, which takes no variables)" \
+                if name in ("control_plane", "first_control_plane", "workers", "k8s_cluster") else ""
+            lines.append(f"{entry}: not read: the inventory has no {what} {shown(name)}{own}; put these variables "
+                         f"where its hosts are (group_vars/all.yml, or the group they are in)")
+    return lines
+
+
 def _is_ipv4(text: str) -> bool:
     try:
         ipaddress.IPv4Address(text)
@@ -762,11 +786,13 @@ def load_inventory(path: Path) -> Cluster:
         from ansible.errors import AnsibleError
 
         manager, loader = _inventory_manager(path, inventory_format)
-        _check_vars_files(path, set(manager.groups) | {host.name for host in manager.get_hosts()})
+        groups, host_names = set(manager.groups), {str(host.name) for host in manager.get_hosts()}
+        _check_vars_files(path, groups | host_names)
         try:
-            return _cluster(path, inventory_format, manager, loader)
+            cluster = _cluster(path, inventory_format, manager, loader)
         except AnsibleError as exc:
             raise InputError(f"{path}: Ansible cannot read the inventory: {_first_line(exc)}") from None
+    return replace(cluster, warnings=cluster.warnings + tuple(unread_vars_files(path, groups, host_names)))
 
 
 def _group_depth(text: str, data: Any) -> int:
