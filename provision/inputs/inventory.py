@@ -55,7 +55,16 @@ from provision.inputs.files import (
 )
 from provision.inputs.settings import known_hosts_problem
 from provision.inputs.ssh_options import SSH_ARG_VARIABLES, SshOptions, parse_ssh_arguments
-from provision.inputs.values import HOST_ADDRESS, IPV4_UNICAST, NODE_PATH, USER_NAME, HostName, NodeName, parse_port
+from provision.inputs.values import (
+    HOST_ADDRESS,
+    IPV4_UNICAST,
+    LOCAL_PATH,
+    NODE_PATH,
+    USER_NAME,
+    HostName,
+    NodeName,
+    parse_port,
+)
 
 # etcd needs a majority of its members: an even count tolerates no more failures than one fewer, and etcd
 # advises against more than seven.
@@ -693,7 +702,7 @@ def _node(path: Path, host_name: str, role: Role, resolved: dict[str, Any]) -> N
                             null_is_given=False)
     key_file = None
     if key is not None:
-        if not isinstance(key, str) or not key.strip() or "\0" in key or "\n" in key:
+        if not isinstance(key, str) or not key.strip() or LOCAL_PATH.problem(key):
             raise InputError(f"{where}: ansible_ssh_private_key_file={shown(key)} is not a file name")
         try:
             key_file = path.parent.resolve() / Path(key).expanduser()

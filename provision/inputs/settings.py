@@ -37,6 +37,7 @@ from provision.inputs.values import (
     DRIVER_BRANCH,
     EXTENDED_RESOURCE,
     IMAGE_NAME,
+    IPV4_NETWORK,
     IPV4_UNICAST,
     KUBERNETES_VERSION,
     LOCAL_PATH,
@@ -73,7 +74,6 @@ UNUSABLE_RANGES = {
     "169.254.0.0/16": "link-local (169.254.0.0/16)", "224.0.0.0/4": "multicast (224.0.0.0/4)",
     "240.0.0.0/4": "reserved (240.0.0.0/4)",
 }
-CIDR_RE = re.compile(r"[0-9]{1,3}(?:\.[0-9]{1,3}){3}/[0-9]{1,2}", re.ASCII)
 CIFAR10_MD5 = "c58f30108f718f92721af3b95e74349a"
 # The file the smoke test leaves in a cache folder (smoke_test.cache_path) it made its own; `reset` removes the
 # folder only where it finds it (smoke/manifests.py writes it, the reset role looks for it).
@@ -168,7 +168,7 @@ class KubernetesSettings(_Section):
             raise ValueError(f"{shown(value)} has no prefix length: write the range as 10.244.0.0/16")
         if ":" in value and value.isascii() and value.isprintable():
             raise ValueError(f"{shown(value)} is IPv6; only IPv4 clusters are supported for now")
-        if not CIDR_RE.fullmatch(value):
+        if not IPV4_NETWORK.pattern.fullmatch(value):
             raise ValueError(f"{shown(value)} is not a valid CIDR (four numbers, '/', a prefix length); write it as "
                              "10.244.0.0/16")
         try:
