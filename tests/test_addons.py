@@ -30,12 +30,18 @@ from provision.nodes.runner import run_playbook
 from provision.phases import PHASES, UP_PHASES, Phase, PhaseContext, run_phases, select_phases
 from provision.render.addons import addon_plan, part_source
 from tests.support.apiserver import FakeApiServer, object_list, status
-from tests.support.kube_objects import crd, deployment, pod
+from tests.support.kube_objects import crd, daemon_set, deployment, pod
 
 RELEASE_IMAGES = {
     "volcano": "docker.io/volcanosh/vc-scheduler:v1.15.2",
-    "training_operator": "kubeflow/training-operator:v1-855e096",
+    "training_operator": "ghcr.io/kubeflow/training-v1/training-operator:v1-93c5489",
     "trainer": "ghcr.io/kubeflow/trainer/trainer-controller-manager:v2.3.0",
+    "cert_manager": "quay.io/jetstack/cert-manager-controller:v1.21.2",
+    "kserve": "kserve/kserve-controller:v0.21.0",
+    "pipelines": "ghcr.io/kubeflow/kfp-api-server:2.17.0",
+    "node_feature_discovery": "registry.k8s.io/nfd/node-feature-discovery:v0.19.0",
+    "gpu_feature_discovery": "nvcr.io/nvidia/k8s-device-plugin:v0.20.1",
+    "dcgm_exporter": "nvcr.io/nvidia/k8s/dcgm-exporter:4.5.3-4.8.2-distroless",
 }
 
 
@@ -50,14 +56,14 @@ def test_upstream_sources_are_the_pinned_releases() -> None:
     assert part_source(settings, "trainer", "runtimes") == (
         "kustomize", "https://github.com/kubeflow/trainer.git/manifests/overlays/runtimes?ref=v2.3.0")
     assert part_source(settings, "training_operator", "standalone") == (
-        "kustomize", "https://github.com/kubeflow/training-operator.git/manifests/overlays/standalone?ref=v1.9.3")
+        "kustomize", "https://github.com/kubeflow/trainer.git/manifests/overlays/standalone?ref=v1.9.4")
     pinned = parse_settings({"addons": {"volcano_version": "v1.14.2"}})
     assert "/v1.14.2/installer/" in part_source(pinned, "volcano", "installer")[1]
 
 
 def test_the_cn_profile_the_offline_source_and_a_mirror_move_every_release() -> None:
     cn = parse_settings({"mirrors": {"profile": "cn"}})
-    assert part_source(cn, "volcano", "installer")[1].startswith("https://mirrors.tuna.tsinghua.edu.cn/github-raw/")
+    assert part_source(cn, "volcano", "installer")[1].startswith("https://files.m.daocloud.io/raw.githubusercontent.com/")
     offline = parse_settings({"offline": {"source": "/srv/cb"}})
     mirrored = parse_settings({"mirrors": {"addon_manifests": "https://files.lan/addons"}})
     for name in ADDON_ORDER:
@@ -95,6 +101,33 @@ def test_images_follow_the_offline_registry() -> None:
     assert {"name": "registry.k8s.io/jobset/jobset", "newName": "registry.lan:5000/jobset/jobset"} in trainer
 
 
+def test_offline_moves_the_training_operator_image_its_release_names() -> None:
+    # Since v1.9.2 the standalone overlay's Deployment names ghcr.io/kubeflow/training-v1/training-operator: a
+    # rewrite of the old Docker Hub name matches nothing, and the nodes would reach for ghcr.io offline.
+    settings = parse_settings({"offline": {"source": "/srv/cb", "image_repository": "registry.lan:5000"}})
+    images = yaml.safe_load(addon_plan(settings, "training_operator").parts[0].kustomization)["images"]
+    assert {"name": "ghcr.io/kubeflow/training-v1/training-operator",
+            "newName": "registry.lan:5000/kubeflow/training-v1/training-operator"} in images
+
+
+@pytest.mark.parametrize("minor,warned", [("1.35", False), ("1.36", True), ("1.37", True)])
+def test_volcano_outside_its_tested_kubernetes_range_is_installed_with_a_warning_naming_it(
+        tmp_path: Path, minor: str, warned: bool) -> None:
+    from provision.inputs.validation import settings_warnings
+    settings = parse_settings({"kubernetes": {"version": minor}, "addons": {"enabled": ["volcano", "trainer"]}})
+    warnings = settings_warnings(settings)
+    volcano = [w for w in warnings if "Volcano" in w]
+    assert bool(volcano) is warned
+    if warned:
+        assert "Volcano v1.15.2 is tested with Kubernetes 1.23-1.35" in volcano[0] and f"not {minor}" in volcano[0]
+    # The Trainer documents 1.31 and newer: no warning for any supported minor.
+    assert not [w for w in warnings if "Trainer" in w]
+    # A release pinned in the settings has a range the table does not know: nothing is claimed about it.
+    pinned = parse_settings({"kubernetes": {"version": minor}, "addons": {"enabled": ["volcano"],
+                                                                          "volcano_version": "v1.16.0"}})
+    assert not [w for w in settings_warnings(pinned) if "Volcano" in w]
+
+
 @pytest.mark.skipif(shutil.which("kubectl") is None, reason="needs kubectl (its built-in kustomize)")
 def test_kustomize_itself_moves_the_images_of_a_release(tmp_path: Path) -> None:
     settings = parse_settings({"offline": {"source": "/srv/cb", "image_repository": "registry.lan:5000"}})
@@ -113,12 +146,16 @@ def test_every_addon_names_its_release_source_and_what_proves_it_up() -> None:
     for name in ADDON_ORDER:
         addon = ADDONS[name]
         assert addon.version_source.startswith("https://") and addon.version in addon.version_source
-        assert addon.crds and addon.deployments and addon.parts and addon.images
+        # What proves it up: its CRDs and controllers, or for the node agents their DaemonSets.
+        assert (addon.crds and addon.deployments) or addon.daemonsets, name
+        assert addon.parts and addon.images
     docs = (Path(__file__).parents[1] / "docs" / "addons.md").read_text()
     for name in ADDON_ORDER:
         addon = ADDONS[name]
         assert f"| `{name}` | {addon.title} | `{addon.version}` |" in docs, name
-        for thing in (*addon.crds, *addon.deployments, addon.namespace):
+        assert f"- {addon.title.removesuffix(' v1').removesuffix(' v2')} {addon.version}: Kubernetes " \
+               f"{addon.kubernetes_text()} (" in docs, name
+        for thing in (*addon.crds, *addon.deployments, *addon.daemonsets, addon.namespace):
             assert f"`{thing}`" in docs, thing
 
 
@@ -136,6 +173,9 @@ def serve_addon(api: FakeApiServer, name: AddonName, settings: Settings | None =
         ready = 0 if deployment_name == pulling else 1
         api.add("GET", f"/apis/apps/v1/namespaces/{addon.namespace}/deployments/{deployment_name}",
                 deployment(deployment_name, addon.namespace, RELEASE_IMAGES[name], ready=ready))
+    for name_ds in addon.daemonsets:
+        api.add("GET", f"/apis/apps/v1/namespaces/{addon.namespace}/daemonsets/{name_ds}",
+                daemon_set(name_ds, addon.namespace, RELEASE_IMAGES[name]))
     pods = []
     if pulling:
         pods.append(pod(f"{pulling}-7d9f8-abcde", "cp1", {"app": pulling}, namespace=addon.namespace, phase="Pending",
@@ -160,8 +200,9 @@ def test_an_addon_is_up_when_its_crds_are_established_and_its_controllers_availa
         found = check(tmp_path, api, name)
         asked = {r.path for r in api.requests}
     assert found.ok, found.problems
-    assert found.summary().startswith(f"{ADDONS[name].title} {RELEASE_IMAGES[name].rsplit(':', 1)[1]}: "
-                                      f"{len(ADDONS[name].crds)} CRDs Established")
+    proof = f"{len(ADDONS[name].crds)} CRDs Established" if ADDONS[name].crds else \
+        f"{ADDONS[name].daemonsets[0]} ready on 1/1 nodes"
+    assert found.summary().startswith(f"{ADDONS[name].title} {RELEASE_IMAGES[name].rsplit(':', 1)[1]}: {proof}")
     assert {f"/apis/apiextensions.k8s.io/v1/customresourcedefinitions/{c}" for c in ADDONS[name].crds} <= asked
 
 
@@ -335,7 +376,7 @@ def test_a_release_the_control_plane_cannot_fetch_is_named_with_the_fix(control_
                                       "cb_addon_timeout_s": 5})
     assert not result.ok
     message = result.failures[0].message
-    assert "cp1 cannot fetch training_operator v1.9.3" in message and "exit status 128" in message
+    assert "cp1 cannot fetch training_operator v1.9.4" in message and "exit status 128" in message
     assert "set mirrors.addon_manifests" in message and "offline.source" in message
 
 
@@ -355,8 +396,10 @@ def test_up_installs_the_addons_after_gpu_and_only_those_enabled(cluster) -> Non
     ctx = PhaseContext(cluster=cluster, settings=parse_settings({"addons": {"enabled": ["trainer"]}}),
                        state=ClusterState())
     skipped = {name: PHASES[name].skip_reason(ctx) for name in ADDON_ORDER}  # type: ignore[misc]
-    assert skipped == {"volcano": "not in addons.enabled", "training_operator": "not in addons.enabled",
-                       "trainer": None}
+    assert skipped == {name: None if name == "trainer" else "not in addons.enabled" for name in ADDON_ORDER}
+    # An add-on brings what it needs: KServe its cert-manager.
+    ctx.settings = parse_settings({"addons": {"enabled": ["kserve"]}})
+    assert [name for name in ADDON_ORDER if PHASES[name].skip_reason(ctx) is None] == ["cert_manager", "kserve"]  # type: ignore[misc]
     assert all(PHASES[name].playbook == "addon.yml" and PHASES[f"remove_{name}"].playbook == "addon.yml"
                for name in ADDON_ORDER)
 

@@ -121,7 +121,7 @@ def test_a_yaml_inventory_yields_plain_strings_that_yaml_can_write(tmp_path: Pat
     for node in cluster.nodes:
         assert type(node.name) is str and type(node.host) is str and type(node.address) is str
         assert all(type(key) is str for key in node.variables)
-    assert "name: k8s-master" in render_init_config(cluster, Settings())
+    assert "name: k8s-master" in render_init_config(cluster, Settings(), "1.36.4")
     yaml.safe_dump({node.host: node.variables for node in cluster.nodes})
 
 

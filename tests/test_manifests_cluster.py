@@ -27,6 +27,10 @@ KUBERNETES_VERSIONS = [f"{release.name}.0" for release in versions.KUBERNETES_RE
 SETTINGS = {
     "defaults": {},
     "runtimeclass": {"gpu": {"runtime": "runtimeclass"}},
+    "time-slicing": {"gpu": {"sharing": "time-slicing", "replicas": 4}},
+    "mps": {"gpu": {"sharing": "mps", "replicas": 2, "runtime": "runtimeclass"}},
+    "mig-mixed": {"gpu": {"mig": {"strategy": "mixed", "profile": "1g.10gb"}, "sharing": "time-slicing",
+                          "replicas": 2}},
     "offline": {"offline": {"source": "/srv/offline", "image_repository": "registry.local:5000"},
                 "kubernetes": {"pod_cidr": "172.20.0.0/16"}},
 }
@@ -69,14 +73,14 @@ def test_manifests_validate_strictly(version: str, variant: str) -> None:
 
 
 def test_strict_validation_would_catch_a_misspelt_field() -> None:
-    daemonset = next(yaml.safe_load_all(device_plugin_manifest(Settings())))
+    daemonset = list(yaml.safe_load_all(device_plugin_manifest(Settings())))[1]
     daemonset["spec"]["template"]["spec"]["nodeSelectr"] = {}
     with pytest.raises(kubernetes_validate.ValidationError):
         kubernetes_validate.validate(daemonset, KUBERNETES_VERSIONS[0], strict=True)
 
 
 def _pod_spec(settings: Settings) -> dict[str, Any]:
-    return next(yaml.safe_load_all(device_plugin_manifest(settings)))["spec"]["template"]["spec"]
+    return list(yaml.safe_load_all(device_plugin_manifest(settings)))[1]["spec"]["template"]["spec"]
 
 
 def test_device_plugin_image_version_and_runtime_follow_the_settings() -> None:
@@ -94,7 +98,7 @@ def test_device_plugin_image_version_and_runtime_follow_the_settings() -> None:
 
 
 @pytest.mark.parametrize("image,expected", [
-    ("quay.io/calico/node:v3.33.1", "registry.local:5000/calico/node:v3.33.1"),
+    ("quay.io/calico/node:v3.33.0", "registry.local:5000/calico/node:v3.33.0"),
     ("nvcr.io/nvidia/k8s-device-plugin:v0.20.1", "registry.local:5000/nvidia/k8s-device-plugin:v0.20.1"),
     ("localhost:5000/x/y:1", "registry.local:5000/x/y:1"),
     ("busybox:1.36", "registry.local:5000/busybox:1.36"),
@@ -132,12 +136,25 @@ def test_calico_follows_the_kubernetes_minor(version: str) -> None:
 def test_calico_mirror_and_offline_sources() -> None:
     calico = versions.KUBERNETES_RELEASES[-1].calico
     assert calico_source(parse_settings({"mirrors": {"profile": "cn"}})).url == \
-        f"https://mirrors.tuna.tsinghua.edu.cn/github-raw/projectcalico/calico/{calico}/manifests/calico.yaml"
+        f"https://files.m.daocloud.io/raw.githubusercontent.com/projectcalico/calico/{calico}/manifests/calico.yaml"
     offline = calico_source(parse_settings(SETTINGS["offline"]))
     assert offline.url == f"file:///srv/offline/calico/{calico}/manifests/calico.yaml"
     images = yaml.safe_load(offline.kustomization["kustomization.yaml"])["images"]
+    # What Calico 3.33's manifests/calico.yaml references: the consolidated `calico` image (install-cni,
+    # upgrade-ipam, kube-controllers) and `node` (ebpf-bootstrap, calico-node); cni and kube-controllers are gone.
     assert images == [{"name": f"quay.io/calico/{name}", "newName": f"registry.local:5000/calico/{name}"}
-                      for name in ("cni", "node", "kube-controllers")]
+                      for name in ("calico", "node")]
+
+
+@pytest.mark.parametrize("version,names", [("v3.31.7", ("cni", "node", "kube-controllers")),
+                                           ("v3.32.1", ("cni", "node", "kube-controllers")),
+                                           ("v3.33.1", ("calico", "node"))])
+def test_offline_moves_the_images_each_calico_line_references(version: str, names: tuple[str, ...]) -> None:
+    minor = {"3.31": "1.35", "3.32": "1.35", "3.33": "1.36"}[version[1:5]]
+    settings = parse_settings({**SETTINGS["offline"], "kubernetes": {"version": minor}, "calico": {"version": version}})
+    kustomization = yaml.safe_load(calico_source(settings).kustomization["kustomization.yaml"])
+    assert {i["name"]: i["newName"] for i in kustomization["images"]} == {
+        f"quay.io/calico/{n}": f"registry.local:5000/calico/{n}" for n in names}
 
 
 def _registry(image: str) -> str:

@@ -12,6 +12,7 @@ import json
 import shlex
 import subprocess
 import sys
+from dataclasses import replace
 from typing import Any
 
 import kubernetes_validate
@@ -19,28 +20,14 @@ import pytest
 
 from provision.inputs import versions
 from provision.resources import TRAINER_DIR
-from provision.smoke.manifests import RUN_LABEL, TRAINER_FILES, SmokeSpec, render, to_yaml, trainer_args
+from provision.smoke.manifests import RUN_LABEL, render, to_yaml, trainer_args
+from tests.support.smoke_specs import SPECS
 
 KUBE_VERSIONS = tuple(f"{release.name}.0" for release in versions.KUBERNETES_RELEASES)
 # The minors the add-ons' workloads are checked against: the supported ones.
 SUPPORTED_VERSIONS = KUBE_VERSIONS
 IMAGE = versions.SMOKE_IMAGE_DEFAULT
 
-SPECS = {
-    "one-gpu": SmokeSpec(namespace="cb-smoke-a1", image=IMAGE, gpus=1, epochs=10),
-    "one-node-four-gpus": SmokeSpec(namespace="cb-smoke-a2", image=IMAGE, gpus=4),
-    "three-nodes": SmokeSpec(namespace="cb-smoke-a3", image=IMAGE, gpus=2, nodes=3, timeout_s=1200),
-    "cpu": SmokeSpec(namespace="cb-smoke-a4", image=IMAGE, gpus=0),
-    "cpu-two-nodes": SmokeSpec(namespace="cb-smoke-a5", image=IMAGE, gpus=0, nodes=2, dataset="cifar10"),
-    # The seeds' multi-node setup: RDMA, NCCL over the host's interfaces, a cache, the model kept for --save.
-    "rdma-two-nodes-cached": SmokeSpec(namespace="cb-smoke-a6", image=IMAGE, gpus=8, nodes=2, dataset="cifar10",
-                                       cache="hostpath", keep_results=True, host_network=True, ipc_lock=True,
-                                       shm_size="16Gi", extra_resources={"rdma/hca": "1"},
-                                       env={"NCCL_DEBUG": "INFO", "NCCL_SOCKET_IFNAME": "ens1f0",
-                                            "NCCL_IB_HCA": "mlx5_0"}),
-    "volcano-two-nodes-pvc": SmokeSpec(namespace="cb-smoke-a7", image=IMAGE, gpus=1, nodes=2, scheduler="volcano",
-                                       dataset="cifar10", cache="pvc"),
-}
 
 
 def by_kind(objects: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:
@@ -109,8 +96,9 @@ def test_several_gpus_in_one_pod_run_under_torchrun() -> None:
 def test_the_trainer_source_ships_in_the_configmap_byte_for_byte() -> None:
     objects = by_kind(render(SPECS["one-gpu"]))
     data = objects["ConfigMap"]["data"]
-    assert set(data) == set(TRAINER_FILES) == {"train.py", "cifar_data.py", "infer.py", "bandwidth.py"}
-    for name in TRAINER_FILES:
+    modules = {path.name for path in TRAINER_DIR.glob("*.py")}
+    assert set(data) == modules and {"train.py", "cifar_data.py", "infer.py", "bandwidth.py"} <= modules
+    for name in modules:
         assert data[name] == (TRAINER_DIR / name).read_text()
     pod = objects["Job"]["spec"]["template"]["spec"]
     assert {"name": "trainer", "configMap": {"name": objects["ConfigMap"]["metadata"]["name"]}} in pod["volumes"]
@@ -212,7 +200,6 @@ def test_printed_manifests_read_back_as_the_same_objects(variant: str) -> None:
 
 
 def test_gpu_pods_opt_into_the_nvidia_runtime_class_only_when_one_is_named() -> None:
-    from dataclasses import replace
 
     named = replace(SPECS["three-nodes"], runtime_class="nvidia")
     pod = by_kind(render(named))["Job"]["spec"]["template"]["spec"]
@@ -244,7 +231,6 @@ def test_the_seeds_network_knobs_reach_every_training_container() -> None:
 
 
 def test_a_vendor_gpu_resource_is_requested_and_tolerated_by_its_own_name() -> None:
-    from dataclasses import replace
 
     pod = by_kind(render(replace(SPECS["one-gpu"], gpu_resource="amd.com/gpu")))["Job"]["spec"]["template"]["spec"]
     assert pod["containers"][0]["resources"]["limits"]["amd.com/gpu"] == "1"
@@ -277,7 +263,6 @@ def test_the_trainjob_runs_its_own_runtime_with_the_torch_policy_and_a_deadline_
 
 
 def test_without_a_cache_every_pod_downloads_from_the_configured_source_itself() -> None:
-    from dataclasses import replace
 
     spec = replace(SPECS["cpu-two-nodes"], cifar10_url="https://dataset.bj.bcebos.com/cifar/cifar-10-python.tar.gz")
     pod = by_kind(render(spec))["Job"]["spec"]["template"]["spec"]
@@ -288,7 +273,6 @@ def test_without_a_cache_every_pod_downloads_from_the_configured_source_itself()
 
 
 def test_an_offline_archive_on_the_nodes_is_mounted_into_the_fetch() -> None:
-    from dataclasses import replace
 
     spec = replace(SPECS["volcano-two-nodes-pvc"], cifar10_url="file:///srv/cb/cifar10/cifar-10-python.tar.gz")
     pod = by_kind(render(spec))["Job"]["spec"]["template"]["spec"]

@@ -9,6 +9,7 @@ from typing import Any
 
 import typer
 
+from provision.cli.invocation import carry
 from provision.cli.options import NodeOptions, Output
 from provision.cli.views import PhaseView, console, print_summary
 from provision.inputs.inventory import Cluster
@@ -16,6 +17,7 @@ from provision.inputs.settings import Settings
 from provision.inputs.state import ClusterState, check_state_root, inputs_fingerprint
 from provision.inputs.validation import load_cluster, settings_warnings
 from provision.phases import UP_PHASES, PhaseContext, PipelineResult, resume_point, run_phases, select_phases
+from provision.phases.engine import EtcdOptions
 
 
 def with_host_key_choice(settings: Settings, accept_new_host_keys: bool) -> Settings:
@@ -38,7 +40,7 @@ def warn(warnings: list[str]) -> None:
     document: what the inventory says that this run reads differently, what the settings allow that upstream no
     longer supports."""
     for line in warnings:
-        console.print(f"warning: {line}", style="bold yellow")
+        console.print(f"warning: {carry(line)}", style="bold yellow")
 
 
 def ask_become_password(ask: bool) -> str | None:
@@ -57,16 +59,18 @@ def pipeline_document(result: PipelineResult, command: str) -> dict[str, Any]:
         "phases": [{"name": o.name, "status": o.status, "seconds": round(o.seconds, 1), "detail": o.detail,
                     "nodes": o.nodes} for o in result.outcomes],
         "total_seconds": round(result.total_seconds, 1),
-        "error": str(result.error) if result.error else None,
+        "error": carry(str(result.error)) if result.error else None,
     }
 
 
 def run_pipeline(phase_names: Sequence[str], cluster: Cluster, settings: Settings, nodes: NodeOptions, *, title: str,
                  from_phase: str | None = None, only: str | None = None, targets: Sequence[str] | None = None,
-                 output: Output = Output.text, extra: Callable[[], dict[str, Any]] | None = None) -> PhaseContext:
+                 output: Output = Output.text, extra: Callable[[PhaseContext], dict[str, Any]] | None = None,
+                 etcd: EtcdOptions | None = None) -> PhaseContext:
     """Run the phases with the live view, then show the summary (table, or JSON on stdout), then raise the
-    first failure. `extra`, called once the phases are done, adds fields to the JSON document. `up` without
-    --from or --only resumes by itself where the state says the phases before completed with the same inputs."""
+    first failure. `extra`, called with the run's context once the phases are done, adds fields to the JSON
+    document; `etcd` is what the etcd commands ask of their phases. `up` without --from or --only resumes by
+    itself where the state says the phases before completed with the same inputs."""
     state = ClusterState.load(cluster)
     view = PhaseView(nodes.verbose)
     # Named by node name or inventory host name on the command line; the phases take node names.
@@ -80,20 +84,21 @@ def run_pipeline(phase_names: Sequence[str], cluster: Cluster, settings: Setting
     phases = select_phases(tuple(phase_names), from_phase=from_phase, only=only)
     ctx = PhaseContext(cluster=cluster, settings=settings, state=state, nodes=targets,
                        verbose=nodes.verbose, become_password=ask_become_password(nodes.ask_become_pass),
-                       on_progress=view.playbook, on_message=view.message, on_smoke_progress=view.smoke)
+                       on_progress=view.playbook, on_message=view.message, on_smoke_progress=view.smoke,
+                       etcd=etcd or EtcdOptions())
     try:
         result = run_phases(phases, ctx)
     finally:
         view.stop()
     if output is Output.json:
-        echo_json(pipeline_document(result, title) | (extra() if extra else {}))
+        echo_json(pipeline_document(result, title) | (extra(ctx) if extra else {}))
     else:
         print_summary(result, title)
     if result.error is not None:
         failed = next((o.name for o in result.outcomes if o.status == "failed"), None)
         if failed and tuple(phase_names) == UP_PHASES:
-            console.print(f"fix the cause, then re-run `bootstrap up --inventory {cluster.inventory_path}`: with the "
-                          f"same inputs it resumes at {failed} (`--from PHASE` chooses another start)", style="yellow",
-                          soft_wrap=True)
+            # As printed, with the inventory, settings and state directory this run was given: the same run.
+            console.print(carry(f"fix the cause, then re-run `bootstrap up`: with the same inputs it resumes at "
+                                f"{failed} (`--from PHASE` chooses another start)"), style="yellow", soft_wrap=True)
         raise result.error
     return ctx

@@ -1,5 +1,6 @@
-"""The phases of `up`, `node add`, `node remove`, `reset` and `down`: the engine (engine.py) and one module per
-phase, put in order here for each command. The listing of this folder reads as the steps of `up`."""
+"""The phases of `up`, `node add`, `node remove`, `reset`, `down` and the etcd commands: the engine (engine.py)
+and one module per phase, put in order here for each command. The listing of this folder reads as the steps of
+`up`."""
 from __future__ import annotations
 
 from collections.abc import Sequence
@@ -9,7 +10,9 @@ from provision.phases import (
     addons,
     control_plane,
     drain,
+    etcd_probe,
     etcd_remove,
+    etcd_snapshot,
     gpu,
     join,
     network,
@@ -24,13 +27,14 @@ from provision.phases.engine import Phase, PhaseContext, PhaseOutcome, PhaseResu
 
 PHASES: dict[str, Phase] = {p.name: p for p in (
     preflight.PHASE, prepare.PHASE, control_plane.PHASE, network.PHASE, join.PHASE, gpu.PHASE, *addons.PHASES,
-    verify.PHASE, smoke.PHASE, drain.PHASE, etcd_remove.PHASE, reset.PHASE,
+    verify.PHASE, smoke.PHASE, drain.PHASE, etcd_remove.PHASE, reset.PHASE, etcd_probe.PHASE, etcd_snapshot.PHASE,
 )}
 
 UP_PHASES: tuple[str, ...] = ("preflight", "prepare", "control_plane", "network", "join", "gpu", *ADDON_ORDER,
                               "verify", "smoke")
 NODE_ADD_PHASES: tuple[str, ...] = ("preflight", "prepare", "join", "gpu", "verify")
 RESET_PHASES: tuple[str, ...] = ("drain", "etcd", "reset")
+ETCD_SNAPSHOT_PHASES: tuple[str, ...] = ("etcd_probe", "etcd_snapshot")
 
 
 def select_phases(names: Sequence[str], *, from_phase: str | None = None, only: str | None = None) -> list[Phase]:
@@ -43,5 +47,5 @@ def run_phases(phases: Sequence[Phase], ctx: PhaseContext) -> PipelineResult:
     return _engine.run_phases(PHASES, phases, ctx)
 
 
-__all__ = ["NODE_ADD_PHASES", "PHASES", "RESET_PHASES", "UP_PHASES", "Phase", "PhaseContext", "PhaseOutcome",
-           "PhaseResults", "PipelineResult", "resume_point", "run_phases", "select_phases"]
+__all__ = ["ETCD_SNAPSHOT_PHASES", "NODE_ADD_PHASES", "PHASES", "RESET_PHASES", "UP_PHASES", "Phase", "PhaseContext",
+           "PhaseOutcome", "PhaseResults", "PipelineResult", "resume_point", "run_phases", "select_phases"]

@@ -29,6 +29,7 @@ from provision.render.manifests import api_proxy, calico_source, device_plugin_m
 from provision.render.playbook_vars import playbook_vars, prepare_vars
 from provision.smoke.driver import build_spec
 from provision.smoke.manifests import render
+from tests.support.node_reports import installed_release
 
 INVENTORY = "[control_plane]\ncp1 ansible_host=10.0.0.1\n[workers]\nw1 ansible_host=10.0.0.2\nw2 ansible_host=10.0.0.3\n"
 
@@ -108,7 +109,7 @@ def _rendered(cluster: Cluster, settings: Settings, run_dir: Path) -> list[Any]:
     documents: list[Any] = [variables, written]
     documents += [yaml.safe_load(text) for text in calico_source(settings).kustomization.values()]
     documents += list(yaml.safe_load_all(device_plugin_manifest(settings)))
-    documents += list(yaml.safe_load_all(render_init_config(cluster, settings)))
+    documents += list(yaml.safe_load_all(render_init_config(cluster, settings, installed_release(settings))))
     documents.append(yaml.safe_load(api_proxy(cluster, settings).manifest))
     if settings.control_plane.vip is not None:
         documents.append(yaml.safe_load(kube_vip_manifest(settings, interface=settings.control_plane.interface or

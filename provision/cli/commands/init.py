@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 import shlex
 import tempfile
+from dataclasses import replace
 from datetime import date
 from enum import StrEnum
 from pathlib import Path
@@ -13,6 +14,7 @@ from typing import Annotated
 import typer
 import yaml
 
+from provision.cli import invocation
 from provision.cli.views import console
 from provision.errors import InputError
 from provision.inputs.files import shown
@@ -165,5 +167,7 @@ def register(app: typer.Typer) -> None:
                                        _addresses(workers, "--workers"), user=user, key=key,
                                        port=port, gpu=gpu.value, profile=profile.value)
         console.print(f"wrote {inventory} and {config}; next:")
-        console.print(f"  bootstrap preflight --inventory {inventory} --config {config}")
-        console.print(f"  bootstrap up --inventory {inventory} --config {config}")
+        # With the state directory this run was given: the commands as printed are the run that comes next.
+        chosen = replace(invocation.given(), inventory=inventory, config=config)
+        for command in ("bootstrap preflight", "bootstrap up"):
+            console.print(f"  {invocation.complete(command, chosen)}", soft_wrap=True)

@@ -1,6 +1,7 @@
 """`bootstrap up`: every phase in order, a live view while they run, a summary table of phases and times."""
 from __future__ import annotations
 
+import shlex
 from typing import Annotated, Any
 
 import typer
@@ -10,7 +11,7 @@ from provision.cli.support import load_inputs, run_pipeline
 from provision.cli.views import console
 from provision.errors import InputError
 from provision.kube import kubeconfig as kubeconfigs
-from provision.phases import UP_PHASES
+from provision.phases import UP_PHASES, PhaseContext
 
 
 def run_up_command(nodes: NodeOptions, *, from_phase: str | None = None, only: str | None = None,
@@ -21,7 +22,7 @@ def run_up_command(nodes: NodeOptions, *, from_phase: str | None = None, only: s
     cluster, settings = load_inputs(nodes)
     kubeconfig = kubeconfigs.admin_kubeconfig_path(cluster)
 
-    def closing() -> dict[str, Any]:
+    def closing(_ctx: PhaseContext) -> dict[str, Any]:
         return {"kubeconfig": str(kubeconfig) if kubeconfig.exists() else None}
 
     try:
@@ -36,8 +37,8 @@ def run_up_command(nodes: NodeOptions, *, from_phase: str | None = None, only: s
                 merged = kubeconfigs.merge_kubeconfig(kubeconfig, name)
                 console.print(f"merged into {merged} as context '{name}' (now current)", soft_wrap=True)
             else:
-                console.print(f"  export KUBECONFIG={kubeconfig}   # or re-run with --merge-kubeconfig",
-                              soft_wrap=True)
+                console.print(f"  export KUBECONFIG={shlex.quote(str(kubeconfig))}   # or re-run with "
+                              "--merge-kubeconfig", soft_wrap=True)
 
 
 def register(app: typer.Typer) -> None:
