@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pytest
 
+from provision.cli import invocation
 from tests.lab.fixtures import lab3, lab_factory, mark_lab_tests, remove_rpm_tree, rpm_tree, xdist_worker
 from tests.support.controller import controller_independent
 from tests.support.no_network import refuse_non_loopback
@@ -38,6 +39,13 @@ def no_network(request: pytest.FixtureRequest) -> Iterator[None]:
     if attempts:
         pytest.fail("the test tried to reach the network (unit tests use loopback only): " + "; ".join(attempts),
                     pytrace=False)
+
+
+@pytest.fixture(autouse=True)
+def fresh_invocation() -> None:
+    """Each test starts as a new process would: no options remembered from a command an earlier test ran in this
+    process (printed `bootstrap ...` commands carry them, cli/invocation.py)."""
+    invocation.start(None)
 
 
 @pytest.fixture(autouse=True)
