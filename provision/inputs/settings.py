@@ -554,7 +554,7 @@ class AddonsSettings(_Section):
     def _release_tag(cls, value: str, info: ValidationInfo) -> str:
         addon = ADDONS[str(info.field_name).removesuffix("_version")]  # type: ignore[index]
         if not re.fullmatch(addon.version_pattern, value, re.ASCII):
-            raise ValueError(f"'{value}' is not a release tag of {addon.title}: write it as {addon.version}")
+            raise ValueError(f"{shown(value)} is not a release tag of {addon.title}: write it as {addon.version}")
         return value
 
     def version(self, name: AddonName) -> str:
