@@ -100,8 +100,8 @@ def test_the_cache_is_marked_as_the_smoke_tests_own_and_a_folder_of_someone_else
     """`reset` removes smoke_test.cache_path only where the smoke test left its mark: the fetch leaves it in a new
     folder, and refuses a folder that already holds files of someone else's, writing nothing there."""
     url, md5, requested = archive_server
-    spec = SmokeSpec(namespace=NS, image=IMAGE, dataset="cifar10", cache="hostpath", cifar10_url=f"{url}/cifar.tgz",
-                     cifar10_md5=md5, data_timeout_s=60)
+    spec = smoke_spec(dataset="cifar10", cache="hostpath", cifar10_url=f"{url}/cifar.tgz",
+                      cifar10_md5=md5, data_timeout_s=60)
     assert fetch(spec, tmp_path / "new").wait(timeout=120) == 0
     assert (tmp_path / "new" / CACHE_MARKER).is_file()
     theirs = tmp_path / "theirs"
