@@ -67,6 +67,14 @@ def test_each_shape_takes_the_whole_ascii_string_and_names_its_rule(shape: Shape
             shape.parse(value)
 
 
+def test_a_url_with_a_password_in_it_is_refused_saying_why() -> None:
+    for shape in (values.URL, values.REPOSITORY_URL):
+        problem = shape.problem("https://ops:s3cret@mirror.example.com/k8s")
+        assert problem is not None and "user name or password" in problem and "\n" not in problem
+        assert "s3cret" not in problem and "ops:(hidden)@" in problem
+    assert values.URL.problem("https://mirror.example.com/a@b") is None
+
+
 def test_every_shape_refuses_a_trailing_newline_and_non_strings() -> None:
     for name, shape in SHAPES.items():
         assert shape.problem(f"{shape.example.split(' ')[0].strip(chr(39))}\n") is not None, name

@@ -104,7 +104,8 @@ class Shape:
             return f"{shown(value)} is not {self.message_rule} (it is longer than {self.max_length} characters)"
         if not self.pattern.fullmatch(value):
             closer = self.diagnose(value) if self.diagnose else None
-            return f"{shown(value)} {closer}" if closer else f"{shown(value)} is not {self.message_rule}"
+            return f"{shown(_hidden_password(value))} {closer}" if closer else \
+                f"{shown(_hidden_password(value))} is not {self.message_rule}"
         for check in self.checks:
             problem = check(value)
             if problem:
@@ -118,6 +119,11 @@ class Shape:
             raise ValueError(problem)
         assert isinstance(value, str)
         return value
+
+
+def _hidden_password(value: str) -> str:
+    """A URL's password (scheme://user:password@host) out of the value a refusal shows: secrets never reach output."""
+    return re.sub(r"(://[^/?#@:]*:)[^/?#@]*@", r"\1(hidden)@", value)
 
 
 def _shape(what: str, pattern: str, rule: str, example: str, *checks: Callable[[str], str | None],
@@ -174,7 +180,12 @@ def _url_diagnosis(value: str, schemes: tuple[str, ...] = ("http", "https")) -> 
     if bad is not None:
         return f"has a character a URL may not have ({shown(bad)})"
     scheme, _, rest = value.partition("://")
-    host = rest.split("/", 1)[0].rsplit("@", 1)[-1]
+    authority = rest.split("/", 1)[0].split("?", 1)[0].split("#", 1)[0]
+    host = authority.rsplit("@", 1)[-1]
+    if "@" in authority:
+        # It would be written into the nodes' package and registry configuration, and shown by `config show`.
+        return ("has a user name or password in it: bootstrap writes URLs into the nodes' configuration and its "
+                "own output, so use a mirror that needs no login")
     if scheme.lower() not in schemes:
         return f"is not a {' or '.join(f'{s}://' for s in schemes)} URL with a host"
     if not host or host.startswith(":"):
