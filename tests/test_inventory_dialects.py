@@ -12,7 +12,7 @@ import pytest
 from provision.errors import InputError
 from provision.inputs.inventory import Cluster
 from provision.inputs.validation import load_cluster
-from provision.nodes.runner import _groups_inventory
+from provision.nodes.runner import run_inventory
 from provision.render.playbook_vars import playbook_vars
 from tests.support.paths import REPO_ROOT
 
@@ -168,12 +168,11 @@ def test_kubeasz_hosts_named_by_ip_address_get_their_k8s_nodename_as_node_name_a
 
 
 def test_the_groups_file_names_hosts_as_ansible_does_with_the_first_control_plane_apart(tmp_path: Path) -> None:
-    import yaml
-
+    from provision.inputs.files import parse_yaml
     from provision.inputs.settings import Settings
 
     cluster = load(tmp_path, KUBEASZ)
-    groups = yaml.safe_load(_groups_inventory(cluster, tmp_path, Settings()).read_text())["all"]["children"]
+    groups = parse_yaml(run_inventory(cluster, tmp_path, Settings()).read_text(), "inventory.yml")["all"]["children"]
     assert list(groups["control_plane"]["hosts"]) == ["192.168.1.1", "192.168.1.2", "192.168.1.3"]
     assert list(groups["first_control_plane"]["hosts"]) == ["192.168.1.1"]
     assert list(groups["workers"]["hosts"]) == ["192.168.1.4"]

@@ -17,7 +17,7 @@ import yaml
 from provision.inputs import versions
 from provision.inputs.inventory import load_inventory
 from provision.inputs.settings import parse_settings
-from provision.render.kubeadm_config import init_config_documents, node_ip, render_init_config
+from provision.render.kubeadm_config import init_config_documents, render_init_config
 from tests.support.node_reports import installed_release
 
 # --- the kubeadm API, as field sets -----------------------------------------------------------------------
@@ -251,8 +251,8 @@ def test_node_ip_host_variable_beats_ansible_host_and_a_host_name_leaves_it_to_k
     hosts = ("[control_plane]\ncp1 ansible_host=203.0.113.7 node_ip=192.168.56.10\n"
              "[workers]\nw1 ansible_host=w1.example.com\n")
     cluster = load_inventory(inventory(tmp_path, hosts))
-    assert node_ip(cluster.node("cp1")) == "192.168.56.10"
-    assert node_ip(cluster.node("w1")) is None
+    assert cluster.node("cp1").cluster_address == "192.168.56.10"
+    assert cluster.node("w1").cluster_address is None
     docs = by_kind(init_config_documents(cluster, parse_settings({}), "1.36.4"))
     assert docs["InitConfiguration"]["localAPIEndpoint"]["advertiseAddress"] == "192.168.56.10"
     # The operator reaches the API server on the public address, the nodes on the private one: both certified.

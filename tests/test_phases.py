@@ -198,6 +198,44 @@ def test_prepare_alone_runs_preflight_first_and_tells_the_playbook_the_gpu_nodes
     assert probed == [["cp1", "w1", "w2", "w3"]] and len(playbooks) == 2
 
 
+@pytest.mark.parametrize("inventory", [
+    "[control_plane]\ncp1 ansible_host=10.0.0.10\n[workers]\ngpu-worker-1 ansible_host=10.0.0.11\n",
+    "[control_plane]\n10.0.0.10 k8s_nodename=cp1\n[workers]\n10.0.0.11 k8s_nodename=gpu-worker-1\n",
+], ids=["named-host", "ip-named-host-with-k8s_nodename"])
+def test_a_pascal_gpu_gets_the_proprietary_kernel_module_however_the_inventory_names_its_node(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, inventory: str) -> None:
+    """Preflight keys what it found by node name; the nvidia role looks its node up by Ansible's host name. A Pascal
+    node written `10.0.0.11 k8s_nodename=gpu-worker-1` (the form the tool's own error message recommends) must not
+    get the open module, which pre-Turing GPUs cannot run."""
+    from provision.nodes.preflight.run import NodeReport, PreflightReport
+    from provision.nodes.runner import PlaybookResult
+
+    monkeypatch.setenv("BOOTSTRAP_STATE_DIR", str(tmp_path / "state"))
+    hosts = tmp_path / "hosts.ini"
+    hosts.write_text(inventory)
+    cluster = load_inventory(hosts)
+    playbooks: list[dict[str, Any]] = []
+
+    def fake_preflight(cluster: Any, settings: Any, *, nodes: list[str] | None = None, **_: Any) -> PreflightReport:
+        pascal = {"gpu-worker-1": ("Pascal",)}
+        return PreflightReport(tuple(NodeReport(n, "worker", "", (), len(pascal.get(n, ())),
+                                                gpu_generations=pascal.get(n, ()))
+                                     for n in nodes or ("cp1", "gpu-worker-1")), 0.1)
+
+    def fake_playbook(playbook: str, *args: Any, extra_vars: dict[str, Any] | None = None, **_: Any) -> PlaybookResult:
+        playbooks.append(extra_vars or {})
+        return PlaybookResult("prepare", playbook, 0, "successful", tmp_path, {}, [], 1.0)
+
+    monkeypatch.setattr(phases_module.preflight, "run_preflight", fake_preflight)
+    monkeypatch.setattr(phases_module.engine, "run_playbook", fake_playbook)
+    monkeypatch.setattr(phases_module.prepare, "check_prepared", lambda *args: {})
+
+    result = run_phases(select_phases(("prepare",)), context(cluster))
+    assert result.error is None, result.error
+    host = cluster.node("gpu-worker-1").host
+    assert playbooks == [{"cb_nvidia_nodes": [host], "cb_nvidia_modules": {host: "proprietary"}}]
+
+
 # --- the real verify phase, through the pipeline, against a stand-in API server ----------------------------
 
 def _install_kubeconfig(cluster, server: FakeApiServer) -> None:

@@ -297,7 +297,7 @@ def test_calico_from_an_offline_source_is_customised_and_applied_once(lab: Lab) 
     listing = n1.ssh("ls /etc/kubernetes/addons/calico").stdout.split()
     assert listing == ["calico-node-patch.yaml", f"calico-{CALICO}.yaml", "kustomization.yaml"]
     assert "value: \"10.50.0.0/16\"" in n1.ssh("cat /etc/kubernetes/addons/calico/calico-node-patch.yaml").stdout
-    assert "newName: registry.lab:5000/calico/node" in n1.ssh("cat /etc/kubernetes/addons/calico/kustomization.yaml").stdout
+    assert 'newName: "registry.lab:5000/calico/node"' in n1.ssh("cat /etc/kubernetes/addons/calico/kustomization.yaml").stdout
     assert calls(lab, "n1", "kubectl") == ["--kubeconfig /etc/kubernetes/admin.conf apply -k /etc/kubernetes/addons/calico"]
     again = play("network", ctx)
     assert again.ok and sum(again.changed.values()) == 0

@@ -7,10 +7,10 @@ import re
 from pathlib import Path
 
 import pytest
-import yaml
 from typer.testing import CliRunner
 
 from provision.cli.app import app
+from provision.inputs.files import parse_yaml
 from provision.inputs.inventory import Cluster, Node
 from provision.inputs.platforms import (
     PLATFORMS,
@@ -24,7 +24,7 @@ from provision.inputs.platforms import (
 )
 from provision.inputs.settings import parse_settings
 from provision.lab.vagrant import lab_os_choices
-from provision.nodes.runner import _groups_inventory
+from provision.nodes.runner import run_inventory
 from provision.render.playbook_vars import playbook_vars, python_host_vars
 from provision.resources import VAGRANT_DIR
 from tests.support.paths import REPO_ROOT
@@ -32,8 +32,7 @@ from tests.support.paths import REPO_ROOT
 CLUSTER = Cluster(inventory_path=Path("hosts.ini"), nodes=(
     Node(name="cp1", address="192.0.2.10", role="control_plane", user="root"),
     Node(name="el8", address="192.0.2.11", role="worker", user="root"),
-    Node(name="own", address="192.0.2.12", role="worker", user="root",
-         variables={"ansible_python_interpreter": "/opt/python/bin/python3"}),
+    Node(name="own", address="192.0.2.12", role="worker", user="root", python_interpreter="/opt/python/bin/python3"),
 ))
 EL8 = NodePython("/usr/bin/python3.12", "python3.12", "rocky", "8")
 
@@ -104,12 +103,14 @@ def test_each_runs_inventory_names_the_interpreter_preflight_chose_and_the_users
     # The inventory names an interpreter for this node: it is used as it is, and nothing is installed.
     assert "own" not in found
     (tmp_path / "run").mkdir()
-    groups = yaml.safe_load(_groups_inventory(CLUSTER, tmp_path / "run", settings, pythons).read_text())
+    groups = parse_yaml(run_inventory(CLUSTER, tmp_path / "run", settings, pythons).read_text(), "inventory.yml")
     hosts = groups["all"]["children"]["workers"]["hosts"]
     assert hosts["el8"]["ansible_python_interpreter"] == "/usr/bin/python3.12"
-    assert "ansible_python_interpreter" not in hosts["own"]
+    assert hosts["own"]["ansible_python_interpreter"] == "/opt/python/bin/python3"
     # Without preflight's choice (a playbook run on its own), Ansible's discovery is left to find one.
-    assert _groups_inventory(CLUSTER, tmp_path / "run", settings).read_text().count("python") == 0
+    alone = parse_yaml(run_inventory(CLUSTER, tmp_path / "run", settings).read_text(), "inventory.yml")
+    assert [name for group in ("control_plane", "workers") for name, host in alone["all"]["children"][group]["hosts"].items()
+            if "ansible_python_interpreter" in host] == ["own"]
 
 
 def test_the_roles_receive_the_table() -> None:

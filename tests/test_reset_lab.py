@@ -17,12 +17,13 @@ from typer.testing import CliRunner
 
 from provision.cli.app import app
 from provision.inputs.inventory import load_inventory
-from provision.inputs.settings import load_settings
+from provision.inputs.settings import CACHE_MARKER, Settings, load_settings
 from provision.inputs.state import ClusterState
 from provision.phases import RESET_PHASES, PhaseContext, run_phases, select_phases
 from tests.lab.lab import Lab
 
 POD_VOLUME = "/var/lib/kubelet/pods/0f1e2d3c-uid/volumes/kubernetes.io~empty-dir/cache"
+CACHE = Settings().smoke_test.cache_path
 CNI_NETNS = "cni-5c1f0c1e-8f0a-4d44-a2f8-5d1a6f0e1a11"
 RESIDUE_PATHS = ["/etc/kubernetes", "/var/lib/kubelet", "/var/lib/etcd", "/var/lib/cni", "/var/lib/calico",
                  "/var/run/calico", "/var/log/calico", "/opt/cni/bin/calico", "/opt/cni/bin/calico-ipam",
@@ -122,6 +123,10 @@ def lab(lab_factory: Callable[..., Lab]) -> Lab:
     n1.ssh(f"cat > /usr/local/bin/kubeadm <<'EOF'\n{FAKE_KUBEADM}EOF\nchmod 755 /usr/local/bin/kubeadm")
     for node in lab.nodes:
         node.ssh(SEED, timeout=600)
+    # The smoke test's data cache: n1's carries the smoke test's mark; on n2 the same path is a folder of the
+    # operator's own, which reset must keep.
+    n1.ssh(f"mkdir -p {CACHE}/cifar10 && echo data > {CACHE}/cifar10/batch && echo smoke > {CACHE}/{CACHE_MARKER}")
+    lab.node("n2").ssh(f"mkdir -p {CACHE} && echo mine > {CACHE}/notes.txt")
     return lab
 
 
@@ -144,6 +149,9 @@ def test_reset_removes_everything_a_cluster_left_and_a_second_reset_changes_noth
                                        "--config", str(lab.config_path)], catch_exceptions=False)
     assert outcome.exit_code == 0, outcome.output
     assert "API not answering, nothing drained" in outcome.output
+    assert f"n2: {CACHE} left alone" in " ".join(outcome.output.split())
+    assert lab.node("n1").ssh(f"test -e {CACHE} || echo gone").stdout.strip() == "gone"
+    assert lab.node("n2").ssh(f"cat {CACHE}/notes.txt").stdout == "mine\n"
 
     assert residue(lab) == {"n1": [], "n2": []}
     for node in lab.nodes:

@@ -25,7 +25,7 @@ import pytest
 from typer.testing import CliRunner
 
 from provision.cli.app import app
-from provision.inputs.settings import parse_settings
+from provision.inputs.settings import CACHE_MARKER, parse_settings
 from provision.resources import TRAINER_DIR
 from provision.smoke.driver import Timings, run_smoke_test
 from provision.smoke.manifests import DATA_DIR, SmokeSpec, collector_pod, fetch_command
@@ -93,6 +93,24 @@ def test_two_pods_of_a_node_fetch_the_archive_once_and_the_next_run_not_at_all(a
     assert again.wait(timeout=60) == 0 and requested == ["/cifar.tgz"]
     # What the trainer then reads (--data-dir /cache/cifar10).
     assert len(cifar_data.read_folder(cifar_data.locate(tmp_path / "cache" / "cifar10")).test) == 20
+
+
+def test_the_cache_is_marked_as_the_smoke_tests_own_and_a_folder_of_someone_elses_is_not_used(
+        archive_server, tmp_path: Path) -> None:
+    """`reset` removes smoke_test.cache_path only where the smoke test left its mark: the fetch leaves it in a new
+    folder, and refuses a folder that already holds files of someone else's, writing nothing there."""
+    url, md5, requested = archive_server
+    spec = smoke_spec(dataset="cifar10", cache="hostpath", cifar10_url=f"{url}/cifar.tgz",
+                      cifar10_md5=md5, data_timeout_s=60)
+    assert fetch(spec, tmp_path / "new").wait(timeout=120) == 0
+    assert (tmp_path / "new" / CACHE_MARKER).is_file()
+    theirs = tmp_path / "theirs"
+    theirs.mkdir()
+    (theirs / "thesis.tex").write_text("years of work\n")
+    process = fetch(spec, theirs)
+    _, err = process.communicate(timeout=60)
+    assert process.returncode == 3 and "holds files the smoke test did not put there" in err
+    assert sorted(p.name for p in theirs.iterdir()) == ["thesis.tex"] and requested == ["/cifar.tgz"]
 
 
 def test_a_fetch_that_stalls_is_stopped_at_its_own_deadline(archive_server, tmp_path: Path) -> None:

@@ -266,7 +266,7 @@ def test_a_fetch_past_its_own_deadline_is_a_data_fetch_failure(tmp_path: Path) -
                               "to a nearer copy")
     pod_spec = next(r.json for r in api.requests_to("POST", "/apis/batch/v1/"))["spec"]["template"]["spec"]
     fetch = pod_spec["initContainers"][0]
-    assert fetch["name"] == "fetch-data" and fetch["args"][0].startswith("exec timeout 120 python -c")
+    assert fetch["name"] == "fetch-data" and "\nexec timeout 120 python -c" in fetch["args"][0]
     assert "https://dataset.bj.bcebos.com/cifar/cifar-10-python.tar.gz" in fetch["args"][0]
     assert {"name": "cache", "hostPath": {"path": "/var/lib/cluster-bootstrap/cache", "type": "DirectoryOrCreate"}} \
         in pod_spec["volumes"]

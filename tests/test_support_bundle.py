@@ -45,11 +45,15 @@ class Planted:
         self.secret = planted()
         s = self.secret
         self.inventory = tmp_path / "hosts.ini"
-        # Port 1 on this machine: nothing listens, the connection is refused at once.
-        self.inventory.write_text("[control_plane]\ncp1 ansible_host=127.0.0.1 ansible_port=1 ansible_user=root "
-                                  f"ansible_become_password={s['password']}\n[workers]\n")
+        # Port 1 on this machine: nothing listens, the connection is refused at once. An inventory that sets a
+        # password is refused, but one left in a comment (from the tool it came from) travels with the file.
+        self.inventory.write_text(f"# was: ansible_become_password={s['password']}\n"
+                                  "[control_plane]\ncp1 ansible_host=127.0.0.1 ansible_port=1 ansible_user=root\n"
+                                  "[workers]\n")
         self.config = tmp_path / "cluster.yaml"
-        self.config.write_text(f"mirrors:\n  kubernetes_repo: https://ops:{s['password']}@mirror.example/k8s\n")
+        # A URL with a password in it is refused as a setting; one in a comment travels with the file.
+        self.config.write_text(f"# was: https://ops:{s['password']}@mirror.example/k8s\n"
+                               "mirrors:\n  kubernetes_repo: https://mirror.example/k8s\n")
         cluster = load_inventory(self.inventory)
         state = cluster_dir(cluster)
         self.kubeconfig = server.write_kubeconfig(state / "admin.conf")

@@ -13,6 +13,7 @@ current kernel (KERNEL_HEADERS), which match nodes that run it.
 """
 from __future__ import annotations
 
+import functools
 import re
 from dataclasses import dataclass
 from pathlib import Path
@@ -23,6 +24,7 @@ from provision.inputs import versions
 from provision.inputs.inventory import Cluster, Node
 from provision.inputs.platforms import Platform
 from provision.inputs.settings import Settings
+from provision.inputs.values import NodeName
 from provision.render.playbook_vars import playbook_vars, prepare_vars
 from provision.resources import PLAYBOOKS_DIR
 
@@ -33,7 +35,7 @@ BUNDLE_ROOT = "file:///cb-bundle"
 KERNEL_MARK = "cb-kernel"
 KERNEL_HEADERS = {"Debian": {f"linux-headers-{KERNEL_MARK}": "linux-headers-amd64"},
                   "RedHat": {f"kernel-devel-{KERNEL_MARK}": "kernel-devel"}}
-_NODE = Node(name="bundle-node", address="192.0.2.10", role="control_plane", user="root")
+_NODE = Node(name=NodeName("bundle-node"), address="192.0.2.10", role="control_plane", user="root")
 _CLUSTER = Cluster(inventory_path=Path("bundle.ini"), nodes=(_NODE,))
 _PROPRIETARY = next(g.name for g in reversed(versions.GPU_GENERATIONS) if not g.open_module)
 
@@ -87,11 +89,9 @@ class RoleView:
 
     def __init__(self, platform: Platform, settings: Settings, *, gpu: bool, module: str = "open") -> None:
         from ansible.parsing.dataloader import DataLoader
-        from ansible.plugins.loader import init_plugin_loader
         from ansible.template import Templar
 
-        # The roles' defaults use lookups (the family's values by name): Ansible's plugins, found as a run finds them.
-        init_plugin_loader()
+        _start_plugins()
         self._trust = _trust()
         loader = DataLoader()
         variables: dict[str, Any] = _load(loader, PLAYBOOKS_DIR / "group_vars" / "all.yml")
@@ -115,6 +115,15 @@ class RoleView:
     def template(self, role: str, name: str) -> str:
         text = (PLAYBOOKS_DIR / "roles" / role / "templates" / name).read_text()
         return str(self.templar.template(self._trust(text)))
+
+
+@functools.cache
+def _start_plugins() -> None:
+    """The roles' defaults use lookups (the family's values by name): Ansible's plugins, found as a run finds them,
+    started once a process (a second start only warns)."""
+    from ansible.plugins.loader import init_plugin_loader
+
+    init_plugin_loader()
 
 
 def _role_var_files(role: Path, family: str) -> list[Path]:

@@ -15,8 +15,9 @@ from typer._completion_classes import completion_init
 from provision import __version__
 from provision.cli import invocation
 from provision.cli.views import literal_console
-from provision.errors import BootstrapError
+from provision.errors import BootstrapError, InputError
 from provision.inputs.state import STATE_DIR_ENV
+from provision.inputs.values import LOCAL_PATH, creatable_directory_problem
 
 # One module per command under provision/cli/commands/, each exposing register(app).
 COMMAND_MODULES: tuple[str, ...] = ("init", "config", "lab", "preflight", "prepare", "smoke_test", "up", "reset", "bundle",
@@ -56,9 +57,13 @@ def _global_options(
              "(default: $XDG_STATE_HOME/cluster-bootstrap or ~/.local/state/cluster-bootstrap).")] = None,
 ) -> None:
     if state_dir is not None:
+        path = state_dir.expanduser().absolute()
+        problem = LOCAL_PATH.problem(str(state_dir)) or creatable_directory_problem(path)
+        if problem:
+            raise InputError(f"--state-dir {problem}")
         # The library reads the state directory from the environment: one mechanism for the flag and the variable.
-        state_dir = state_dir.expanduser().absolute()
-        os.environ[STATE_DIR_ENV] = str(state_dir)
+        os.environ[STATE_DIR_ENV] = str(path)
+        state_dir = path
     # Commands printed for the user to run carry it (and the options each command adds).
     invocation.start(state_dir)
 

@@ -67,7 +67,7 @@ def pipeline_document(result: PipelineResult, command: str) -> dict[str, Any]:
 
 
 def run_pipeline(phase_names: Sequence[str], cluster: Cluster, settings: Settings, nodes: NodeOptions, *, title: str,
-                 from_phase: str | None = None, only: str | None = None, targets: tuple[str, ...] | None = None,
+                 from_phase: str | None = None, only: str | None = None, targets: Sequence[str] | None = None,
                  output: Output = Output.text, extra: Callable[[PhaseContext], dict[str, Any]] | None = None,
                  etcd: EtcdOptions | None = None) -> PhaseContext:
     """Run the phases with the live view, then show the summary (table, or JSON on stdout), then raise the
@@ -76,6 +76,8 @@ def run_pipeline(phase_names: Sequence[str], cluster: Cluster, settings: Setting
     itself where the state says the phases before completed with the same inputs."""
     state = ClusterState.load(cluster)
     view = PhaseView(nodes.verbose)
+    # Named by node name or inventory host name on the command line; the phases take node names.
+    targets = tuple(cluster.node(name).name for name in targets) if targets is not None else None
     if tuple(phase_names) == UP_PHASES and from_phase is None and only is None:
         resume = resume_point(UP_PHASES, state, inputs_fingerprint(cluster, settings, targets))
         if resume is not None:

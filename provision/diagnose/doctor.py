@@ -103,7 +103,7 @@ def run_doctor(cluster: Cluster, settings: Settings, *, become_password: str | N
         return DoctorReport(tuple(nodes), (read,), time.monotonic() - started)
     snapshot, api = read
     # The GPUs each node should offer: preflight's count where it ran, else what the doctor's probe saw.
-    counted = state.gpus or {}
+    counted: dict[str, int] = dict((state.gpus or {}).items())
     gpus = {n.name: n.gpus if n.probed else counted.get(n.name, 0) for n in nodes}
     gpus = {name: count for name, count in gpus.items() if count and cluster.node(name).gpu != "false"}
     expect = expectations(cluster, settings, gpus)

@@ -25,12 +25,14 @@ import os
 import re
 import shlex
 import stat
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Literal
 
 from provision.errors import InputError
+from provision.inputs.ansible_control import controlled_ansible
+from provision.inputs.ansible_variables import MAGIC, variable_problem
 from provision.inputs.dialects import (
     ACCESS_ADDRESS_VARIABLE,
     CLUSTER_GROUPS,
@@ -53,6 +55,16 @@ from provision.inputs.files import (
 )
 from provision.inputs.settings import known_hosts_problem
 from provision.inputs.ssh_options import SSH_ARG_VARIABLES, SshOptions, parse_ssh_arguments
+from provision.inputs.values import (
+    HOST_ADDRESS,
+    IPV4_UNICAST,
+    LOCAL_PATH,
+    NODE_PATH,
+    USER_NAME,
+    HostName,
+    NodeName,
+    parse_port,
+)
 
 # etcd needs a majority of its members: an even count tolerates no more failures than one fewer, and etcd
 # advises against more than seven.
@@ -60,17 +72,21 @@ MAX_CONTROL_PLANES = 7
 # Kubernetes node names are RFC 1123 subdomains, lower case; the host name also becomes the machine's hostname,
 # whose labels are at most 63 characters, the whole at most 64: one limit of 63 for both.
 MAX_NODE_NAME = 63
-NODE_NAME_CHARACTERS_RE = re.compile(r"^[a-z0-9.-]+$")
-HOSTNAME_LABEL_RE = re.compile(r"^[A-Za-z0-9]([A-Za-z0-9-]{0,61}[A-Za-z0-9])?$")
-USER_RE = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_.@-]{0,63}$")
+NODE_NAME_CHARACTERS_RE = re.compile(r"[a-z0-9.-]+", re.ASCII)
 YAML_SUFFIXES = (".yml", ".yaml", ".json")
 # The yaml inventory plugin takes a file by its suffix; these, or none, are the ones it takes by default.
 ANSIBLE_YAML_SUFFIXES = ("", *YAML_SUFFIXES)
 # Kubernetes' largest supported cluster.
 MAX_HOSTS = 5000
+# Groups nested deeper than this are no inventory a person wrote (kubespray's deepest is 3): refused before Ansible
+# resolves them, which would take minutes on an inventory at MAX_HOSTS.
+MAX_GROUP_DEPTH = 16
 # A private key is a few kilobytes (an RSA 16384-bit key about 12 KB).
 MAX_KEY_BYTES = 64 * 1024
 CONNECTION_FIX = "bootstrap reaches every node over ssh, with host keys checked"
+# What Ansible itself adds to a host's variables (never the inventory's).
+ANSIBLE_MAGIC = MAGIC | {"groups", "group_names", "hostvars", "omit", "inventory_hostname", "inventory_hostname_short",
+                         "inventory_file", "inventory_dir", "playbook_dir", "play_hosts", "role_names", "environment"}
 GpuMode = Literal["true", "false", "auto"]
 Role = Literal["control_plane", "worker"]
 InventoryFormat = Literal["ini", "yaml"]
@@ -79,7 +95,7 @@ InventoryFormat = Literal["ini", "yaml"]
 @dataclass(frozen=True)
 class Node:
     # The Kubernetes node name, also the machine's hostname: what kubeadm, the API checks and drains use.
-    name: str
+    name: NodeName
     address: str
     role: Role
     user: str
@@ -87,24 +103,37 @@ class Node:
     key_file: Path | None = None
     gpu: GpuMode = "auto"
     # From ansible_ssh_common_args / ansible_ssh_extra_args: a known_hosts file of its own, a bastion, and the
-    # other options, which only Ansible uses.
+    # other options (an allowlist: ssh_options.py), which only Ansible uses.
     ssh: SshOptions = field(default_factory=SshOptions)
-    # Every variable Ansible resolved for the host (group_vars included), for playbooks that need more.
+    # Every variable Ansible resolved for the host (group_vars included), as plain data: read for what other
+    # installers' variables say (validation.py); the run's inventory carries only what the tool understood.
     variables: dict[str, Any] = field(default_factory=dict, compare=False, repr=False)
     # The inventory's host name, what Ansible calls the node (run limits, the groups file, inventory_hostname);
     # left out, the node name.
-    host: str = ""
+    host: HostName = HostName("")  # noqa: RUF009 - a NewType: the call is the empty string itself
     # The IPv4 address the other nodes reach this one on, when the inventory gives one apart from ansible_host
     # (`node_ip`, kubespray's `ip`).
     ip: str | None = None
+    # The interpreter the inventory names for the node (ansible_python_interpreter), else None: preflight's choice.
+    python_interpreter: str | None = None
+    # ansible_become as the inventory gives it (None: not given; the playbooks become root themselves).
+    become: bool | None = None
 
     def __post_init__(self) -> None:
         if not self.host:
-            object.__setattr__(self, "host", self.name)
+            object.__setattr__(self, "host", HostName(self.name))
 
     @property
     def is_control_plane(self) -> bool:
         return self.role == "control_plane"
+
+    @property
+    def cluster_address(self) -> str | None:
+        """The address the other nodes reach this one on: node_ip (or kubespray's ip), else ansible_host when it is
+        an IPv4 address; None leaves the choice to kubeadm and the kubelet (the default route's interface)."""
+        if self.ip:
+            return self.ip
+        return self.address if _is_ipv4(self.address) else None
 
 
 @dataclass(frozen=True)
@@ -137,7 +166,7 @@ class Cluster:
         raise InputError(f"{self.inventory_path}: no host named {shown(name)}; hosts are: "
                          f"{', '.join(n.name for n in self.nodes)}")
 
-    def hosts(self, names: Iterable[str]) -> list[str]:
+    def hosts(self, names: Iterable[str]) -> list[HostName]:
         """The inventory host names (what Ansible limits take) of these nodes."""
         return [self.node(name).host for name in names]
 
@@ -164,8 +193,8 @@ def node_name_problem(name: str) -> str | None:
         return "has spaces or control characters"
     if name != name.lower():
         return "has upper-case letters (kubeadm refuses them; the kubelet would register it lower-cased)"
-    if not NODE_NAME_CHARACTERS_RE.match(name):
-        bad = next(c for c in name if not NODE_NAME_CHARACTERS_RE.match(c))
+    if not NODE_NAME_CHARACTERS_RE.fullmatch(name):
+        bad = next(c for c in name if not NODE_NAME_CHARACTERS_RE.fullmatch(c))
         return f"has the character {shown(bad)}"
     labels = name.split(".")
     if any(not label for label in labels):
@@ -196,18 +225,16 @@ def address_problem(address: str) -> str | None:
             return "has ':' in it: write the address alone and the port as ansible_port"
         return "is IPv6: clusters are IPv4-only for now; give the node's IPv4 address"
     if re.fullmatch(r"[0-9.]+", address):
+        if IPV4_UNICAST.problem(address) is None:
+            return None
         try:
-            ip = ipaddress.IPv4Address(address)
+            ipaddress.IPv4Address(address)
         except ValueError:
             return "is not an IPv4 address (four numbers from 0 to 255, without leading zeros)"
-        if ip.is_unspecified or ip.is_multicast or ip.is_reserved:
-            return "cannot be a machine's address (unspecified, multicast, broadcast or reserved)"
-        return None
+        return "cannot be a machine's address (unspecified, multicast, broadcast or reserved)"
     if not address.isascii():
         return "has non-ASCII characters: write the IP address, or the name in its xn-- (IDNA) form"
-    name = address.removesuffix(".")
-    labels = name.split(".")
-    if len(name) > 253 or not all(HOSTNAME_LABEL_RE.match(label) for label in labels) or labels[-1].isdigit():
+    if HOST_ADDRESS.problem(address):
         return "is neither an IPv4 address nor a DNS name (letters, digits and '-' between dots)"
     return None
 
@@ -215,11 +242,11 @@ def address_problem(address: str) -> str | None:
 def port_problem(value: object) -> str | None:
     if isinstance(value, bool) or not isinstance(value, (int, str)):
         return "is not a number: write a TCP port such as 22"
-    if isinstance(value, str):
-        if not re.fullmatch(r"[0-9]{1,5}", value.strip()):
-            return "is not a number: write a TCP port such as 22"
-        value = int(value)
-    if not 0 < value < 65536:
+    if isinstance(value, str) and not re.fullmatch(r"-?[0-9]{1,6}", value, re.ASCII):
+        return "is not a number: write a TCP port such as 22"
+    try:
+        parse_port(int(value))
+    except ValueError:
         return "is out of range: use 1-65535"
     return None
 
@@ -261,7 +288,7 @@ def key_file_problem(path: Path) -> str | None:
 def _user_problem(value: object) -> str | None:
     if value is None or value == "":
         return "is empty: name the user to log in as, or leave it out (root)"
-    if not isinstance(value, str) or not USER_RE.match(value):
+    if USER_NAME.problem(value):
         return "is not a user name (letters, digits, '_', '.', '-', '@')"
     return None
 
@@ -315,8 +342,13 @@ def _inventory_format(path: Path, text: str) -> tuple[InventoryFormat, Any]:
     """YAML when the suffix says so or the content is a YAML mapping (Ansible's YAML inventories are), else INI;
     with the parsed YAML. A YAML inventory is parsed here once with the bounded loader, so Ansible never meets a
     bomb or a duplicate."""
+    first = next((line.strip() for line in text.splitlines() if line.strip() and not line.lstrip().startswith(("#", ";"))),
+                 "")
     if path.suffix in YAML_SUFFIXES:
         data = parse_yaml(text, str(path))
+    elif first.startswith("[") and first.endswith("]"):
+        # An INI section header first: no YAML mapping (parsing it as YAML would only cost time on a large file).
+        return "ini", None
     else:
         try:
             data = parse_yaml(text, str(path))
@@ -394,7 +426,8 @@ def _ini_duplicate_problem(text: str) -> str | None:
             group_vars[section, key] = number
         elif kind == "hosts":
             try:
-                words = shlex.split(line, comments=True)
+                # shlex only where the line has what shlex reads (it is the slow part on a large inventory).
+                words = shlex.split(line, comments=True) if any(c in line for c in "'\"\\#") else line.split()
             except ValueError:
                 continue  # Ansible's parser names the unbalanced quote
             for word in words[1:]:
@@ -410,21 +443,36 @@ def _ini_duplicate_problem(text: str) -> str | None:
 
 @contextlib.contextmanager
 def _ansible_quietly(environment: dict[str, str]) -> Iterator[None]:
-    """Ansible prints its warnings (and some errors) itself; we report one line of our own instead."""
-    os.environ.setdefault("ANSIBLE_DEPRECATION_WARNINGS", "False")
-    os.environ.setdefault("ANSIBLE_LOCALHOST_WARNING", "False")
-    os.environ.setdefault("ANSIBLE_INVENTORY_UNPARSED_WARNING", "False")
-    saved = {key: os.environ.get(key) for key in environment}
-    os.environ.update(environment)
-    try:
-        with contextlib.redirect_stdout(io.StringIO()), contextlib.redirect_stderr(io.StringIO()):
-            yield
-    finally:
-        for key, value in saved.items():
-            if value is None:
-                os.environ.pop(key, None)
-            else:
-                os.environ[key] = value
+    """Ansible under the tool's control (ansible_control.py), and silent: it prints its warnings (and some errors)
+    itself, and we report one line of our own instead."""
+    with controlled_ansible(environment), contextlib.redirect_stdout(io.StringIO()), \
+            contextlib.redirect_stderr(io.StringIO()):
+        yield
+
+
+def _plain(value: Any, depth: int = 0) -> Any:
+    """Ansible's values (its tagged strings and numbers, its lists and mappings) as the plain Python values they
+    stand for, so that nothing downstream meets Ansible's types (yaml.safe_dump cannot write them); vault values
+    stay as they are, to be refused by name."""
+    from ansible.parsing.vault import EncryptedString
+
+    if depth > 64:
+        raise InputError("a variable is nested more than 64 levels deep: no inventory needs that")
+    if isinstance(value, EncryptedString) or value is None:
+        return value
+    if isinstance(value, bool):
+        return bool(value)
+    if isinstance(value, str):
+        return str(value)
+    if isinstance(value, int):
+        return int(value)
+    if isinstance(value, float):
+        return float(value)
+    if isinstance(value, Mapping):
+        return {_plain(key, depth + 1): _plain(item, depth + 1) for key, item in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_plain(item, depth + 1) for item in value]
+    return value
 
 
 def _first_line(exc: BaseException) -> str:
@@ -432,18 +480,39 @@ def _first_line(exc: BaseException) -> str:
     return lines[0] if lines else type(exc).__name__
 
 
-def _parse(path: Path, inventory_format: InventoryFormat) -> Any:
-    """The inventory as Ansible's own plugin for the format reads it (InventoryData); InputError if it cannot."""
-    from ansible.inventory.data import InventoryData
+def _inventory_manager(path: Path, inventory_format: InventoryFormat) -> tuple[Any, Any]:
+    """Ansible's InventoryManager over this one file, read by the one plugin of its format: no inventory script (an
+    executable file is not run), no `plugin:` file, no other source; InputError with the plugin's own words if it
+    cannot read it."""
+    from ansible.inventory.manager import InventoryManager
     from ansible.parsing.dataloader import DataLoader
     from ansible.plugins.loader import inventory_loader
 
-    data = InventoryData()
+    failures: list[BaseException] = []
+
+    class OneFormat(InventoryManager):
+        def _fetch_inventory_plugins(self) -> list[Any]:
+            plugin = inventory_loader.get(inventory_format)
+            parse = plugin.parse
+
+            def parse_noting_failure(*args: Any, **kwargs: Any) -> Any:
+                try:
+                    return parse(*args, **kwargs)
+                except Exception as exc:
+                    failures.append(exc)
+                    raise
+
+            plugin.parse = parse_noting_failure
+            return [plugin]
+
+    loader = DataLoader()
     try:
-        inventory_loader.get(inventory_format).parse(data, DataLoader(), str(path.resolve()), cache=False)
+        manager = OneFormat(loader=loader, sources=[str(path.resolve())])
     except Exception as exc:  # noqa: BLE001 - any parser failure becomes the user's one-line message
-        raise InputError(f"{path}: not a valid Ansible inventory: {_first_line(exc)}") from None
-    return data
+        failures.append(exc)
+    if failures:
+        raise InputError(f"{path}: not a valid Ansible inventory: {_first_line(failures[0])}") from None
+    return manager, loader
 
 
 def _check_vars_files(path: Path, names: set[str]) -> None:
@@ -463,6 +532,30 @@ def _check_vars_files(path: Path, names: set[str]) -> None:
                 vault = find_vault_value(parse_yaml(text, str(file)))
                 if vault:
                     raise _vault_refusal(str(file), vault)
+
+
+VARS_FILE_SUFFIXES = ("", ".yml", ".yaml", ".json")
+
+
+def unread_vars_files(path: Path, groups: set[str], hosts: set[str]) -> list[str]:
+    """A line for each file or folder under group_vars/ or host_vars/ that no group or host of the inventory reads
+    (Ansible reads `group_vars/<group>` only for a group the inventory has): the run reads exactly what
+    validation read, so such a file changes nothing, and is said rather than left to look in effect."""
+    lines = []
+    for folder, names, what in (("group_vars", groups, "group"), ("host_vars", hosts, "host")):
+        base = path.parent / folder
+        if not base.is_dir():
+            continue
+        for entry in sorted(base.iterdir()):
+            name = entry.name if entry.is_dir() else entry.name.rsplit(".", 1)[0] if entry.suffix in \
+                VARS_FILE_SUFFIXES else None
+            if name is None or name.startswith(".") or name in names:
+                continue
+            own = " (it is the name of a group bootstrap adds for its own plays, which takes no variables)" \
+                if name in ("control_plane", "first_control_plane", "workers", "k8s_cluster") else ""
+            lines.append(f"{entry}: not read: the inventory has no {what} {shown(name)}{own}; put these variables "
+                         f"where its hosts are (group_vars/all.yml, or the group they are in)")
+    return lines
 
 
 def _is_ipv4(text: str) -> bool:
@@ -506,13 +599,15 @@ def _node_name(where: str, host_name: str, resolved: dict[str, Any]) -> str:
 
 def _node_ip(where: str, address: str, resolved: dict[str, Any]) -> str | None:
     """The address the other nodes reach this one on, when the inventory gives one: node_ip, or kubespray's ip
-    (both IPv4; the two, and kubespray's access_ip, must agree)."""
+    (both IPv4 addresses a machine can have; the two, and kubespray's access_ip, must agree)."""
     given = {variable: resolved[variable] for variable in NODE_ADDRESS_VARIABLES
              if resolved.get(variable) is not None and resolved.get(variable) != ""}
     for variable, value in given.items():
-        if not isinstance(value, str) or not _is_ipv4(value):
-            raise InputError(f"{where}: {variable}={shown(value)} is not an IPv4 address (clusters are IPv4-only for "
-                             "now): write the address the node uses to reach the others, e.g. node_ip=10.0.0.5")
+        problem = IPV4_UNICAST.problem(value)
+        if problem:
+            raise InputError(f"{where}: {variable}={shown(value)} is not an IPv4 address of a machine ({problem}; "
+                             "clusters are IPv4-only for now): write the address the node uses to reach the others, "
+                             "e.g. node_ip=10.0.0.5")
     if len(set(given.values())) > 1:
         both = " and ".join(f"{variable}={value}" for variable, value in given.items())
         raise InputError(f"{where}: {both} differ: both name the address the other nodes reach this one on; keep one")
@@ -525,6 +620,55 @@ def _node_ip(where: str, address: str, resolved: dict[str, Any]) -> str | None:
     return ip
 
 
+def _one_of(where: str, resolved: dict[str, Any], names: tuple[str, ...], default: Any, *,
+            null_is_given: bool = True) -> tuple[str, Any]:
+    """A setting Ansible reads under several names (the later one wins in Ansible: ansible_ssh_host over
+    ansible_host): the one given, refused when two are given differently, so that bootstrap's connections and
+    Ansible's cannot go to different machines. A name given as null counts as given unless `null_is_given` is
+    false."""
+    given = {name: resolved[name] for name in names
+             if name in resolved and (null_is_given or resolved[name] is not None)}
+    if len({str(value) for value in given.values()}) > 1:
+        both = " and ".join(f"{name}={shown(value)}" for name, value in given.items())
+        raise InputError(f"{where}: {both} differ, and Ansible would use {names[-1]} while its other spelling says "
+                         f"otherwise: keep one ({names[0]})")
+    if given:
+        return next(iter(given.items()))
+    return names[0], default
+
+
+def _interpreter(where: str, resolved: dict[str, Any]) -> str | None:
+    value = resolved.get("ansible_python_interpreter")
+    if value is None:
+        return None
+    if value in ("auto", "auto_silent", "auto_legacy", "auto_legacy_silent"):
+        return str(value)
+    problem = NODE_PATH.problem(value)
+    if problem:
+        raise InputError(f"{where}: ansible_python_interpreter {problem}: name the node's Python by its absolute "
+                         "path (/usr/bin/python3), or leave it out and preflight chooses one")
+    return str(value)
+
+
+def _become(where: str, resolved: dict[str, Any]) -> bool | None:
+    """ansible_become as given (a boolean, in any of Ansible's spellings); become_user and become_method may only
+    say what bootstrap does anyway (root, through sudo: preflight checks sudo the same way)."""
+    for name, allowed in (("ansible_become_user", "root"), ("ansible_become_method", "sudo")):
+        value = resolved.get(name)
+        if value is not None and value != allowed:
+            raise InputError(f"{where}: {name}={shown(value)} is not supported: bootstrap's tasks run as root through "
+                             f"sudo, as preflight checks; remove it")
+    value = resolved.get("ansible_become")
+    if value is None:
+        return None
+    text = str(value).strip().lower() if isinstance(value, (str, bool, int)) else ""
+    if text in ("true", "yes", "on", "1"):
+        return True
+    if text in ("false", "no", "off", "0"):
+        return False
+    raise InputError(f"{where}: ansible_become={shown(value)} is not true or false")
+
+
 def _node(path: Path, host_name: str, role: Role, resolved: dict[str, Any]) -> Node:
     """One host's variables -> a Node, each value checked where it is read."""
     where = f"{path}: host {shown(host_name)}"
@@ -532,33 +676,33 @@ def _node(path: Path, host_name: str, role: Role, resolved: dict[str, Any]) -> N
     encrypted = _find_encrypted(resolved)
     if encrypted:
         raise _vault_refusal(where, encrypted)
-    problem = connection_problem(resolved)
+    problem = connection_problem(resolved) or variable_problem(resolved)
     if problem:
         raise InputError(f"{where}: {problem}")
 
-    address = resolved.get("ansible_host", host_name)
+    spelled, address = _one_of(where, resolved, ("ansible_host", "ansible_ssh_host"), host_name)
     problem = address_problem(address) if isinstance(address, str) else "is not an address"
     if problem:
-        raise InputError(f"{where}: ansible_host={shown(address)} {problem}")
+        raise InputError(f"{where}: {spelled}={shown(address)} {problem}")
     ip = _node_ip(where, str(address), resolved)
 
-    port = resolved.get("ansible_port", resolved.get("ansible_ssh_port", 22))
+    spelled, port = _one_of(where, resolved, ("ansible_port", "ansible_ssh_port"), 22)
     problem = port_problem(port)
     if problem:
         shown_port = port if isinstance(port, int) and not isinstance(port, bool) else shown(port)
-        raise InputError(f"{where}: ansible_port={shown_port} {problem}")
+        raise InputError(f"{where}: {spelled}={shown_port} {problem}")
 
-    user = resolved.get("ansible_user", resolved.get("ansible_ssh_user", "root"))
+    spelled, user = _one_of(where, resolved, ("ansible_user", "ansible_ssh_user"), "root")
     problem = _user_problem(user)
     if problem:
-        raise InputError(f"{where}: ansible_user={shown(user)} {problem}")
+        raise InputError(f"{where}: {spelled}={shown(user)} {problem}")
 
     # Absent or null: the SSH agent and default keys; an empty name is a mistake, not a choice.
-    key = next((resolved[name] for name in ("ansible_ssh_private_key_file", "ansible_private_key_file")
-                if resolved.get(name) is not None), None)
+    _spelled, key = _one_of(where, resolved, ("ansible_private_key_file", "ansible_ssh_private_key_file"), None,
+                            null_is_given=False)
     key_file = None
     if key is not None:
-        if not isinstance(key, str) or not key.strip() or "\0" in key:
+        if not isinstance(key, str) or not key.strip() or LOCAL_PATH.problem(key):
             raise InputError(f"{where}: ansible_ssh_private_key_file={shown(key)} is not a file name")
         try:
             key_file = path.parent.resolve() / Path(key).expanduser()
@@ -571,7 +715,7 @@ def _node(path: Path, host_name: str, role: Role, resolved: dict[str, Any]) -> N
 
     ssh = _ssh_options(path, where, resolved)
     return Node(
-        name=name,
+        name=NodeName(name),
         address=str(address),
         role=role,
         user=str(user),
@@ -580,8 +724,10 @@ def _node(path: Path, host_name: str, role: Role, resolved: dict[str, Any]) -> N
         gpu=_as_bool_word(resolved.get("gpu", "auto"), where),
         ssh=ssh,
         variables={k: v for k, v in resolved.items() if not k.startswith(("ansible_play", "playbook_"))},
-        host=str(host_name),
+        host=HostName(host_name),
         ip=ip,
+        python_interpreter=_interpreter(where, resolved),
+        become=_become(where, resolved),
     )
 
 
@@ -594,6 +740,12 @@ def _ssh_options(path: Path, where: str, resolved: dict[str, Any]) -> SshOptions
         if not isinstance(value, str):
             raise InputError(f"{where}: {variable}={shown(value)} is not a string of ssh options")
         found.append(parse_ssh_arguments(value, variable, where, path.parent.resolve()))
+    # Ansible puts ansible_ssh_common_args before ansible_ssh_extra_args, and ssh takes an option's first value: two
+    # different ones are refused rather than read one way here and possibly another there.
+    for what, values in (("UserKnownHostsFile", {o.known_hosts_file for o in found if o.known_hosts_file}),
+                         ("ProxyJump", {o.jump for o in found if o.jump})):
+        if len(values) > 1:
+            raise InputError(f"{where}: {' and '.join(SSH_ARG_VARIABLES)} give {what} differently: keep one")
     known_hosts = next((o.known_hosts_file for o in found if o.known_hosts_file), None)
     jump = next((o.jump for o in found if o.jump), None)
     if known_hosts is not None:
@@ -631,33 +783,121 @@ def load_inventory(path: Path) -> Cluster:
     if hosts > MAX_HOSTS:
         raise InputError(f"{path}: names {hosts} hosts (host ranges expanded), more than the {MAX_HOSTS} nodes of "
                          "Kubernetes' largest supported cluster: check the ranges")
+    depth = _group_depth(text, data)
+    if depth > MAX_GROUP_DEPTH:
+        raise InputError(f"{path}: groups are nested {depth} deep, more than the {MAX_GROUP_DEPTH} bootstrap reads: "
+                         "put the hosts in [control_plane] and [workers] (or their aliases) directly")
     if inventory_format == "ini":
         problem = _ini_duplicate_problem(text)
         if problem:
             raise InputError(f"{path}: {problem}")
-    from ansible.errors import AnsibleError
-
     with _ansible_quietly(ansible_inventory_env(path, inventory_format)):
-        parsed = _parse(path, inventory_format)
-        _check_vars_files(path, set(parsed.groups) | set(parsed.hosts))
+        from ansible.errors import AnsibleError
+
+        manager, loader = _inventory_manager(path, inventory_format)
+        groups, host_names = set(manager.groups), {str(host.name) for host in manager.get_hosts()}
+        _check_vars_files(path, groups | host_names)
         try:
-            return _cluster(path, inventory_format)
+            cluster = _cluster(path, inventory_format, manager, loader)
         except AnsibleError as exc:
             raise InputError(f"{path}: Ansible cannot read the inventory: {_first_line(exc)}") from None
+    return replace(cluster, warnings=cluster.warnings + tuple(unread_vars_files(path, groups, host_names)))
+
+
+def _group_depth(text: str, data: Any) -> int:
+    """How deep groups nest (a group in `all` is 1), read from the text before Ansible resolves anything: INI's
+    [group:children] sections, or YAML's children mappings."""
+    if data is None:
+        children: dict[str, list[str]] = {}
+        section = None
+        for raw in text.splitlines():
+            line = raw.strip()
+            if line.startswith("["):
+                name = line[1:].split("]", 1)[0]
+                section = name.removesuffix(":children") if name.endswith(":children") else None
+                if section is not None:
+                    children.setdefault(section, [])
+            elif section is not None and line and not line.startswith(("#", ";")):
+                children[section].append(line.split()[0])
+        depths: dict[str, int] = {}
+
+        def depth(group: str, seen: frozenset[str]) -> int:
+            if group in depths:
+                return depths[group]
+            if group in seen or len(seen) > MAX_GROUP_DEPTH:
+                return len(seen) + 1  # a cycle, or past the limit: deep enough to refuse (Ansible names cycles)
+            found = 1 + max((depth(child, seen | {group}) for child in children.get(group, [])), default=0)
+            depths[group] = found
+            return found
+
+        return max((depth(group, frozenset()) for group in children), default=1)
+    deepest, stack = 0, [(data, 0)]
+    while stack:
+        value, level = stack.pop()
+        if isinstance(value, dict):
+            for key, item in value.items():
+                if key == "children" and isinstance(item, dict):
+                    deepest = max(deepest, level + 1)
+                    stack += [(group, level + 1) for group in item.values() if group is not None]
+                elif key not in ("hosts", "vars"):
+                    stack.append((item, level))
+    return deepest
 
 
 def _group_list(names: Iterable[str]) -> str:
     return ", ".join(f"[{name}]" for name in names)
 
 
-def _cluster(path: Path, inventory_format: InventoryFormat) -> Cluster:
-    from ansible.inventory.manager import InventoryManager
-    from ansible.parsing.dataloader import DataLoader
-    from ansible.vars.manager import VariableManager
+def _variables_of(manager: Any, loader: Any, path: Path) -> Callable[[Any], dict[str, Any]]:
+    """A host's variables as Ansible's VariableManager resolves an inventory's (the `all` group, the host's groups in
+    Ansible's order, each with its group_vars files, in VARIABLE_PRECEDENCE's order; then the host's own and its
+    host_vars file), with Ansible's own functions; what a set of groups gives is worked out once for every host of
+    that set, not once per host (VariableManager would also clean a fact cache per host: at MAX_HOSTS, seconds)."""
+    import ansible.constants as constants
+    from ansible.inventory.helpers import get_group_vars, sort_groups
+    from ansible.utils.vars import combine_vars
+    from ansible.vars.plugins import get_vars_from_inventory_sources
 
-    loader = DataLoader()
-    manager = InventoryManager(loader=loader, sources=[str(path)])
-    variables = VariableManager(loader=loader, inventory=manager)
+    sources = [str(path.resolve())]
+    all_group = manager.groups["all"]
+    # host_group_vars is the one vars plugin (ansible_control.py): with no host_vars folder beside the inventory a
+    # host's own plugin variables are none, and asking the plugin once per host costs seconds at MAX_HOSTS.
+    host_files = (path.parent / "host_vars").is_dir() or constants.VARIABLE_PLUGINS_ENABLED != ["host_group_vars"]
+    by_groups: dict[tuple[str, ...], dict[str, Any]] = {}
+
+    # VariableManager's own choice of stage: vars plugins run on demand (at task time) unless configured otherwise.
+    stage = "task" if constants.RUN_VARS_PLUGINS == "demand" else "inventory"
+
+    def plugins(entities: list[Any]) -> dict[str, Any]:
+        return dict(get_vars_from_inventory_sources(loader, sources, entities, stage))
+
+    def of_groups(groups: list[Any]) -> dict[str, Any]:
+        parts: dict[str, Callable[[], Mapping[str, Any]]] = {
+            "all_inventory": all_group.get_vars, "all_plugins_inventory": lambda: plugins([all_group]),
+            "groups_inventory": lambda: get_group_vars(groups), "groups_plugins_inventory": lambda: plugins(groups),
+        }
+        data: dict[str, Any] = {}
+        for entry in constants.VARIABLE_PRECEDENCE:
+            if entry == "plugins_by_groups":
+                for group in groups:
+                    data = combine_vars(data, plugins([group]))
+            elif entry in parts:
+                data = combine_vars(data, parts[entry]())
+        return data
+
+    def resolve(host: Any) -> dict[str, Any]:
+        groups = sort_groups([group for group in host.get_groups() if group.name != "all"])
+        key = tuple(str(group.name) for group in groups)
+        if key not in by_groups:
+            by_groups[key] = of_groups(groups)
+        own = combine_vars(by_groups[key], host.get_vars())
+        return dict(combine_vars(own, plugins([host])) if host_files else own)
+
+    return resolve
+
+
+def _cluster(path: Path, inventory_format: InventoryFormat, manager: Any, loader: Any) -> Cluster:
+    variables_of = _variables_of(manager, loader, path)
     groups = manager.groups
 
     def members(names: Iterable[str]) -> dict[str, str]:
@@ -666,13 +906,14 @@ def _cluster(path: Path, inventory_format: InventoryFormat) -> Cluster:
         for group_name in names:
             if group_name in groups:
                 for host in groups[group_name].get_hosts():
-                    found.setdefault(host.name, group_name)
+                    found.setdefault(str(host.name), group_name)
         return found
 
     control_plane = members(CONTROL_PLANE_GROUPS)
     workers = members(WORKER_GROUPS)
     warnings = _check_groups(path, control_plane, workers, members(ETCD_GROUPS),
                              {name: members([name]) for name in FOREIGN_GROUPS})
+    _one_control_plane_group(path, groups)
     for host in manager.get_hosts():
         if host.name not in control_plane and host.name not in workers:
             # k8s_cluster only gathers the two roles; a host in it alone has none.
@@ -683,9 +924,13 @@ def _cluster(path: Path, inventory_format: InventoryFormat) -> Cluster:
                              "one of them or remove it")
     # Control planes first, each role in the order of its groups (the first control plane is where kubeadm init
     # runs), not in the order Ansible enumerates `all`.
-    hosts = {host.name: host for host in manager.get_hosts()}
+    hosts = {str(host.name): host for host in manager.get_hosts()}
+    # The inventory's own variables (Ansible adds its magic ones: `groups` alone lists every host, and walking it for
+    # every host would take minutes at MAX_HOSTS), as plain values: the model holds str, int and dict, never
+    # Ansible's tagged types.
     nodes = tuple(_node(path, name, "control_plane" if name in control_plane else "worker",
-                        variables.get_vars(host=hosts[name], include_hostvars=False))
+                        _plain({key: value for key, value in variables_of(hosts[name]).items()
+                                if key not in ANSIBLE_MAGIC and not key.startswith("ansible_play")}))
                   for name in [*control_plane, *workers])
     cluster = Cluster(inventory_path=path, nodes=nodes, inventory_format=inventory_format, warnings=tuple(warnings))
     _check_nodes(cluster)
@@ -694,6 +939,20 @@ def _cluster(path: Path, inventory_format: InventoryFormat) -> Cluster:
         warnings.append(f"{path}: two control planes ({names}) tolerate no failure: etcd needs both for a majority, "
                         "so losing either stops the API; a third control plane tolerates one")
     return replace(cluster, warnings=tuple(warnings))
+
+
+def _one_control_plane_group(path: Path, groups: Mapping[str, Any]) -> None:
+    """The control planes come from one group (or from groups that list the same hosts): the first of them is where
+    kubeadm init runs, and with two alias groups of different hosts, which one comes first is not what the file
+    shows."""
+    filled = {name: [str(h.name) for h in groups[name].get_hosts()] for name in CONTROL_PLANE_GROUPS
+              if name in groups and groups[name].get_hosts()}
+    distinct = {tuple(hosts) for hosts in filled.values()}
+    if len(distinct) > 1:
+        names = " and ".join(f"[{name}]" for name in filled)
+        raise InputError(f"{path}: {names} both list control planes, differently: the first control plane (where "
+                         "kubeadm init runs) would not be the first in the file; put them all under one group, the "
+                         "first one first")
 
 
 def _check_groups(path: Path, control_plane: dict[str, str], workers: dict[str, str], etcd: dict[str, str],
@@ -747,11 +1006,23 @@ def _check_nodes(cluster: Cluster) -> None:
             raise InputError(f"{path}: hosts '{seen_names[node.name]}' and '{node.host}' are both named "
                              f"{shown(node.name)}: every node needs its own name (k8s_nodename)")
         seen_names[node.name] = node.host
+    seen_cluster: dict[str, str] = {}
+    for node in cluster.nodes:
+        address = node.cluster_address
+        if address is None:
+            continue
+        if address in seen_cluster:
+            raise InputError(f"{path}: hosts '{seen_cluster[address]}' and '{node.host}' both reach the cluster at "
+                             f"{address}: every node needs its own address (node_ip, or ansible_host)")
+        seen_cluster[address] = node.host
+        if len(cluster.nodes) > 1 and node.ip and ipaddress.IPv4Address(node.ip).is_loopback:
+            raise InputError(f"{path}: host '{node.host}' has node_ip {node.ip}, a loopback address, which the other "
+                             "nodes cannot reach: give the address of the node's interface they reach it on")
 
 
 def node_ip_addresses(cluster: Cluster) -> dict[str, ipaddress.IPv4Address | ipaddress.IPv6Address]:
     """Nodes whose address is a literal IP (host names are resolved only on the nodes themselves)."""
-    found = {}
+    found: dict[str, ipaddress.IPv4Address | ipaddress.IPv6Address] = {}
     for node in cluster.nodes:
         try:
             found[node.name] = ipaddress.ip_address(node.address)

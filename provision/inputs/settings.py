@@ -8,21 +8,59 @@ from __future__ import annotations
 
 import difflib
 import ipaddress
+import math
 import re
 from collections.abc import Mapping
 from enum import StrEnum
 from pathlib import Path
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, ValidationInfo, field_validator, model_validator
+from pydantic import (
+    AfterValidator,
+    BaseModel,
+    BeforeValidator,
+    ConfigDict,
+    Field,
+    ValidationError,
+    ValidationInfo,
+    field_validator,
+    model_validator,
+)
 
 from provision.errors import InputError
 from provision.inputs import versions
 from provision.inputs.addons import ADDON_ORDER, ADDONS, AddonName
 from provision.inputs.files import parse_yaml, read_text, refuse_vault_file, shown
-from provision.inputs.values import Fingerprint
+from provision.inputs.values import (
+    COUNT,
+    DNS_LABEL,
+    DRIVER_BRANCH,
+    EXTENDED_RESOURCE,
+    IMAGE_NAME,
+    IPV4_NETWORK,
+    IPV4_UNICAST,
+    KUBERNETES_VERSION,
+    LOCAL_PATH,
+    QUANTITY,
+    RELEASE_TAG,
+    VERSION,
+    DeletablePath,
+    DnsSubdomain,
+    EnvName,
+    ExtendedResource,
+    Fingerprint,
+    GpuModel,
+    ImageReference,
+    InterfaceName,
+    Md5,
+    PositiveFloat,
+    Registry,
+    RegistryHost,
+    RepositoryUrl,
+    Text,
+    Url,
+)
 
-KUBE_VERSION_RE = re.compile(r"^v?1\.(0|[1-9]\d{0,2})(?:\.(0|[1-9]\d{0,3}))?$")
 # The Kubernetes minors this release installs: the versions table's (provision/inputs/versions.py).
 OLDEST_KUBE_MINOR = versions.KUBERNETES_RELEASES[0].minor
 NEWEST_KUBE_MINOR = versions.KUBERNETES_RELEASES[-1].minor
@@ -37,26 +75,10 @@ UNUSABLE_RANGES = {
     "169.254.0.0/16": "link-local (169.254.0.0/16)", "224.0.0.0/4": "multicast (224.0.0.0/4)",
     "240.0.0.0/4": "reserved (240.0.0.0/4)",
 }
-# Kubernetes' DNS-1123 subdomain (the cluster DNS domain, registry host names).
-DNS_LABEL = r"[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?"
-DNS_SUBDOMAIN_RE = re.compile(rf"^{DNS_LABEL}(\.{DNS_LABEL})*$")
-DNS_LABEL_RE = re.compile(rf"^{DNS_LABEL}$")
-# A registry host (a DNS name with an optional port) and the image path below it, in the grammar of the
-# distribution reference (docker/distribution reference.go); the tag or digest is matched separately.
-REGISTRY_HOST = r"(?:[a-zA-Z0-9]([-a-zA-Z0-9]*[a-zA-Z0-9])?)(?:\.[a-zA-Z0-9]([-a-zA-Z0-9]*[a-zA-Z0-9])?)*(?::[0-9]{1,5})?"
-PATH_COMPONENT = r"[a-z0-9]+(?:(?:[._]|__|-+)[a-z0-9]+)*"
-REPOSITORY_RE = re.compile(rf"^{REGISTRY_HOST}(?:/{PATH_COMPONENT})*$")
-IMAGE_RE = re.compile(rf"^(?P<repository>{REGISTRY_HOST}(?:/{PATH_COMPONENT})*)"
-                      r"(?::(?P<tag>[\w][\w.-]{0,127}))?(?:@(?P<digest>sha256:[0-9a-f]{64}))?$")
-# What a repository URL may contain: RFC 3986's characters minus quotes, parentheses, '*', ',', ';', '!' and '$'
-# (none needed by a package repository; each means something to a shell or a configuration file).
-URL_CHARACTERS_RE = re.compile(r"^[A-Za-z0-9\-._~:/?#\[\]@&+=%]+$")
-# Kubernetes' own shapes: a resource quantity (2Gi, 500m, 1), an environment variable name,
-# and a qualified resource name (rdma/hca, nvidia.com/gpu).
-QUANTITY_RE = re.compile(r"^[0-9]+(\.[0-9]+)?(m|k|Ki|Mi|Gi|Ti|Pi|Ei|M|G|T|P|E)?$")
-ENV_NAME_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
-RESOURCE_NAME_RE = re.compile(r"^([a-z0-9]([-a-z0-9.]*[a-z0-9])?/)?[A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?$")
 CIFAR10_MD5 = "c58f30108f718f92721af3b95e74349a"
+# The file the smoke test leaves in a cache folder (smoke_test.cache_path) it made its own; `reset` removes the
+# folder only where it finds it (smoke/manifests.py writes it, the reset role looks for it).
+CACHE_MARKER = ".cluster-bootstrap-cache"
 # images/s per GPU (see SmokeTestSettings.throughput_floors): a quarter of airbench94's published A100 rate
 # (500,000 images in 3.83 s, about 130,000/s), scaled by dense bf16 throughput relative to the A100.
 DEFAULT_THROUGHPUT_FLOORS: dict[str, float] = {
@@ -64,77 +86,37 @@ DEFAULT_THROUGHPUT_FLOORS: dict[str, float] = {
     "A800": 32_000.0, "L40S": 28_000.0, "A10": 10_000.0, "L4": 9_000.0, "T4": 3_000.0, "V100": 8_000.0,
 }
 
+# The shapes below under the names the fields give them (provision/inputs/values.py holds every shape).
+CalicoVersion = Annotated[str, AfterValidator(RELEASE_TAG.named("a Calico release tag", "v3.33.1").parse)]
+ToolkitVersion = Annotated[str, AfterValidator(VERSION.named("a container toolkit release", "1.19.1").parse)]
+DevicePluginVersion = Annotated[str, AfterValidator(RELEASE_TAG.named("a device plugin release tag", "v0.20.1").parse)]
+QueueName = Annotated[str, AfterValidator(DNS_LABEL.named("a valid queue name").parse)]
+DevicePluginImage = Annotated[str, AfterValidator(IMAGE_NAME.parse)]
+GpuResource = Annotated[str, AfterValidator(EXTENDED_RESOURCE.named("an extended resource name", "nvidia.com/gpu").parse)]
+# Extended resources take whole amounts only (Kubernetes refuses 0.5 or 500m of one).
+ResourceAmount = Annotated[str, AfterValidator(COUNT.named(
+    "a Kubernetes quantity", "1").parse)]
+
+
+def _text_of_number(value: object) -> object:
+    """YAML reads `shm_size: 2` or `rdma/hca: 0.5` as numbers: their text, which the shape then checks (a whole
+    float as the integer it is; a bool stays a bool, and is refused)."""
+    if isinstance(value, bool):
+        return value
+    if isinstance(value, float) and math.isfinite(value) and value.is_integer():
+        return str(int(value))
+    if isinstance(value, (int, float)):
+        return str(value)
+    return value
+
+
+SizeQuantity = Annotated[str, BeforeValidator(_text_of_number), AfterValidator(QUANTITY.parse)]
+
 
 def kube_minor_problem(minor: int, *, allow_untested: bool = False) -> str | None:
     """Why Kubernetes 1.<minor> cannot be installed by this release (the versions table's range; a newer minor
     only with kubernetes.allow_untested_versions), or None."""
     return versions.kubernetes_minor_problem(minor, allow_untested=allow_untested)
-
-
-def url_problem(value: str, schemes: tuple[str, ...] = ("http", "https")) -> str | None:
-    """Why a repository or mirror URL is not one (it is written into the nodes' package and registry
-    configuration, so a newline or a quote in it could add lines of its own), or None."""
-    if not URL_CHARACTERS_RE.match(value):
-        bad = next((c for c in value if not URL_CHARACTERS_RE.match(c)), "")
-        return f"{shown(value)} has a character a URL may not have ({shown(bad)})"
-    scheme, _, rest = value.partition("://")
-    host = rest.split("/", 1)[0].rsplit("@", 1)[-1]
-    if not rest or scheme.lower() not in schemes or not host or host.startswith(":"):
-        return f"{shown(value)} is not a {' or '.join(f'{s}://' for s in schemes)} URL with a host"
-    return None
-
-
-def file_url_problem(value: str) -> str | None:
-    """Why a file:// URL does not name an absolute directory on the nodes, or None."""
-    path = value.removeprefix("file://")
-    if not path.startswith("/") or not URL_CHARACTERS_RE.match(path) or "/../" in f"{path}/":
-        return f"{shown(value)} is not an absolute path on the nodes: write e.g. file:///srv/offline"
-    return None
-
-
-def _url(value: str | None, schemes: tuple[str, ...] = ("http", "https")) -> str | None:
-    if value is None:
-        return None
-    problem = url_problem(value, schemes)
-    if problem:
-        raise ValueError(f"{problem}: write it as https://mirror.example.com/path")
-    return value
-
-
-def image_problem(value: str, *, tagged: bool) -> str | None:
-    """Why `value` is not an image reference (tagged: with a tag other than latest, or a digest; else a
-    repository without tag), or None."""
-    if "://" in value:
-        return f"{shown(value)} has a URL scheme: write the registry and path only, e.g. registry.example.com/team"
-    match = IMAGE_RE.match(value)
-    if not match or not (0 < len(value) <= 255):
-        return f"{shown(value)} is not an image reference (registry/path{':tag' if tagged else ''}, lower case)"
-    tag, digest = match.group("tag"), match.group("digest")
-    if not tagged and (tag or digest):
-        return f"{shown(value)} carries a tag: give the image without it"
-    if tagged and not digest and (tag is None or tag == "latest"):
-        return f"{shown(value)} has no fixed tag: name a release (e.g. :1.36), not latest, so every node runs the same"
-    return None
-
-
-def _image(value: str, *, tagged: bool) -> str:
-    problem = image_problem(value, tagged=tagged)
-    if problem:
-        raise ValueError(problem)
-    return value
-
-
-def _repository(value: str | None) -> str | None:
-    if value is None:
-        return None
-    value = value.rstrip("/")
-    if "://" in value:
-        raise ValueError(f"{shown(value)} has a URL scheme: write the registry and path only, e.g. "
-                         "registry.example.com/google_containers")
-    if not REPOSITORY_RE.match(value) or len(value) > 255:
-        raise ValueError(f"{shown(value)} is not a registry (host[:port][/path], lower-case path), "
-                         "e.g. registry.example.com/google_containers")
-    return value
 
 
 def _cidr_problem(network: ipaddress.IPv4Network) -> str | None:
@@ -159,7 +141,7 @@ class KubernetesSettings(_Section):
     # Not the seed tutorials' 192.168.0.0/16: that collides with the usual 192.168.x node networks.
     pod_cidr: str = "10.244.0.0/16"
     service_cidr: str = "10.96.0.0/12"
-    dns_domain: str = "cluster.local"
+    dns_domain: DnsSubdomain = "cluster.local"
     cni: Literal["calico"] = "calico"
     # ipvs needs kernel modules that many hosts (and every lab node here) lack; iptables works everywhere.
     kube_proxy_mode: Literal["iptables", "ipvs", "nftables"] = "iptables"
@@ -172,19 +154,23 @@ class KubernetesSettings(_Section):
             raise ValueError(f"{value} is a number, not a version: quote it, e.g. version: '1.31'")
         if not isinstance(value, str):
             raise ValueError(f"{shown(value)} is not a version: write it as '1.31' or '1.31.4'")
-        match = KUBE_VERSION_RE.match(value.strip())
-        if not match:
-            raise ValueError(f"{shown(value)} is not a Kubernetes version: write it as 1.36 or 1.36.4")
-        problem = kube_minor_problem(int(match.group(1)), allow_untested=info.data.get("allow_untested_versions") is True)
+        KUBERNETES_VERSION.parse(value)
+        minor = int(value.lstrip("v").split(".")[1])
+        problem = kube_minor_problem(minor, allow_untested=info.data.get("allow_untested_versions") is True)
         if problem:
-            raise ValueError(f"Kubernetes {value.strip()} is {problem}")
-        return value.strip().lstrip("v")
+            raise ValueError(f"Kubernetes {value} is {problem}")
+        return value.lstrip("v")
 
     @field_validator("pod_cidr", "service_cidr")
     @classmethod
     def _cidr_format(cls, value: str) -> str:
         if "/" not in value:
             raise ValueError(f"{shown(value)} has no prefix length: write the range as 10.244.0.0/16")
+        if ":" in value and value.isascii() and value.isprintable():
+            raise ValueError(f"{shown(value)} is IPv6; only IPv4 clusters are supported for now")
+        if not IPV4_NETWORK.pattern.fullmatch(value):
+            raise ValueError(f"{shown(value)} is not a valid CIDR (four numbers, '/', a prefix length); write it as "
+                             "10.244.0.0/16")
         try:
             network = ipaddress.ip_network(value, strict=True)
         except ValueError as exc:
@@ -214,14 +200,6 @@ class KubernetesSettings(_Section):
         if prefix > NARROWEST_SERVICE_PREFIX:
             raise ValueError(f"{value} is narrower than /{NARROWEST_SERVICE_PREFIX}: the cluster DNS service takes "
                              "its 10th address; use e.g. 10.96.0.0/12")
-        return value
-
-    @field_validator("dns_domain")
-    @classmethod
-    def _dns_domain(cls, value: str) -> str:
-        if len(value) > 253 or not DNS_SUBDOMAIN_RE.match(value):
-            raise ValueError(f"{shown(value)} is not a DNS domain (lower-case labels of letters, digits and '-', "
-                             "separated by dots): use e.g. cluster.local")
         return value
 
     @model_validator(mode="after")
@@ -262,19 +240,14 @@ class ContainerRuntimeSettings(_Section):
     # auto: Docker's containerd.io where the distribution's containerd is older than 2.0, else the distribution's.
     containerd_source: Literal["auto", "docker", "distribution"] = "auto"
     # Registry host -> mirror endpoints, written into containerd's hosts.toml files.
-    registry_mirrors: dict[str, list[str]] = Field(default_factory=dict)
+    registry_mirrors: dict[RegistryHost, list[Url]] = Field(default_factory=dict)
 
     @field_validator("registry_mirrors")
     @classmethod
     def _mirrors(cls, value: dict[str, list[str]]) -> dict[str, list[str]]:
         for registry, endpoints in value.items():
-            if not re.match(rf"^{REGISTRY_HOST}$", registry):
-                raise ValueError(f"{shown(registry)} is not a registry host: write it as docker.io or "
-                                 "registry.example.com:5000")
             if not endpoints:
                 raise ValueError(f"{registry} has no mirror: list at least one URL, or leave the registry out")
-            for endpoint in endpoints:
-                _url(endpoint)
         return value
 
 
@@ -290,87 +263,64 @@ class MirrorSettings(_Section):
     # A named profile switches every source at once; a per-source value below overrides the profile.
     # Not strict: YAML gives the profile's name, which names the member.
     profile: MirrorProfile = Field(default=MirrorProfile.default, strict=False)
-    os_repo: str | None = None
-    docker_repo: str | None = None
-    kubernetes_repo: str | None = None
-    nvidia_cuda_repo: str | None = None
-    nvidia_toolkit_repo: str | None = None
-    image_repository: str | None = None
-    calico_manifest: str | None = None
-    pip_index: str | None = None
+    os_repo: RepositoryUrl | None = None
+    docker_repo: RepositoryUrl | None = None
+    kubernetes_repo: RepositoryUrl | None = None
+    nvidia_cuda_repo: RepositoryUrl | None = None
+    nvidia_toolkit_repo: RepositoryUrl | None = None
+    image_repository: Registry | None = None
+    calico_manifest: RepositoryUrl | None = None
+    pip_index: RepositoryUrl | None = None
     # The CIFAR-10 python archive the smoke test's pods fetch (dataset: cifar10), as a full URL.
-    cifar10_archive: str | None = None
+    cifar10_archive: RepositoryUrl | None = None
     # Raw files of GitHub repositories (Volcano's installer): raw.githubusercontent.com or a mirror of it.
-    github_raw: str | None = None
+    github_raw: RepositoryUrl | None = None
     # A base URL holding the add-ons' release manifests already rendered, as <addon>/<version>/<part>.yaml
     # (docs/addons.md): replaces GitHub for every add-on, the Kubeflow ones included.
-    addon_manifests: str | None = None
+    addon_manifests: RepositoryUrl | None = None
 
-    @field_validator("cifar10_archive", "github_raw", "addon_manifests")
+    @field_validator("image_repository", mode="before")
     @classmethod
-    def _url(cls, value: str | None) -> str | None:
-        if value is not None and not re.match(r"^(https?|file)://[^\s]+$", value):
-            raise ValueError(f"'{value}' is not an http(s):// or file:// URL")
-        return value
-
-    @field_validator("os_repo", "docker_repo", "kubernetes_repo", "nvidia_cuda_repo", "nvidia_toolkit_repo",
-                     "calico_manifest", "pip_index")
-    @classmethod
-    def _urls(cls, value: str | None) -> str | None:
-        # A package repository may also be a directory on the nodes (file://), as offline.source may.
-        if value is not None and value.startswith("file://"):
-            problem = file_url_problem(value)
-            if problem:
-                raise ValueError(problem)
-            return value
-        return _url(value)
-
-    @field_validator("image_repository")
-    @classmethod
-    def _registry(cls, value: str | None) -> str | None:
-        return _repository(value)
+    def _registry(cls, value: object) -> object:
+        # A trailing '/' is how a path is often copied; the registry is the same without it.
+        return value.rstrip("/") if isinstance(value, str) else value
 
 
 class OfflineSettings(_Section):
     # A local directory on the nodes (file://) or an HTTP repository that replaces every online source.
     # Layout expected under it is documented in docs/offline.md.
-    source: str | None = None
-    image_repository: str | None = None
+    source: RepositoryUrl | None = None
+    image_repository: Registry | None = None
     # The key a bundle at `source` must be signed by (`bootstrap bundle build` prints it): with it set, `source`
     # must be a bundle that verifies against that key, checked before any node is touched.
     bundle_fingerprint: Fingerprint | None = None
 
-    @field_validator("source")
+    @field_validator("source", mode="before")
     @classmethod
-    def _source_scheme(cls, value: str | None) -> str | None:
-        if value is None:
-            return None
-        if value.startswith("/"):
+    def _absolute_path_is_a_file_url(cls, value: object) -> object:
+        if isinstance(value, str) and value.startswith("/"):
             value = "file://" + value
-        if not re.match(r"^(https?|file)://", value):
+        if isinstance(value, str) and not re.match(r"(?:https?|file)://", value, re.ASCII | re.IGNORECASE):
             raise ValueError(f"{shown(value)} is neither an absolute path nor an http(s):// or file:// URL")
-        if value.startswith("file://"):
-            problem = file_url_problem(value)
-            if problem:
-                raise ValueError(problem)
-            return value.rstrip("/")
-        return (_url(value) or "").rstrip("/")
+        # A trailing '/' is how a folder is often written; the source is the same without it (file:/// stays, and is
+        # refused: the root is no source).
+        return value.rstrip("/") if isinstance(value, str) and not value.endswith(":///") else value
 
-    @field_validator("image_repository")
+    @field_validator("image_repository", mode="before")
     @classmethod
-    def _registry(cls, value: str | None) -> str | None:
-        return _repository(value)
+    def _registry(cls, value: object) -> object:
+        return value.rstrip("/") if isinstance(value, str) else value
 
 
 class CalicoSettings(_Section):
     # Left out: the release the versions table pairs with kubernetes.version (filled in by Settings).
-    version: str = versions.kubernetes_release(int(versions.KUBERNETES_DEFAULT.split(".")[1])).calico
+    version: CalicoVersion = versions.kubernetes_release(int(versions.KUBERNETES_DEFAULT.split(".")[1])).calico
 
     @field_validator("version", mode="before")
     @classmethod
-    def _version_format(cls, value: object) -> str:
-        if not isinstance(value, str) or not re.match(r"^v\d{1,3}\.\d{1,3}\.\d{1,3}$", value):
-            raise ValueError(f"{shown(value)} is not a Calico release tag: write it as v3.33.1")
+    def _a_tag(cls, value: object) -> object:
+        if not isinstance(value, str):
+            raise ValueError(f"{shown(value)} is not a Calico release tag: write it as v3.33.1 (quoted or not)")
         return value
 
 
@@ -418,11 +368,11 @@ class MigSettings(_Section):
 class GpuSettings(_Section):
     # Driver branch from NVIDIA's CUDA repository (the nvidia-driver-<branch> / module stream).
     driver_branch: str = versions.DRIVER_BRANCH_DEFAULT
-    container_toolkit_version: str = versions.CONTAINER_TOOLKIT_DEFAULT
-    device_plugin_version: str = versions.DEVICE_PLUGIN_DEFAULT
+    container_toolkit_version: ToolkitVersion = versions.CONTAINER_TOOLKIT_DEFAULT
+    device_plugin_version: DevicePluginVersion = versions.DEVICE_PLUGIN_DEFAULT
     # The device plugin image without its tag (the tag is device_plugin_version); offline.image_repository
     # replaces its registry host when set.
-    device_plugin_image: str = "nvcr.io/nvidia/k8s-device-plugin"
+    device_plugin_image: DevicePluginImage = "nvcr.io/nvidia/k8s-device-plugin"
     # default: nvidia becomes containerd's default runtime; runtimeclass: pods opt in via RuntimeClass "nvidia".
     runtime: Literal["default", "runtimeclass"] = "default"
     # Several pods on one GPU, through the device plugin's own sharing: time-slicing (the GPU's time, memory shared
@@ -432,32 +382,11 @@ class GpuSettings(_Section):
     replicas: int | None = None
     mig: MigSettings = Field(default_factory=MigSettings)
 
-    # Each becomes part of a package name or an image tag on the nodes: nothing but the release's own shape.
-    @field_validator("container_toolkit_version")
-    @classmethod
-    def _toolkit(cls, value: str) -> str:
-        if not re.match(r"^[0-9]{1,3}\.[0-9]{1,3}\.[0-9]{1,3}$", value):
-            raise ValueError(f"{shown(value)} is not a container toolkit release: write it as 1.19.1")
-        return value
-
-    @field_validator("device_plugin_version")
-    @classmethod
-    def _plugin(cls, value: str) -> str:
-        if not re.match(r"^v[0-9]{1,3}\.[0-9]{1,3}\.[0-9]{1,3}$", value):
-            raise ValueError(f"{shown(value)} is not a device plugin release tag: write it as v0.20.1")
-        return value
-
-    @field_validator("device_plugin_image")
-    @classmethod
-    def _plugin_image(cls, value: str) -> str:
-        return _image(value, tagged=False)
-
     @field_validator("driver_branch")
     @classmethod
     def _known_branch(cls, value: str) -> str:
         # The branch becomes part of package names: its shape first, then the versions table.
-        if not re.match(r"^[0-9]{3,4}$", value):
-            raise ValueError(f"{shown(value)} is not an NVIDIA driver branch: write its number, e.g. '580'")
+        DRIVER_BRANCH.parse(value)
         branch = versions.DRIVER_BRANCHES.get(value)
         if branch is None or not branch.supported:
             known = ", ".join(versions.branch_text(b) for b in versions.DRIVER_BRANCHES.values() if b.supported)
@@ -507,20 +436,13 @@ class GpuSettings(_Section):
         return value
 
 
-def _quantity(value: object, example: str) -> str:
-    text = str(value).strip()
-    if isinstance(value, bool) or not QUANTITY_RE.match(text):
-        raise ValueError(f"'{value}' is not a Kubernetes quantity: write it as {example}")
-    return text
-
-
 class SmokeTestSettings(_Section):
     enabled: bool = True
     # auto: GPU when any node has one, CPU otherwise.
     mode: Literal["auto", "gpu", "cpu"] = "auto"
     # Left out: this CUDA 13 image, or on clusters with GPUs older than Turing the CUDA 12.6 one
     # (versions.SMOKE_IMAGES); a value set here is used on every cluster.
-    image: str = versions.SMOKE_IMAGE_DEFAULT
+    image: ImageReference = versions.SMOKE_IMAGE_DEFAULT
     gpus: int = Field(default=1, ge=1)
     nodes: int = Field(default=1, ge=1)
     # With gpu.sharing: how many training pods run at once, each on one shared replica of a GPU (left out: as many
@@ -528,14 +450,14 @@ class SmokeTestSettings(_Section):
     shared_pods: int | None = Field(default=None, ge=1, le=64)
     epochs: int = Field(default=10, ge=1)
     # The pass mark on the synthetic set (its best possible accuracy is 0.95: 5% of its labels are wrong on purpose).
-    min_accuracy: float = Field(default=0.90, gt=0, le=1)
+    min_accuracy: float = Field(default=0.90, gt=0, le=1, allow_inf_nan=False)
     # The pass mark with `dataset: cifar10`: the airbench94 recipe reaches about 94% on the real set.
-    cifar10_min_accuracy: float = Field(default=0.935, gt=0, le=1)
+    cifar10_min_accuracy: float = Field(default=0.935, gt=0, le=1, allow_inf_nan=False)
     # Steady-state training images/s one GPU must reach, by GPU model (matched in the device name the trainer
     # reports, e.g. "NVIDIA H100 80GB HBM3"; the longest matching key wins). A model not listed is reported
     # without a floor. The defaults are a quarter of what airbench94's published A100 time (10 epochs of 50,000
     # images in 3.83 s) implies, scaled by each model's bf16 throughput: conservative, not measured here.
-    throughput_floors: dict[str, float] = Field(default_factory=lambda: dict(DEFAULT_THROUGHPUT_FLOORS))
+    throughput_floors: dict[GpuModel, PositiveFloat] = Field(default_factory=lambda: dict(DEFAULT_THROUGHPUT_FLOORS))
     timeout_s: int = Field(default=900, ge=60)
     # synthetic: a generated, learnable set in CIFAR-10's format (no download); cifar10: the real archive.
     dataset: Literal["synthetic", "cifar10"] = "synthetic"
@@ -547,105 +469,63 @@ class SmokeTestSettings(_Section):
     # The seeds' knobs for multi-node training: extra environment (NCCL_DEBUG, NCCL_SOCKET_IFNAME, NCCL_IB_HCA, ...),
     # the host's network namespace, the /dev/shm size, extra resources (rdma/hca), IPC_LOCK (for RDMA memory
     # registration) and the GPU resource name (a vendor's device plugin may advertise its own).
-    env: dict[str, str] = Field(default_factory=dict)
+    env: dict[EnvName, Text] = Field(default_factory=dict)
     host_network: bool = False
-    shm_size: str = "2Gi"
-    extra_resources: dict[str, str] = Field(default_factory=dict)
+    shm_size: SizeQuantity = "2Gi"
+    extra_resources: dict[ExtendedResource, ResourceAmount] = Field(default_factory=dict)
     ipc_lock: bool = False
-    gpu_resource: str = GPU_RESOURCE
+    gpu_resource: GpuResource = GPU_RESOURCE
     # The link speed under which preflight and the smoke test warn that multi-node training will be throttled.
-    min_link_gbps: float = Field(default=10.0, gt=0)
+    min_link_gbps: PositiveFloat = 10.0
     # The md5 the CIFAR-10 archive must have (its URL is mirrors.cifar10_archive, or the profile's).
-    cifar10_md5: str = CIFAR10_MD5
+    cifar10_md5: Md5 = CIFAR10_MD5
     # Where the archive (and, with `smoke-test --save`, the trained model) is kept between runs: a hostPath under
     # cache_path on each node, a PersistentVolumeClaim of the default StorageClass, or nothing (every pod fetches).
     # auto: the PVC for single-pod runs when a default StorageClass exists, else the hostPath.
     cache: Literal["auto", "hostpath", "pvc", "none"] = "auto"
-    cache_path: str = "/var/lib/cluster-bootstrap/cache"
-    cache_size: str = "2Gi"
+    # `reset` removes it (where the smoke test marked it as its own: smoke/manifests.py CACHE_MARKER), so it is a
+    # directory of its own, never a system one or a parent of one.
+    cache_path: DeletablePath = "/var/lib/cluster-bootstrap/cache"
+    cache_size: SizeQuantity = "2Gi"
     # The fetch into the cache has its own deadline, apart from training's timeout_s.
     data_timeout_s: int = Field(default=600, ge=30)
 
     @field_validator("env", mode="before")
     @classmethod
-    def _env(cls, value: object) -> dict[str, str]:
+    def _env(cls, value: object) -> object:
         if not isinstance(value, dict):
             raise ValueError("write it as a mapping of variable names to values, e.g. {NCCL_DEBUG: INFO}")
         env = {}
         for name, setting in value.items():
-            if not ENV_NAME_RE.match(str(name)):
-                raise ValueError(f"'{name}' is not an environment variable name (letters, digits and _)")
             if isinstance(setting, (dict, list)) or setting is None:
                 raise ValueError(f"{name}: give a single value (a string or a number), not '{setting}'")
-            env[str(name)] = str(setting).lower() if isinstance(setting, bool) else str(setting)
+            if isinstance(setting, float) and not math.isfinite(setting):
+                raise ValueError(f"{name}: {setting} is not a number a program can read: write it as a string")
+            env[name] = str(setting).lower() if isinstance(setting, bool) else str(setting)
         return env
 
     @field_validator("extra_resources", mode="before")
     @classmethod
-    def _extra_resources(cls, value: object) -> dict[str, str]:
+    def _extra_resources(cls, value: object) -> object:
         if not isinstance(value, dict):
             raise ValueError("write it as a mapping of resource names to amounts, e.g. {rdma/hca: 1}")
-        resources = {}
-        for name, amount in value.items():
-            if not RESOURCE_NAME_RE.match(str(name)) or "/" not in str(name):
-                raise ValueError(f"'{name}' is not an extended resource name: write it as vendor.example/device")
-            resources[str(name)] = _quantity(amount, "1")
-        return resources
+        return {name: _text_of_number(amount) for name, amount in value.items()}
 
-    @field_validator("shm_size", "cache_size", mode="before")
+    @field_validator("cache_path", mode="before")
     @classmethod
-    def _size(cls, value: object) -> str:
-        return _quantity(value, "2Gi")
-
-    @field_validator("gpu_resource")
-    @classmethod
-    def _gpu_resource(cls, value: str) -> str:
-        if not RESOURCE_NAME_RE.match(value) or "/" not in value:
-            raise ValueError(f"'{value}' is not an extended resource name: write it as {GPU_RESOURCE}")
+    def _cache_path(cls, value: object) -> object:
+        # A trailing '/' names the same directory; anything else not normalised is refused by the shape.
+        if isinstance(value, str) and len(value) > 1 and value.endswith("/") and not value.endswith("//"):
+            return value[:-1]
         return value
 
-    @field_validator("cifar10_md5")
-    @classmethod
-    def _md5(cls, value: str) -> str:
-        if not re.match(r"^[0-9a-f]{32}$", value.lower()):
-            raise ValueError(f"'{value}' is not an md5 (32 hex digits); CIFAR-10's is {CIFAR10_MD5}")
-        return value.lower()
-
-    @field_validator("cache_path")
-    @classmethod
-    def _cache_path(cls, value: str) -> str:
-        path = value.rstrip("/")
-        if not path.startswith("/") or ".." in path.split("/"):
-            raise ValueError(f"'{value}' must be an absolute path on the nodes, e.g. /var/lib/cluster-bootstrap/cache")
-        # `reset` removes it: a system directory must never be one.
-        if path.count("/") < 2 or path.split("/")[1] in ("etc", "usr", "bin", "sbin", "lib", "boot", "dev", "proc",
-                                                        "sys", "root", "home"):
-            raise ValueError(f"'{value}' is too close to the root or a system directory (reset removes it): "
-                             "use a directory of its own, e.g. /var/lib/cluster-bootstrap/cache")
-        return path
-
-    @field_validator("image")
-    @classmethod
-    def _tagged_image(cls, value: str) -> str:
-        return _image(value, tagged=True)
-
-    @field_validator("throughput_floors")
-    @classmethod
-    def _floors(cls, value: dict[str, float]) -> dict[str, float]:
-        for model, floor in value.items():
-            if not model.strip() or "\n" in model:
-                raise ValueError(f"{model!r} is not a GPU model name: write e.g. H100: 75000")
-            if floor <= 0:
-                raise ValueError(f"{model}: {floor} is not a rate: give images/s per GPU above 0")
-        return value
-
-    @field_validator("extra_resources")
-    @classmethod
-    def _not_managed(cls, value: dict[str, str]) -> dict[str, str]:
-        for name in value:
-            if name in ("cpu", "memory") or name == GPU_RESOURCE:
-                raise ValueError(f"{name} is requested by the smoke test itself: leave it out of extra_resources")
-        return value
+    @model_validator(mode="after")
+    def _resources_not_twice(self) -> SmokeTestSettings:
+        for name in self.extra_resources:
+            if name in ("cpu", "memory") or name == self.gpu_resource:
+                raise ValueError(f"extra_resources: {name} is requested by the smoke test itself (gpu_resource): leave "
+                                 "it out of extra_resources")
+        return self
 
 
 class AddonsSettings(_Section):
@@ -661,7 +541,7 @@ class AddonsSettings(_Section):
     gpu_feature_discovery_version: str = ADDONS["gpu_feature_discovery"].version
     dcgm_exporter_version: str = ADDONS["dcgm_exporter"].version
     # The Volcano queue the smoke test's gangs wait in (the volcano add-on creates it).
-    volcano_queue: str = "cluster-bootstrap"
+    volcano_queue: QueueName = "cluster-bootstrap"
     # How long an add-on phase waits for its CRDs to be Established and its controllers Available.
     timeout_s: int = Field(default=600, ge=30)
 
@@ -691,14 +571,7 @@ class AddonsSettings(_Section):
     def _release_tag(cls, value: str, info: ValidationInfo) -> str:
         addon = ADDONS[str(info.field_name).removesuffix("_version")]  # type: ignore[index]
         if not re.fullmatch(addon.version_pattern, value, re.ASCII):
-            raise ValueError(f"'{value}' is not a release tag of {addon.title}: write it as {addon.version}")
-        return value
-
-    @field_validator("volcano_queue")
-    @classmethod
-    def _queue_name(cls, value: str) -> str:
-        if not DNS_LABEL_RE.match(value) or len(value) > 63:
-            raise ValueError(f"'{value}' is not a valid queue name (lowercase letters, digits and '-')")
+            raise ValueError(f"{shown(value)} is not a release tag of {addon.title}: write it as {addon.version}")
         return value
 
     def version(self, name: AddonName) -> str:
@@ -709,12 +582,7 @@ class VerifySettings(_Section):
     # How long `up` waits for every node to be Ready and every kube-system pod to run.
     timeout_s: int = Field(default=600, ge=10)
     # A small image with nslookup; the verify phase runs it once to prove cluster DNS answers.
-    dns_probe_image: str = "docker.io/library/busybox:1.36"
-
-    @field_validator("dns_probe_image")
-    @classmethod
-    def _tagged_image(cls, value: str) -> str:
-        return _image(value, tagged=True)
+    dns_probe_image: ImageReference = "docker.io/library/busybox:1.36"
 
 
 class AnsibleSettings(_Section):
@@ -744,7 +612,7 @@ class SshSettings(_Section):
 
 def known_hosts_problem(value: str) -> str | None:
     """Why `value` cannot be a known_hosts file (host keys are read from it and new ones appended), or None."""
-    if not value.strip() or any(c in value for c in "\n\r\0"):
+    if not value.strip() or LOCAL_PATH.problem(value):
         return f"{shown(value)} is not a file name: name the known_hosts file, e.g. ~/.ssh/known_hosts"
     try:
         path = Path(value).expanduser()
@@ -768,6 +636,13 @@ class KubeletSettings(_Section):
     # The other way out: prepare boots cgroup v1 nodes with systemd.unified_cgroup_hierarchy=1 (a reboot).
     switch_to_cgroup_v2: bool = False
 
+    @model_validator(mode="after")
+    def _one_way_out(self) -> KubeletSettings:
+        if self.allow_cgroup_v1 and self.switch_to_cgroup_v2:
+            raise ValueError("allow_cgroup_v1 and switch_to_cgroup_v2 are both true: they are two ways out of cgroup "
+                             "v1, keep one (switch_to_cgroup_v2 reboots the nodes into cgroup v2, the supported way)")
+        return self
+
 
 class PackagesSettings(_Section):
     # How long a package transaction waits for a dpkg/apt or rpm/dnf lock another process holds (unattended-upgrades
@@ -782,10 +657,6 @@ class DownloadsSettings(_Section):
     attempts: int = Field(default=4, ge=1, le=10)
 
 
-# An interface name as Linux allows it (at most 15 bytes, no '/', no whitespace), as `ip` prints it.
-INTERFACE_RE = re.compile(r"^[A-Za-z0-9_.:@-]{1,15}$")
-
-
 class ControlPlaneSettings(_Section):
     # Where the nodes and this machine reach the API servers. vip: a virtual IP address kube-vip (a static pod on
     # every control plane) moves to a healthy one; proxy: a local proxy on every node in front of all API servers;
@@ -796,38 +667,24 @@ class ControlPlaneSettings(_Section):
     # them at a time (ARP).
     vip: str | None = None
     # The interface kube-vip announces the VIP on; left out, each control plane's route to the VIP decides.
-    interface: str | None = None
-    kube_vip_image: str = versions.KUBE_VIP_IMAGE
-    proxy_image: str = versions.API_PROXY_IMAGE
+    interface: InterfaceName | None = None
+    kube_vip_image: ImageReference = versions.KUBE_VIP_IMAGE
+    proxy_image: ImageReference = versions.API_PROXY_IMAGE
 
     @field_validator("vip")
     @classmethod
     def _vip(cls, value: str | None) -> str | None:
         if value is None:
             return None
-        try:
-            address = ipaddress.IPv4Address(value)
-        except ValueError:
-            raise ValueError(f"{shown(value)} is not an IPv4 address: write a free address of the control planes' "
-                             "subnet, e.g. 192.168.10.100") from None
+        if IPV4_UNICAST.problem(value):
+            raise ValueError(f"{shown(value)} is not an IPv4 address of a machine: write a free address of the "
+                             "control planes' subnet, e.g. 192.168.10.100")
+        address = ipaddress.IPv4Address(value)
         if address.is_unspecified or address.is_loopback or address.is_multicast or address.is_reserved \
                 or address.is_link_local:
             raise ValueError(f"{value} cannot be a virtual IP (unspecified, loopback, link-local, multicast or "
                              "reserved): pick a free address of the control planes' subnet")
         return str(address)
-
-    @field_validator("interface")
-    @classmethod
-    def _interface(cls, value: str | None) -> str | None:
-        if value is not None and not INTERFACE_RE.match(value):
-            raise ValueError(f"{shown(value)} is not a network interface name (at most 15 letters, digits, '_', "
-                             "'.', '-'), e.g. eth0")
-        return value
-
-    @field_validator("kube_vip_image", "proxy_image")
-    @classmethod
-    def _tagged_image(cls, value: str) -> str:
-        return _image(value, tagged=True)
 
     @model_validator(mode="after")
     def _vip_goes_with_its_mode(self) -> ControlPlaneSettings:
@@ -880,11 +737,14 @@ class Settings(_Section):
         calico, kube = data.get("calico", {}), data.get("kubernetes", {})
         if not isinstance(calico, dict) or "version" in calico or not isinstance(kube, dict):
             return data
-        match = KUBE_VERSION_RE.match(str(kube.get("version", versions.KUBERNETES_DEFAULT)).strip())
+        version = kube.get("version", versions.KUBERNETES_DEFAULT)
         # A version that does not parse, or is refused, is reported by its own validator.
-        if not match or versions.kubernetes_minor_problem(int(match.group(1)), allow_untested=True):
+        if KUBERNETES_VERSION.problem(version):
             return data
-        return {**data, "calico": {**calico, "version": versions.kubernetes_release(int(match.group(1))).calico}}
+        minor = int(str(version).lstrip("v").split(".")[1])
+        if versions.kubernetes_minor_problem(minor, allow_untested=True):
+            return data
+        return {**data, "calico": {**calico, "version": versions.kubernetes_release(minor).calico}}
 
     @model_validator(mode="after")
     def _addons_fit_kubernetes(self) -> Settings:
@@ -962,9 +822,12 @@ def _model_at(loc: tuple[Any, ...]) -> type[BaseModel] | None:
 
 
 def _describe(error: Mapping[str, Any], source: str) -> str:
-    loc = error["loc"]
+    loc = tuple(error["loc"])
+    if loc and loc[-1] == "[key]":
+        # A mapping's key was refused: the message names it, so the path ends at the mapping.
+        loc = loc[:-2]
     # A key the user wrote may be anything (a newline, markup): shown quoted unless it is a plain name.
-    dotted = ".".join(str(p) if re.fullmatch(r"[\w.-]{1,60}", str(p)) else shown(p) for p in loc)
+    dotted = ".".join(str(p) if re.fullmatch(r"[\w./-]{1,60}", str(p), re.ASCII) else shown(p) for p in loc)
     if error["type"] == "extra_forbidden":
         model = _model_at(loc)
         known = sorted(model.model_fields) if model else []
@@ -994,6 +857,30 @@ def parse_settings(data: Any, source: str = "cluster.yaml") -> Settings:
         return Settings.model_validate(data)
     except ValidationError as exc:
         raise InputError(_describe(exc.errors()[0], source)) from None
+
+
+def with_overrides(settings: Settings, overrides: Mapping[str, tuple[str, object]]) -> Settings:
+    """`settings` with command-line options that stand for settings applied, checked exactly as the settings
+    themselves are (their types and every check across sections). `overrides`: dotted setting ->
+    (option, value); a value of None is left out. Refused in one line naming the option."""
+    given = {key: option_value for key, option_value in overrides.items() if option_value[1] is not None}
+    if not given:
+        return settings
+    data: dict[str, Any] = settings.model_dump(exclude_unset=True)
+    for key, (_option, value) in given.items():
+        section, _, name = key.partition(".")
+        data[section] = {**data.get(section, {}), name: value}
+    try:
+        return Settings.model_validate(data)
+    except ValidationError as exc:
+        error = exc.errors()[0]
+        where = ".".join(str(part) for part in error["loc"])
+        option = next((option for key, (option, _value) in given.items() if where.startswith(key)), None)
+        message = str(error["msg"]).removeprefix("Value error, ")
+        if option is None:
+            options = ", ".join(option for option, _value in given.values())
+            raise InputError(f"{options}: {message}") from None
+        raise InputError(f"{option}: {message}") from None
 
 
 def read_settings_document(path: Path) -> Any:

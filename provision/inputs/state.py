@@ -21,6 +21,7 @@ from provision.errors import BootstrapError, InputError
 from provision.inputs.inventory import Cluster
 from provision.inputs.platforms import NodePython
 from provision.inputs.settings import Settings
+from provision.inputs.values import NodeName, creatable_directory_problem
 
 STATE_DIR_ENV = "BOOTSTRAP_STATE_DIR"
 APP_NAME = "cluster-bootstrap"
@@ -46,6 +47,9 @@ def check_state_root() -> Path:
                 raise InputError(f"state directory {root}: {candidate} exists and is not a directory: "
                                  f"pass another --state-dir (or {STATE_DIR_ENV})")
             break
+    problem = creatable_directory_problem(root)
+    if problem:
+        raise InputError(f"state directory {problem}: pass another --state-dir (or {STATE_DIR_ENV})")
     return root
 
 
@@ -92,8 +96,8 @@ def inputs_fingerprint(cluster: Cluster, settings: Settings, nodes: Sequence[str
     either input. Two runs with the same fingerprint may trust each other's outcomes."""
     document = {
         "nodes": [{"name": n.name, "host": n.host, "address": n.address, "ip": n.ip, "role": n.role,
-                   "user": n.user, "port": n.port, "gpu": n.gpu,
-                   "python": str(n.variables.get("ansible_python_interpreter") or "")} for n in cluster.nodes],
+                   "user": n.user, "port": n.port, "gpu": n.gpu, "python": n.python_interpreter or ""}
+                  for n in cluster.nodes],
         "settings": settings.model_dump(mode="json", exclude={"ssh", "ansible"}),
         "scope": sorted(nodes) if nodes is not None else None,
     }
@@ -113,9 +117,9 @@ class PhaseRecord:
 @dataclass
 class ClusterState:
     # Node name -> GPUs preflight found (0 for none); None until preflight has run.
-    gpus: dict[str, int] | None = None
+    gpus: dict[NodeName, int] | None = None
     # Node name -> the generations of those GPUs (the NVIDIA kernel module and the smoke image follow them).
-    gpu_generations: dict[str, list[str]] = field(default_factory=dict)
+    gpu_generations: dict[NodeName, list[str]] = field(default_factory=dict)
     # Node name -> {resource: count} the device plugin will advertise there (the GPUs, their MIG instances, each
     # gpu.replicas times when shared), as preflight decided it; verify holds allocatable to it.
     gpu_offered: dict[str, dict[str, int]] = field(default_factory=dict)

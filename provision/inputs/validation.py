@@ -89,11 +89,36 @@ def _check_endpoint(cluster: Cluster, settings: Settings, source: str) -> None:
         if address == vip:
             raise InputError(f"{source}: control_plane.vip {vip} is node '{name}''s own address in "
                              f"{cluster.inventory_path}: the VIP must be a free address of the control planes' subnet")
+    for node in cluster.nodes:
+        if node.ssh.jump is not None and node.ssh.jump.host == str(vip):
+            raise InputError(f"{source}: control_plane.vip {vip} is the address of the bastion host '{node.host}' is "
+                             f"reached through in {cluster.inventory_path}: the VIP must be a free address of the "
+                             "control planes' subnet")
     kube = settings.kubernetes
     for key, network in (("pod_cidr", kube.pod_cidr), ("service_cidr", kube.service_cidr)):
         if vip in ipaddress.ip_network(network):
             raise InputError(f"{source}: control_plane.vip {vip} is inside kubernetes.{key} {network}: the VIP must "
                              "be a free address of the control planes' own subnet")
+
+
+def _check_smoke_test(cluster: Cluster, settings: Settings, source: str) -> None:
+    """What the smoke test asks of the cluster, known before any node is touched (it would fail at the end of
+    `up`, after everything else)."""
+    smoke = settings.smoke_test
+    if not smoke.enabled:
+        return
+    if smoke.nodes > len(cluster.nodes):
+        raise InputError(f"{source}: smoke_test.nodes is {smoke.nodes} but {cluster.inventory_path} has "
+                         f"{len(cluster.nodes)} node(s): train on at most {len(cluster.nodes)}")
+    if smoke.mode == "gpu" and all(node.gpu == "false" for node in cluster.nodes):
+        raise InputError(f"{source}: smoke_test.mode is gpu but every node of {cluster.inventory_path} is gpu=false: "
+                         "set gpu=true (or auto) on the GPU nodes, or smoke_test.mode: cpu")
+    if smoke.mode == "gpu":
+        gpu_nodes = sum(node.gpu != "false" for node in cluster.nodes)
+        if smoke.nodes > gpu_nodes:
+            raise InputError(f"{source}: smoke_test.nodes is {smoke.nodes} with mode gpu but only {gpu_nodes} node(s) "
+                             f"of {cluster.inventory_path} may have GPUs (the others are gpu=false): train on at most "
+                             f"{gpu_nodes}")
 
 
 def check_cluster_settings(cluster: Cluster, settings: Settings, source: str) -> None:
@@ -112,6 +137,7 @@ def check_cluster_settings(cluster: Cluster, settings: Settings, source: str) ->
                          f"but {inventory} has {len(cluster.nodes)}: use a /{needed} or wider, e.g. "
                          f"{ipaddress.ip_network(f'10.128.0.0/{needed}', strict=False)}")
     _check_endpoint(cluster, settings, source)
+    _check_smoke_test(cluster, settings, source)
     for name, address in _node_addresses(cluster):
         if address in pod:
             raise InputError(f"{source}: kubernetes.pod_cidr {pod} contains node '{name}' ({address}) of {inventory}: "

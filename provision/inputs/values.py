@@ -59,7 +59,7 @@ import math
 import os
 import re
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Annotated, NewType
 
@@ -86,19 +86,28 @@ class Shape:
     max_length: int = 253
     # Each returns the problem (completing "<value> ...") or None.
     checks: tuple[Callable[[str], str | None], ...] = field(default=(), compare=False)
+    # Where the pattern fails, a closer look may name the part that is wrong (the character a URL may not have, a
+    # URL scheme where a registry was asked for); None keeps the shape's own message.
+    diagnose: Callable[[str], str | None] | None = field(default=None, compare=False)
 
     @property
     def message_rule(self) -> str:
-        return f"{self.what} ({self.rule}), e.g. {self.example}"
+        return f"{self.what} ({self.rule}): write it as {self.example}"
+
+    def named(self, what: str, example: str | None = None) -> Shape:
+        """The same shape under the name a field gives it ("a Calico release tag")."""
+        return replace(self, what=what, example=example or self.example)
 
     def problem(self, value: object) -> str | None:
         """Why `value` is not of this shape, as one line naming the rule, or None."""
         if not isinstance(value, str):
             return f"{shown(value)} is not {self.message_rule}"
         if len(value) > self.max_length:
-            return f"{shown(value)} is longer than {self.max_length} characters: write {self.message_rule}"
+            return f"{shown(value)} is not {self.message_rule} (it is longer than {self.max_length} characters)"
         if not self.pattern.fullmatch(value):
-            return f"{shown(value)} is not {self.message_rule}"
+            closer = self.diagnose(value) if self.diagnose else None
+            return f"{shown(_hidden_password(value))} {closer}" if closer else \
+                f"{shown(_hidden_password(value))} is not {self.message_rule}"
         for check in self.checks:
             problem = check(value)
             if problem:
@@ -114,9 +123,14 @@ class Shape:
         return value
 
 
+def _hidden_password(value: str) -> str:
+    """A URL's password (scheme://user:password@host) out of the value a refusal shows: secrets never reach output."""
+    return re.sub(r"(://[^/?#@:]*:)[^/?#@]*@", r"\1(hidden)@", value)
+
+
 def _shape(what: str, pattern: str, rule: str, example: str, *checks: Callable[[str], str | None],
-           max_length: int = 253) -> Shape:
-    return Shape(what, re.compile(pattern, re.ASCII), rule, example, max_length, checks)
+           max_length: int = 253, diagnose: Callable[[str], str | None] | None = None) -> Shape:
+    return Shape(what, re.compile(pattern, re.ASCII), rule, example, max_length, checks, diagnose)
 
 
 # --- building blocks (regular expression text, all ASCII) ---------------------------------------------------------
@@ -159,16 +173,49 @@ def _registry_port_in_range(value: str) -> str | None:
 
 # --- URLs ------------------------------------------------------------------------------------------------------
 
+_URL_CHARACTER = re.compile(r"[A-Za-z0-9\-._~:/?#\[\]@&+=%]", re.ASCII)
+
+
+def _url_diagnosis(value: str, schemes: tuple[str, ...] = ("http", "https")) -> str | None:
+    """The character a URL may not have, or the scheme or host it lacks."""
+    bad = next((c for c in value if not _URL_CHARACTER.fullmatch(c)), None)
+    if bad is not None:
+        return f"has a character a URL may not have ({shown(bad)})"
+    scheme, _, rest = value.partition("://")
+    authority = rest.split("/", 1)[0].split("?", 1)[0].split("#", 1)[0]
+    host = authority.rsplit("@", 1)[-1]
+    if "@" in authority:
+        # It would be written into the nodes' package and registry configuration, and shown by `config show`.
+        return ("has a user name or password in it: bootstrap writes URLs into the nodes' configuration and its "
+                "own output, so use a mirror that needs no login")
+    if scheme.lower() not in schemes:
+        return f"is not a {' or '.join(f'{s}://' for s in schemes)} URL with a host"
+    if not host or host.startswith(":"):
+        return f"is not a {' or '.join(f'{s}://' for s in schemes)} URL with a host"
+    return None
+
+
+def _file_url_diagnosis(value: str) -> str | None:
+    return "is not an absolute path on the nodes: write e.g. file:///srv/offline"
+
+
+def _repository_url_diagnosis(value: str) -> str | None:
+    if value.startswith("file://"):
+        return _file_url_diagnosis(value)
+    return _url_diagnosis(value)
+
+
 URL = _shape("an http(s):// URL", rf"(?i:https?)://{_HOST}(?::{_PORT})?(?:/{_URL_TAIL})?",
              "a host, an optional port and path; no spaces, quotes or braces", "https://mirror.example.com/path",
-             _port_in_range, max_length=2048)
+             _port_in_range, max_length=2048, diagnose=_url_diagnosis)
 FILE_URL = _shape("a file:// URL", rf"file://{_NODE_PATH}/?",
                   "file:// and an absolute path on the nodes, without '.', '..' or '//'", "file:///srv/offline",
-                  max_length=1024)
+                  max_length=1024, diagnose=_file_url_diagnosis)
 REPOSITORY_URL = _shape("a repository URL", rf"(?:(?i:https?)://{_HOST}(?::{_PORT})?(?:/{_URL_TAIL})?|"
                         rf"file://{_NODE_PATH}/?)",
                         "http(s):// with a host, or file:// and an absolute path on the nodes",
-                        "https://mirror.example.com/path or file:///srv/offline", _port_in_range, max_length=2048)
+                        "https://mirror.example.com/path or file:///srv/offline", _port_in_range, max_length=2048,
+                        diagnose=_repository_url_diagnosis)
 
 
 # --- registries and images -------------------------------------------------------------------------------------
@@ -177,9 +224,16 @@ REGISTRY_HOST = _shape("a registry host", rf"{_HOST}(?::{_PORT})?", "a DNS name 
                        "registry.example.com:5000", _port_in_range)
 
 
+def _scheme_diagnosis(value: str) -> str | None:
+    if "://" in value:
+        return "has a URL scheme: write the registry and path only, e.g. registry.example.com/team"
+    return None
+
+
 REGISTRY = _shape("a registry", rf"{_HOST}(?::{_PORT})?(?:/{_PATH_COMPONENT})*",
                   "host[:port][/path] without a URL scheme, the path in lower case",
-                  "registry.example.com/google_containers", _port_in_range, max_length=255)
+                  "registry.example.com/google_containers", _port_in_range, max_length=255,
+                  diagnose=_scheme_diagnosis)
 _IMAGE_NAME = rf"(?:{_HOST}(?::{_PORT})?/)?{_PATH_COMPONENT}(?:/{_PATH_COMPONENT})*"
 
 
@@ -187,25 +241,31 @@ def _fixed_tag(value: str) -> str | None:
     name, _, digest = value.partition("@")
     tail = name.rsplit("/", 1)[-1]
     tag = tail.partition(":")[2] if ":" in tail else None
-    if not digest and tag is None:
-        return "has no tag: name a release (e.g. :1.36), so every node runs the same image"
-    if not digest and tag == "latest":
-        return "has the tag latest: name a release (e.g. :1.36), so every node runs the same image"
+    if not digest and tag in (None, "latest"):
+        return "has no fixed tag: name a release (e.g. :1.36), not latest, so every node runs the same"
     return None
 
 
+def _image_name_diagnosis(value: str) -> str | None:
+    if re.fullmatch(rf"{_IMAGE_NAME}(?::{_TAG})?(?:@{_DIGEST})?", value, re.ASCII):
+        return "carries a tag: give the image without it"
+    return _scheme_diagnosis(value)
+
+
 IMAGE_NAME = _shape("an image name", _IMAGE_NAME, "[registry/]path in lower case, without a tag or digest",
-                    "nvcr.io/nvidia/k8s-device-plugin", _registry_port_in_range, max_length=255)
+                    "nvcr.io/nvidia/k8s-device-plugin", _registry_port_in_range, max_length=255,
+                    diagnose=_image_name_diagnosis)
 IMAGE_REFERENCE = _shape("an image reference", rf"{_IMAGE_NAME}(?::{_TAG})?(?:@{_DIGEST})?",
                          "[registry/]path:tag or @sha256:digest, the path in lower case",
-                         "docker.io/library/busybox:1.36", _registry_port_in_range, _fixed_tag, max_length=255)
+                         "docker.io/library/busybox:1.36", _registry_port_in_range, _fixed_tag, max_length=255,
+                         diagnose=_scheme_diagnosis)
 
 
 # --- names -----------------------------------------------------------------------------------------------------
 
 DNS_LABEL = _shape("a DNS label", _LABEL, "lower-case letters, digits and '-', at most 63, starting and ending "
                    "with a letter or digit", "cluster-bootstrap", max_length=63)
-DNS_SUBDOMAIN = _shape("a DNS subdomain", rf"{_LABEL}(?:\.{_LABEL})*",
+DNS_SUBDOMAIN = _shape("a DNS domain", rf"{_LABEL}(?:\.{_LABEL})*",
                        "DNS labels (lower-case letters, digits, '-') joined by '.'", "cluster.local")
 _NAME = r"[A-Za-z0-9](?:[-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?"
 QUALIFIED_NAME = _shape("a Kubernetes qualified name", rf"(?:{_LABEL}(?:\.{_LABEL})*/)?{_NAME}",
@@ -220,7 +280,8 @@ def _not_kubernetes_domain(value: str) -> str | None:
 
 
 EXTENDED_RESOURCE = _shape("an extended resource name", rf"{_LABEL}(?:\.{_LABEL})*/{_NAME}",
-                           "vendor-domain/name, outside kubernetes.io", "rdma/hca", _not_kubernetes_domain)
+                           "vendor-domain/name, outside kubernetes.io", "vendor.example/device",
+                           _not_kubernetes_domain)
 ENV_NAME = _shape("an environment variable name", r"[A-Za-z_][A-Za-z0-9_]*", "letters, digits and '_', not "
                   "starting with a digit", "NCCL_DEBUG", max_length=256)
 # One line of text: no control characters (C0, DEL, C1), no line or paragraph separators, no surrogates.
@@ -230,7 +291,7 @@ INTERFACE_NAME = _shape("a network interface name", r"(?!\.{1,2}\Z)[A-Za-z0-9_.:
                         "at most 15 letters, digits, '_', '.', ':', '@', '-'", "eth0", max_length=15)
 USER_NAME = _shape("a user name", r"[A-Za-z0-9_][A-Za-z0-9_.@-]{0,63}", "letters, digits, '_', '.', '-', '@'",
                    "ubuntu", max_length=64)
-MD5 = _shape("an md5", r"[0-9a-fA-F]{32}", "32 hexadecimal digits", "c58f30108f718f92721af3b95e74349a",
+MD5 = _shape("an md5", r"[0-9a-fA-F]{32}", "32 hex digits", "c58f30108f718f92721af3b95e74349a",
              max_length=32)
 FINGERPRINT = _shape("an OpenPGP fingerprint", r"(?:[0-9A-Fa-f]{40}|[0-9A-Fa-f]{64})",
                      "40 (v4 key) or 64 (v6 key) hexadecimal digits, no spaces",
@@ -271,16 +332,17 @@ SYSTEM_DIRECTORIES = ("/", "/var", "/var/lib", "/var/cache", "/var/tmp", "/var/o
 
 
 def _deletable(value: str) -> str | None:
-    if value.count("/") < 2:
-        return "is one level below the root: name a directory of its own, e.g. /var/lib/cluster-bootstrap/cache"
     inside = next((tree for tree in SYSTEM_TREES if value == tree or value.startswith(f"{tree}/")), None)
     if inside:
-        return f"is inside {inside}, which belongs to the system or Kubernetes: use e.g. /var/lib/cluster-bootstrap/cache"
+        return f"is inside the system directory {inside}: use a directory of its own, e.g. " \
+               "/var/lib/cluster-bootstrap/cache"
     holds = next((tree for tree in (*SYSTEM_TREES, *SYSTEM_DIRECTORIES) if tree.startswith(f"{value}/")
                   or value == tree), None)
     if holds:
         return f"is (or holds) the system directory {holds}: use a directory of its own, e.g. " \
                "/var/lib/cluster-bootstrap/cache"
+    if value.count("/") < 2:
+        return "is one level below the root: name a directory of its own, e.g. /var/lib/cluster-bootstrap/cache"
     return None
 
 
@@ -291,13 +353,17 @@ DELETABLE_PATH = _shape("a path the tool may remove", _NODE_PATH,
 
 # --- addresses and numbers -------------------------------------------------------------------------------------
 
+_THIS_NETWORK = ipaddress.IPv4Network("0.0.0.0/8")
+_BROADCAST = ipaddress.IPv4Address("255.255.255.255")
+
+
 def _machine_address(value: str) -> str | None:
     address = ipaddress.IPv4Address(value)
-    if address in ipaddress.IPv4Network("0.0.0.0/8"):
+    if address in _THIS_NETWORK:
         return "is in 0.0.0.0/8 ('this network'): no machine has it"
     if address.is_multicast:
         return "is a multicast address: no machine has it"
-    if address.is_reserved or address == ipaddress.IPv4Address("255.255.255.255"):
+    if address.is_reserved or address == _BROADCAST:
         return "is reserved (240.0.0.0/4) or the broadcast address: no machine has it"
     return None
 
@@ -389,7 +455,7 @@ def creatable_directory_problem(path: Path) -> str | None:
     except OSError as exc:
         return f"{path} cannot be checked ({exc.strerror})"
     if not existing.is_dir():
-        return f"{path}: {existing} is a file, not a directory"
+        return f"{path}: {existing} exists and is not a directory"
     if not os.access(existing, os.W_OK | os.X_OK):
         return f"{path}: {existing} is not writable by this user"
     return None

@@ -145,7 +145,7 @@ def check_prepared(playbook: PlaybookResult, cluster: Cluster, settings: Setting
         playbook.raise_for_failure()
     reports = read_reports(playbook.run_dir)
     # Ansible reports and fails under the inventory host name; the lines and the marks name the node.
-    name_of = {node.host: node.name for node in cluster.nodes}
+    name_of: dict[str, str] = {node.host: node.name for node in cluster.nodes}
     lines = {name_of.get(host, host): failure_line(failure) for host, failure in failed.items()}
     marks = {name_of.get(host, host): failure_mark(failure) for host, failure in failed.items()}
     targets = [cluster.node(name) for name in nodes] if nodes else list(cluster.nodes)
@@ -162,7 +162,7 @@ def check_prepared(playbook: PlaybookResult, cluster: Cluster, settings: Setting
         if problems:
             lines[node.name], marks[node.name] = f"{node.name} is not ready: {'; '.join(problems)}", "not ready"
     if lines:
-        order = {node.name: index for index, node in enumerate(targets)}
+        order: dict[str, int] = {node.name: index for index, node in enumerate(targets)}
         ordered = dict(sorted(lines.items(), key=lambda item: order.get(item[0], len(order))))
         raise nodes_error("prepare", ordered, marks, len(targets), playbook.run_dir / "run.log")
     return checked

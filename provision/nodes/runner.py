@@ -3,31 +3,38 @@
 The library never prints: progress goes to an `on_progress` callback (the CLI draws the live view from
 it) and every run leaves its artifacts and a plain-text log in a run directory under the state directory's
 `runs/`. Counting the events is `tally.EventTally`'s; this module runs Ansible and writes the log.
+
+Ansible is given nothing the tool did not check: the run's inventory is written from the validated Cluster (the
+user's inventory file is never handed to Ansible, so it reads no variable, group_vars file or plugin the
+validation did not), every value in it and in the extra variables is data Ansible will not template
+(render/ansible_data.py), and Ansible runs under the tool's configuration, plugins and environment
+(inputs/ansible_control.py).
 """
 from __future__ import annotations
 
+import json
 import os
 import shlex
 import shutil
 import sys
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
 from typing import Any
 
-import yaml
-
 from provision.errors import BootstrapError
-from provision.inputs.inventory import Cluster, Node, ansible_inventory_env
+from provision.inputs.ansible_control import check_environment, tool_environment
+from provision.inputs.inventory import Cluster, Node
 from provision.inputs.platforms import NodePython
 from provision.inputs.settings import Settings
 from provision.inputs.state import private_dir, runs_root
 from provision.nodes.ssh import ansible_ssh_common_args
 from provision.nodes.tally import EventTally, HostTally, TaskFailure
+from provision.render.ansible_data import unsafe_yaml
 from provision.render.playbook_vars import playbook_vars, python_host_vars
-from provision.resources import ANSIBLE_CFG, PLAYBOOKS_DIR, ROLES_DIR
+from provision.resources import PLAYBOOKS_DIR
 
 
 @dataclass(kw_only=True)
@@ -61,6 +68,18 @@ class PlaybookResult:
     @property
     def changed(self) -> dict[str, int]:
         return {host: t.changed for host, t in self.tally.items()}
+
+    def facts(self, name: str) -> dict[str, Any]:
+        """Each host's last value of a fact a role set for Python to read (set_fact: `name`), from the run's saved
+        events: data, never text scraped from the log."""
+        found: dict[str, Any] = {}
+        for path in sorted(self.run_dir.glob("artifacts/*/job_events/*.json")):
+            event = json.loads(path.read_text())
+            data = event.get("event_data", {})
+            facts = (data.get("res") or {}).get("ansible_facts") or {}
+            if event.get("event") == "runner_on_ok" and name in facts:
+                found[data["host"]] = facts[name]
+        return found
 
     @property
     def failed_hosts(self) -> dict[str, TaskFailure]:
@@ -119,7 +138,7 @@ KEEPALIVE_COUNT = 4
 def ssh_args(settings: Settings) -> str:
     """SSH options for Ansible: multiplexed connections, host keys checked (never silently accepted), and a dead
     connection noticed within seconds. The known_hosts file and a bastion are per host (ansible_ssh_common_args, in
-    _groups_inventory)."""
+    run_inventory)."""
     ssh = settings.ssh
     strict = "accept-new" if ssh.accept_new_host_keys else "yes"
     return " ".join([
@@ -182,19 +201,28 @@ def _ended_with_us(run_dir: Path) -> list[str]:
     return [str(bin_dir)]
 
 
-def _groups_inventory(cluster: Cluster, run_dir: Path, settings: Settings,
-                      pythons: Mapping[str, NodePython] | None = None) -> Path:
-    """The canonical groups our playbooks target, laid over the user's inventory (which keeps its vars), with the
-    interpreter preflight chose for each node (render/playbook_vars.py: python_host_vars)."""
+def run_inventory(cluster: Cluster, run_dir: Path, settings: Settings,
+                  pythons: Mapping[str, NodePython] | None = None) -> Path:
+    """The run's inventory, written from the validated Cluster alone: the groups our playbooks target, and per host
+    exactly the connection bootstrap's own connections use (address, port, user, key, known_hosts and bastion),
+    the interpreter (the inventory's, else preflight's choice: render/playbook_vars.py python_host_vars) and
+    ansible_become where the inventory gave it. Every string is data Ansible will not template."""
     interpreters = python_host_vars(cluster, settings, pythons or {})
 
-    def host_vars(node: Node) -> dict[str, str]:
-        # The SSH route as bootstrap's own connections take it (known_hosts, bastion), replacing the inventory's
-        # common and extra args, which it folds in.
-        found = {"ansible_ssh_common_args": ansible_ssh_common_args(node, settings.ssh), "ansible_ssh_extra_args": ""}
-        # Key paths are resolved against the inventory file; ssh would resolve them against its own cwd.
-        key = {"ansible_ssh_private_key_file": str(node.key_file)} if node.key_file else {}
-        return found | key | interpreters.get(node.name, {})
+    def host_vars(node: Node) -> dict[str, object]:
+        found: dict[str, object] = {
+            "ansible_host": node.address, "ansible_port": node.port, "ansible_user": node.user,
+            # The SSH route as bootstrap's own connections take it (known_hosts, bastion, the allowed options).
+            "ansible_ssh_common_args": ansible_ssh_common_args(node, settings.ssh),
+        }
+        if node.key_file:
+            # Resolved against the inventory file; ssh would resolve a relative one against its own cwd.
+            found["ansible_ssh_private_key_file"] = str(node.key_file)
+        if node.python_interpreter:
+            found["ansible_python_interpreter"] = node.python_interpreter
+        if node.become is not None:
+            found["ansible_become"] = node.become
+        return found | interpreters.get(node.name, {})
 
     # Ansible's names for the nodes (inventory host names), the control planes in inventory order: the first is
     # where kubeadm init runs, the others join it in that order.
@@ -202,14 +230,25 @@ def _groups_inventory(cluster: Cluster, run_dir: Path, settings: Settings,
         "all": {
             "children": {
                 "control_plane": {"hosts": {n.host: host_vars(n) for n in cluster.control_planes}},
-                "first_control_plane": {"hosts": {cluster.control_plane.host: {}}},
+                "first_control_plane": {"hosts": {cluster.control_plane.host: None}},
                 "workers": {"hosts": {n.host: host_vars(n) for n in cluster.workers}},
-                "k8s_cluster": {"children": {"control_plane": {}, "workers": {}}},
+                "k8s_cluster": {"children": {"control_plane": None, "workers": None}},
             }
         }
     }
-    path = run_dir / "groups.yml"
-    path.write_text(yaml.safe_dump(groups, sort_keys=False))
+    path = run_dir / "inventory.yml"
+    path.write_text(unsafe_yaml(groups))
+    return path
+
+
+def extra_vars_file(run_dir: Path, variables: Mapping[str, Any]) -> Path:
+    """The run's extra variables, where ansible-runner passes them (`-e @env/extravars`), every string untemplated
+    (a JSON `-e` on the command line would be trusted and templated). Readable by this user only: a phase's
+    variables may carry what the nodes need to join."""
+    path = run_dir / "env" / "extravars"
+    path.parent.mkdir(exist_ok=True)
+    path.touch(mode=0o600)
+    path.write_text(unsafe_yaml(variables))
     return path
 
 
@@ -219,7 +258,7 @@ def run_playbook(
     settings: Settings,
     *,
     phase: str | None = None,
-    limit: list[str] | None = None,
+    limit: Sequence[str] | None = None,
     extra_vars: dict[str, Any] | None = None,
     on_progress: Callable[[RunProgress], None] | None = None,
     verbose: bool = False,
@@ -230,13 +269,14 @@ def run_playbook(
     given; returns tallies and failures per inventory host name. `pythons` (node name -> the interpreter preflight
     chose) goes into the run's inventory; nodes without one are left to Ansible."""
     phase = phase or Path(playbook).stem
+    check_environment()
     playbook_path = PLAYBOOKS_DIR / playbook
     if not playbook_path.is_file():
         raise BootstrapError(f"internal: playbook {playbook_path} is missing from this checkout")
     import ansible_runner
 
     run_dir = new_run_dir(phase)
-    hosts = [n.host for n in cluster.nodes if not limit or n.host in limit]
+    hosts: list[str] = [n.host for n in cluster.nodes if not limit or n.host in limit]
     progress = RunProgress(phase=phase, hosts=hosts, tally={h: HostTally() for h in hosts})
     # Line-buffered: `tail -f run.log` (and a test watching it) sees each result as it comes.
     log = (run_dir / "run.log").open("w", buffering=1)
@@ -257,9 +297,7 @@ def run_playbook(
             on_progress(progress)
         return True
 
-    envvars = {
-        "ANSIBLE_ROLES_PATH": str(ROLES_DIR),
-        "ANSIBLE_CONFIG": str(ANSIBLE_CFG),
+    envvars = tool_environment() | {
         "ANSIBLE_SSH_ARGS": ssh_args(settings),
         # Always on: ssh_args' StrictHostKeyChecking=accept-new records new keys; off, Mitogen would check none.
         "ANSIBLE_HOST_KEY_CHECKING": "True",
@@ -269,20 +307,18 @@ def run_playbook(
         # bound to end with this process.
         "PATH": os.pathsep.join([*_ended_with_us(run_dir), str(Path(sys.executable).parent),
                                  os.environ.get("PATH", "")]),
-    } | executor_envvars(settings) | ansible_inventory_env(cluster.inventory_path, cluster.inventory_format)
+    } | executor_envvars(settings)
     passwords = {}
     if become_password is not None:
         passwords = {r"^BECOME password.*:\s*?$": become_password}
     cmdline = "--ask-become-pass" if become_password is not None else None
-    all_vars = playbook_vars(cluster, settings) | connection_vars() | (extra_vars or {})
+    extra_vars_file(run_dir, playbook_vars(cluster, settings) | connection_vars() | (extra_vars or {}))
     try:
         result = ansible_runner.run(
             private_data_dir=str(run_dir),
             playbook=str(playbook_path),
-            inventory=[str(cluster.inventory_path.resolve()),
-                       str(_groups_inventory(cluster, run_dir, settings, pythons))],
+            inventory=str(run_inventory(cluster, run_dir, settings, pythons)),
             limit=",".join(limit) if limit else None,
-            extravars=all_vars,
             envvars=envvars,
             passwords=passwords,
             cmdline=cmdline,

@@ -228,7 +228,7 @@ class SshShell:
 
     def __init__(self, node: Node, settings: SshSettings, become_password: str | None = None) -> None:
         self.node = node
-        self.name = node.name
+        self.name: str = node.name
         self.settings = settings
         self._become_password = become_password
         self._connection: Connection | None = None

@@ -6,6 +6,7 @@ from collections.abc import Sequence
 
 from kubernetes import client
 
+from provision.inputs.values import NodeName
 from provision.kube.client import load_api_client
 from provision.kube.kubeconfig import admin_kubeconfig_path
 from provision.kube.verify import Expectations
@@ -25,11 +26,11 @@ def expectations(ctx: PhaseContext, nodes: Sequence[str] | None = None, *, joine
     settings = ctx.settings
     cluster = ctx.cluster
     scope = tuple(nodes) if nodes is not None else ctx.target_nodes
-    gpus = {name: count for name, count in (ctx.state.gpus or {}).items() if name in scope}
+    gpus: dict[str, int] = {name: count for name, count in (ctx.state.gpus or {}).items() if name in scope}
     # Those that joined (the first one was initialised as the control plane).
     control_planes = tuple(n.name for n in cluster.control_planes[1:] if n.name in scope)
     etcd = None
-    endpoint_pods = None
+    endpoint_pods: tuple[str, tuple[str, ...]] | None = None
     every_control_plane = tuple(n.name for n in cluster.control_planes)
     if joined:
         if len(cluster.control_planes) > 1 and (ctx.nodes is None or control_planes):
@@ -50,7 +51,7 @@ def expectations(ctx: PhaseContext, nodes: Sequence[str] | None = None, *, joine
                         etcd_allowed=every_control_plane if etcd is not None else None, endpoint_pods=endpoint_pods)
 
 
-def gpu_nodes(ctx: PhaseContext) -> dict[str, int]:
+def gpu_nodes(ctx: PhaseContext) -> dict[NodeName, int]:
     """The nodes of this run where preflight found GPUs, with their counts."""
     return {name: count for name, count in (ctx.state.gpus or {}).items()
             if count > 0 and name in ctx.target_nodes}

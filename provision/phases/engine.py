@@ -22,6 +22,7 @@ from provision.inputs.files import shown
 from provision.inputs.inventory import Cluster
 from provision.inputs.settings import Settings
 from provision.inputs.state import ClusterState, PhaseRecord, inputs_fingerprint
+from provision.inputs.values import NodeName
 from provision.kube.kubeconfig import admin_kubeconfig_path
 from provision.nodes.runner import PlaybookResult, RunProgress, run_playbook
 from provision.render.endpoint import endpoint_mode
@@ -70,7 +71,7 @@ class PhaseContext:
     settings: Settings
     state: ClusterState
     # The nodes this run is about (`node add NAME`, `reset NAMES`); None: the whole cluster.
-    nodes: tuple[str, ...] | None = None
+    nodes: tuple[NodeName, ...] | None = None
     verbose: bool = False
     become_password: str | None = None
     on_progress: Callable[[RunProgress], None] | None = None
@@ -88,7 +89,7 @@ class PhaseContext:
             self.on_message(message)
 
     @property
-    def target_nodes(self) -> tuple[str, ...]:
+    def target_nodes(self) -> tuple[NodeName, ...]:
         return self.nodes if self.nodes is not None else tuple(n.name for n in self.cluster.nodes)
 
 

@@ -7,6 +7,11 @@ from provision.phases.engine import Phase, PhaseContext
 def check(ctx: PhaseContext) -> str:
     result = ctx.playbook_results[-1]
     changed = {h: c for h, c in result.changed.items() if c}
+    # The smoke test's cache path holds a folder the smoke test did not mark as its own: kept, and said.
+    for host, paths in sorted(result.facts("reset_left_alone").items()):
+        for path in paths or []:
+            ctx.say(f"{host}: {path} left alone: it is smoke_test.cache_path but does not carry the smoke test's mark "
+                    "(the smoke test did not make it); remove it yourself if it is not needed")
     return (f"{len(result.tally)} nodes clean; changed: {', '.join(sorted(changed))}" if changed
             else f"{len(result.tally)} nodes were already clean")
 

@@ -9,11 +9,10 @@ so a control plane that dies takes no node with it. none: one control plane, rea
 """
 from __future__ import annotations
 
-import ipaddress
 from dataclasses import dataclass
 from typing import Literal
 
-from provision.inputs.inventory import Cluster, Node
+from provision.inputs.inventory import Cluster
 from provision.inputs.settings import Settings
 
 EndpointMode = Literal["vip", "proxy", "none"]
@@ -24,17 +23,6 @@ PROXY_PORT = 6444
 # A name every kubeadm API server certificate carries: a kubeconfig that reaches the API through the local proxy
 # (127.0.0.1, in no certificate) verifies the server as this.
 API_SERVER_CERT_NAME = "kubernetes"
-
-
-def node_ip(node: Node) -> str | None:
-    """The address other nodes reach this one on: the inventory's node_ip (or kubespray's ip), else ansible_host
-    when it is an IP literal; None leaves the choice to kubeadm and the kubelet (the default route's interface)."""
-    if node.ip:
-        return node.ip
-    try:
-        return str(ipaddress.IPv4Address(node.address))
-    except ValueError:
-        return None
 
 
 def endpoint_mode(cluster: Cluster, settings: Settings) -> EndpointMode:
@@ -79,7 +67,7 @@ def api_endpoint(cluster: Cluster, settings: Settings) -> ApiEndpoint:
         vip = settings.control_plane.vip
         assert vip is not None  # the settings refuse endpoint vip without one
         return ApiEndpoint(mode, vip, vip)
-    address = node_ip(first)
+    address = first.cluster_address
     if mode == "proxy":
         # The other nodes must reach it: its cluster address, else the name they resolve.
         return ApiEndpoint(mode, address or first.address, first.address)

@@ -15,7 +15,7 @@ from provision.inputs import versions
 from provision.inputs.inventory import Cluster
 from provision.inputs.settings import Settings
 from provision.inputs.sources import resolve_sources
-from provision.render.endpoint import API_SERVER_PORT, api_endpoint, node_ip
+from provision.render.endpoint import API_SERVER_PORT, api_endpoint
 
 CRI_SOCKET = "unix:///run/containerd/containerd.sock"
 # The bootstrap token that `kubeadm init` creates anyway lives 15 minutes instead of kubeadm's 24 hours:
@@ -43,7 +43,7 @@ def init_config_documents(cluster: Cluster, settings: Settings, kubernetes_versi
     kube = settings.kubernetes
     api_version = versions.KUBEADM_API_VERSION
     control_plane = cluster.control_plane
-    address = node_ip(control_plane)
+    address = control_plane.cluster_address
 
     registration: dict[str, Any] = {"name": control_plane.name, "criSocket": CRI_SOCKET}
     if address:
@@ -76,7 +76,7 @@ def init_config_documents(cluster: Cluster, settings: Settings, kubernetes_versi
     endpoint = api_endpoint(cluster, settings)
     cert_sans: list[str] = []
     for node in cluster.control_planes:
-        for san in (node.name, node.address, node_ip(node)):
+        for san in (node.name, node.address, node.cluster_address):
             if san and san not in cert_sans:
                 cert_sans.append(san)
     if endpoint.host and endpoint.host not in cert_sans:

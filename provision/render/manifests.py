@@ -21,7 +21,6 @@ from provision.render.endpoint import (
     PROXY_HOST,
     PROXY_PORT,
     ApiEndpoint,
-    node_ip,
 )
 from provision.render.node_paths import ADMIN_CONF, KUBERNETES_DIR, STATIC_POD_DIR, SUPER_ADMIN_CONF
 from provision.resources import MANIFESTS_DIR
@@ -165,7 +164,7 @@ def api_proxy(cluster: Cluster, settings: Settings) -> ApiProxy:
     """The local proxy every node runs in proxy mode: HAProxy's configuration (every control plane a server) and
     the static pod that runs it, the same on every node."""
     listen = f"{PROXY_HOST}:{PROXY_PORT}"
-    servers = [{"name": node.name, "address": node_ip(node) or node.address} for node in cluster.control_planes]
+    servers = [{"name": node.name, "address": node.cluster_address or node.address} for node in cluster.control_planes]
     config = _render("endpoint/haproxy.cfg.j2", listen=listen, servers=servers, api_server_port=API_SERVER_PORT)
     manifest = _render("endpoint/api-proxy.yaml.j2", name=API_PROXY_NAME, listen=listen, config_dir=API_PROXY_DIR,
                        config_hash=hashlib.sha256(config.encode()).hexdigest()[:16],

@@ -13,12 +13,13 @@ from typing import Any, Literal
 from provision.errors import BootstrapError
 from provision.inputs import versions
 from provision.inputs.addons import AddonName
-from provision.inputs.inventory import Cluster
+from provision.inputs.inventory import Cluster, Node
 from provision.inputs.platforms import NodePython, Platform, bootstrap_script, role_rows
-from provision.inputs.settings import Settings
+from provision.inputs.settings import CACHE_MARKER, Settings
 from provision.inputs.sources import resolve_sources
+from provision.inputs.values import HostName, NodeName
 from provision.render.addons import ClusterFacts, addon_plan
-from provision.render.endpoint import API_SERVER_CERT_NAME, api_endpoint, endpoint_mode, node_ip
+from provision.render.endpoint import API_SERVER_CERT_NAME, api_endpoint, endpoint_mode
 from provision.render.kubeadm_config import CRI_SOCKET, ignored_preflight_errors, render_init_config
 from provision.render.manifests import (
     API_PROXY_DIR,
@@ -64,13 +65,14 @@ def playbook_vars(cluster: Cluster, settings: Settings) -> dict[str, Any]:
         "cb_package_lock_timeout_s": settings.packages.lock_timeout_s,
         "cb_download_attempts": settings.downloads.attempts,
         "cb_gpu": settings.gpu.model_dump(),
-        # The smoke test's data cache on the nodes (a hostPath): reset removes it.
+        # The smoke test's data cache on the nodes (a hostPath): reset removes it where the smoke test marked it.
         "cb_smoke_cache_path": settings.smoke_test.cache_path,
+        "cb_smoke_cache_marker": CACHE_MARKER,
         # The first control plane (kubeadm init runs there); `host` is Ansible's name for it, `name` the node's.
         "cb_control_plane": {"name": cluster.control_plane.name, "host": cluster.control_plane.host,
                              "address": cluster.control_plane.address},
         # `ip`: the address the other nodes reach it on, where the inventory gives one (else null).
-        "cb_cluster_nodes": [{"name": n.name, "host": n.host, "address": n.address, "ip": node_ip(n), "role": n.role}
+        "cb_cluster_nodes": [{"name": n.name, "host": n.host, "address": n.address, "ip": n.cluster_address, "role": n.role}
                              for n in cluster.nodes],
         # Inventory host name -> node name (the machine's hostname, kubeadm's --node-name).
         "cb_node_names": {n.host: n.name for n in cluster.nodes},
@@ -95,7 +97,7 @@ def python_host_vars(cluster: Cluster, settings: Settings, pythons: Mapping[str,
     found: dict[str, dict[str, str]] = {}
     for node in cluster.nodes:
         python = pythons.get(node.name)
-        if python is None or "ansible_python_interpreter" in node.variables:
+        if python is None or node.python_interpreter is not None:
             continue
         found[node.name] = {"ansible_python_interpreter": python.interpreter}
         platform = python.platform
@@ -104,23 +106,24 @@ def python_host_vars(cluster: Cluster, settings: Settings, pythons: Mapping[str,
     return found
 
 
-def nvidia_nodes(cluster: Cluster, gpus: Mapping[str, int]) -> list[str]:
-    """The nodes that get the NVIDIA driver and container toolkit, by inventory host name (what the role compares
-    with inventory_hostname): gpu=true in the inventory, or gpu=auto (the default) and preflight counted NVIDIA
-    GPUs on the node (`gpus`, node name -> count). gpu=false never."""
-    return [n.host for n in cluster.nodes if n.gpu == "true" or (n.gpu == "auto" and gpus.get(n.name, 0) > 0)]
+def nvidia_nodes(cluster: Cluster, gpus: Mapping[NodeName, int]) -> list[Node]:
+    """The nodes that get the NVIDIA driver and container toolkit: gpu=true in the inventory, or gpu=auto (the
+    default) and preflight counted NVIDIA GPUs on the node (`gpus`, node name -> count). gpu=false never."""
+    return [n for n in cluster.nodes if n.gpu == "true" or (n.gpu == "auto" and gpus.get(n.name, 0) > 0)]
 
 
-def prepare_vars(cluster: Cluster, gpus: Mapping[str, int],
-                 generations: Mapping[str, list[str]] | None = None) -> dict[str, Any]:
+def prepare_vars(cluster: Cluster, gpus: Mapping[NodeName, int],
+                 generations: Mapping[NodeName, list[str]] | None = None) -> dict[str, Any]:
     """The prepare playbook's own variables: which nodes are GPU nodes, so the nvidia role never looks again, and
     the NVIDIA kernel module each needs (open for Turing and newer, proprietary when an older GPU is there; open,
-    NVIDIA's default, when preflight named no generation)."""
+    NVIDIA's default, when preflight named no generation). Both are keyed by inventory host name (what the role
+    compares with inventory_hostname); preflight's counts and generations by node name."""
     nodes = nvidia_nodes(cluster, gpus)
-    known = {name: [versions.GPU_GENERATIONS[versions.generation_index(g)] for g in (generations or {}).get(name, [])]
-             for name in nodes}
-    return {"cb_nvidia_nodes": nodes,
-            "cb_nvidia_modules": {name: versions.module_flavour(known[name]) if known[name] else "open" for name in nodes}}
+    modules: dict[HostName, str] = {}
+    for node in nodes:
+        known = [versions.GPU_GENERATIONS[versions.generation_index(g)] for g in (generations or {}).get(node.name, [])]
+        modules[node.host] = versions.module_flavour(known) if known else "open"
+    return {"cb_nvidia_nodes": [node.host for node in nodes], "cb_nvidia_modules": modules}
 
 
 def kube_vip_vars(cluster: Cluster, settings: Settings, vip_interfaces: Mapping[str, str]) -> dict[str, Any]:
@@ -159,7 +162,7 @@ def join_vars(cluster: Cluster, settings: Settings, *, vip_interfaces: Mapping[s
     proxy = api_proxy(cluster, settings) if endpoint.mode == "proxy" else None
     return {
         # By inventory host name: the role looks itself up with inventory_hostname.
-        "cb_node_ips": {n.host: node_ip(n) for n in cluster.nodes if node_ip(n)},
+        "cb_node_ips": {n.host: n.cluster_address for n in cluster.nodes if n.cluster_address},
         "cb_api_proxy": {"dir": API_PROXY_DIR, "manifest_path": API_PROXY_MANIFEST,
                          "config": proxy.config if proxy else "", "manifest": proxy.manifest if proxy else ""},
         "cb_kube_proxy_kubeconfig": kube_proxy_kubeconfig(endpoint) if proxy else "",
@@ -187,8 +190,8 @@ def mig_layout(settings: Settings, cluster: Cluster, nodes: Sequence[str]) -> di
     return {"hosts": sorted(hosts), "profile": profile, "instances": hosts}
 
 
-def gpu_vars(settings: Settings, cluster: Cluster, nodes: Sequence[str],
-             generations: Mapping[str, list[str]]) -> dict[str, Any]:
+def gpu_vars(settings: Settings, cluster: Cluster, nodes: Sequence[NodeName],
+             generations: Mapping[NodeName, list[str]]) -> dict[str, Any]:
     """gpu_plugin.yml: the GPU nodes (node names), each with the labels every GPU node gets and its oldest GPU
     generation where preflight named them (`generations`, node name -> generations: the smoke test picks its image
     for the oldest among the nodes it runs on), the MIG layout, the device plugin and the RuntimeClass."""

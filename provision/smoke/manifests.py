@@ -9,6 +9,7 @@ fetches the archive into a hostPath or a PVC once; with --save, rank 0's model i
 """
 from __future__ import annotations
 
+import functools
 import shlex
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
@@ -18,6 +19,7 @@ from typing import Any, Literal
 import jinja2
 import yaml
 
+from provision.inputs.settings import CACHE_MARKER
 from provision.resources import MANIFESTS_DIR, TRAINER_DIR
 
 TEMPLATES_DIR = MANIFESTS_DIR / "smoke"
@@ -174,8 +176,29 @@ def fetch_command(spec: SmokeSpec) -> str:
         '        sys.exit(f"error: {exc}")',
         'print(f"CIFAR-10 ready in {folder}", flush=True)',
     ])
-    return (f"exec timeout {spec.data_timeout_s} python -c {shlex.quote(fetch)} "
+    claim = f"{claim_cache(f'$(dirname {shlex.quote(DATA_DIR)})')}\n" if spec.cache == "hostpath" else ""
+    return (f"{claim}exec timeout {spec.data_timeout_s} python -c {shlex.quote(fetch)} "
             f"{shlex.join([DATA_DIR, spec.cifar10_url, spec.cifar10_md5])}")
+
+
+def claim_cache(root: str) -> str:
+    """Shell that makes the node's cache folder (a hostPath: smoke_test.cache_path) the smoke test's own before
+    anything is written there: a folder that is new or empty gets CACHE_MARKER, which `reset` looks for before it
+    removes the folder; one that holds other files without the mark is not used (and never removed)."""
+    # Listed before the mark is looked for: a pod beside it writes the mark before anything else, so files seen
+    # without the mark after them are not the smoke test's.
+    return "\n".join([
+        f"cache={root}; marker=\"$cache/{CACHE_MARKER}\"",
+        'found=$(ls -A "$cache" 2>/dev/null)',
+        'if [ ! -e "$marker" ]; then',
+        '  if [ -n "$found" ]; then',
+        '    echo "error: smoke_test.cache_path holds files the smoke test did not put there: choose an empty or new '
+        'folder" >&2; exit 3',
+        "  fi",
+        '  mkdir -p "$cache" && echo "the smoke test\'s data cache (cluster-bootstrap); bootstrap reset removes this '
+        'folder" > "$marker"',
+        "fi",
+    ])
 
 
 def _bandwidth_args(spec: SmokeSpec) -> str:
@@ -187,6 +210,7 @@ def _then_keep_results(spec: SmokeSpec, train: str) -> str:
     if not spec.keep_results:
         return f"exec {train}"
     return "\n".join([
+        *([claim_cache(CACHE_MOUNT)] if spec.cache == "hostpath" else []),
         train,
         "status=$?",
         f'if [ "$status" = 0 ] && [ -f /work/out/model.pt ]; then mkdir -p {spec.results_dir} && '
@@ -240,6 +264,7 @@ def _commands(spec: SmokeSpec) -> dict[str, str]:
             "trainjob_command": trainjob, "fetch_command": fetch_command(spec)}
 
 
+@functools.cache
 def _environment() -> jinja2.Environment:
     return jinja2.Environment(loader=jinja2.FileSystemLoader(TEMPLATES_DIR), undefined=jinja2.StrictUndefined,
                               keep_trailing_newline=True, autoescape=False)

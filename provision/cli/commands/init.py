@@ -3,6 +3,7 @@ written, and never over files that exist."""
 from __future__ import annotations
 
 import os
+import shlex
 import tempfile
 from dataclasses import replace
 from datetime import date
@@ -16,8 +17,11 @@ import yaml
 from provision.cli import invocation
 from provision.cli.views import console
 from provision.errors import InputError
+from provision.inputs.files import shown
+from provision.inputs.inventory import address_problem
 from provision.inputs.settings import MirrorProfile, Settings
 from provision.inputs.validation import load_cluster
+from provision.inputs.values import LOCAL_PATH, USER_NAME, creatable_directory_problem
 
 HELP = """Write a commented hosts.ini and cluster.yaml for your machines, ready for `bootstrap up`.
 
@@ -37,12 +41,17 @@ class GpuChoice(StrEnum):
     false = "false"
 
 
-def _addresses(values: list[str] | None) -> list[str]:
-    """`--workers a,b --workers c` -> [a, b, c]."""
-    found = [part.strip() for value in values or [] for part in value.split(",")]
+def _addresses(values: list[str] | None, option: str) -> list[str]:
+    """`--workers a,b --workers c` -> [a, b, c], each an address as an inventory's ansible_host must be (written
+    into hosts.ini: a space or a newline would add variables or sections of its own)."""
+    found = [part.strip(" ") for value in values or [] for part in value.split(",")]
     if any(not part for part in found):
-        raise InputError("--workers/--control-plane: an empty address in the list: write addresses separated by "
-                         "commas, e.g. --workers 10.0.0.11,10.0.0.12")
+        raise InputError(f"{option}: an empty address in the list: write addresses separated by commas, e.g. "
+                         "--workers 10.0.0.11,10.0.0.12")
+    for address in found:
+        problem = address_problem(address)
+        if problem:
+            raise InputError(f"{option} {shown(address)} {problem}")
     return found
 
 
@@ -62,7 +71,7 @@ def inventory_text(control_planes: list[str], workers: list[str], *, user: str, 
         "",
         "[all:vars]",
         f"ansible_user={user}",
-        *([f"ansible_ssh_private_key_file={key}"] if key else
+        *([f"ansible_ssh_private_key_file={shlex.quote(str(key))}"] if key else
           ["# ansible_ssh_private_key_file=~/.ssh/id_ed25519   # without it: your SSH agent and default keys"]),
         *([f"ansible_port={port}"] if port != 22 else []),
         f"gpu={gpu}",
@@ -108,6 +117,14 @@ def init_files(directory: Path, control_planes: list[str], workers: list[str], *
             raise InputError(f"{path} exists: `bootstrap init` never overwrites; move it away or pass --dir")
     if not directory.is_dir():
         raise InputError(f"{directory}: not a directory: pass an existing directory with --dir")
+    problem = creatable_directory_problem(directory.absolute())
+    if problem:
+        raise InputError(f"--dir {problem}")
+    problem = USER_NAME.problem(user)
+    if problem:
+        raise InputError(f"--user {problem}")
+    if key is not None and LOCAL_PATH.problem(str(key)):
+        raise InputError(f"--key {LOCAL_PATH.problem(str(key))}")
     if not control_planes:
         raise InputError("--control-plane is required: the address of the machine that runs the control plane")
     if key is not None:
@@ -123,7 +140,10 @@ def init_files(directory: Path, control_planes: list[str], workers: list[str], *
         except InputError as exc:
             raise InputError(str(exc).replace(f"{scratch}/", "")) from None
     for path, text in texts.items():
-        write_new(path, text)
+        try:
+            write_new(path, text)
+        except OSError as exc:
+            raise InputError(f"{path} cannot be written ({exc.strerror}): pass another --dir") from None
     return inventory, config
 
 
@@ -143,7 +163,8 @@ def register(app: typer.Typer) -> None:
             help="Mirror profile (cn: Aliyun, Tsinghua, USTC, DaoCloud).")] = MirrorProfile.default,
         directory: Annotated[Path, typer.Option("--dir", help="Where to write hosts.ini and cluster.yaml.")] = Path("."),
     ) -> None:
-        inventory, config = init_files(directory, _addresses(control_plane), _addresses(workers), user=user, key=key,
+        inventory, config = init_files(directory, _addresses(control_plane, "--control-plane"),
+                                       _addresses(workers, "--workers"), user=user, key=key,
                                        port=port, gpu=gpu.value, profile=profile.value)
         console.print(f"wrote {inventory} and {config}; next:")
         # With the state directory this run was given: the commands as printed are the run that comes next.

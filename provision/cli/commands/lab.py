@@ -2,8 +2,10 @@
 from __future__ import annotations
 
 import os
+import re
 import shlex
 import shutil
+from collections.abc import Callable
 from dataclasses import replace
 from pathlib import Path
 from typing import Annotated, Any
@@ -16,7 +18,9 @@ from provision.cli import invocation
 from provision.cli.options import ConfigOption, VerboseOption, YesOption
 from provision.cli.views import console
 from provision.errors import BootstrapError, InputError
+from provision.inputs.files import shown
 from provision.inputs.settings import parse_settings, read_settings_document
+from provision.inputs.values import Shape, parse_ipv4_network
 from provision.lab.vagrant import Lab, LabFiles, LabOptions, lab_os_choices
 
 
@@ -51,6 +55,20 @@ def _vagrant_line(line: str) -> None:
     console.print(Text(f"  {line}", style="dim"), soft_wrap=True)
 
 
+# A Vagrant box name: owner/name (the Vagrantfile hands it to Vagrant as it is).
+BOX = Shape("a Vagrant box name", re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]*/[A-Za-z0-9][A-Za-z0-9._-]*", re.ASCII),
+            "owner/name of letters, digits, '.', '_', '-'", "debian/bookworm64", max_length=128)
+parse_box = BOX.parse
+
+
+def one_of(*choices: str) -> Callable[[str], str]:
+    def parse(value: str) -> str:
+        if value not in choices:
+            raise ValueError(f"{shown(value)} is not one of {', '.join(choices)}")
+        return value
+    return parse
+
+
 def register(app: typer.Typer) -> None:
     lab_app = typer.Typer(help="A local cluster on Vagrant machines: made by the Vagrantfile, prepared by the "
                                "toolkit. Settings: lab.yml beside the Vagrantfile (see docs/lab.md).",
@@ -67,14 +85,15 @@ def register(app: typer.Typer) -> None:
         os_name: Annotated[str | None, typer.Option(
             "--os", help=f"{', '.join(lab_os_choices())} (LAB_OS).", show_default=False)] = None,
         box: Annotated[str | None, typer.Option(help="A box name that replaces the one --os picks (LAB_BOX).",
-                                                show_default=False)] = None,
+                                                show_default=False, parser=parse_box)] = None,
         provider: Annotated[str | None, typer.Option(help="libvirt or virtualbox (LAB_PROVIDER).",
-                                                     show_default=False)] = None,
+                                                     show_default=False, parser=one_of("libvirt", "virtualbox"))] = None,
         libvirt_driver: Annotated[str | None, typer.Option(
             help="kvm, or qemu on hosts without hardware virtualisation (LAB_LIBVIRT_DRIVER).",
-            show_default=False)] = None,
+            show_default=False, parser=one_of("kvm", "qemu"))] = None,
         network: Annotated[str | None, typer.Option(
-            help="The private network, e.g. 192.168.56.0/24 (LAB_NETWORK).", show_default=False)] = None,
+            help="The private network, e.g. 192.168.56.0/24 (LAB_NETWORK).", show_default=False,
+            parser=parse_ipv4_network)] = None,
         config: ConfigOption = None,
         machines_only: Annotated[bool, typer.Option(
             "--machines-only", help="Stop once the machines answer SSH: write the inventory and settings only.")] = False,

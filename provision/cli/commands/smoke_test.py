@@ -16,7 +16,9 @@ from rich.text import Text
 from provision.cli import invocation
 from provision.cli.options import ConfigOption
 from provision.cli.views import literal_console, smoke_log_lines, smoke_view
-from provision.inputs.settings import load_settings
+from provision.errors import InputError
+from provision.inputs.settings import load_settings, with_overrides
+from provision.inputs.values import LOCAL_PATH, creatable_directory_problem
 from provision.smoke.choices import assumed_offer, choose
 from provision.smoke.driver import CACHE_NAMESPACE, SmokeProgress, build_spec, new_namespace, run_smoke_test
 from provision.smoke.manifests import RUN_LABEL, Scheduler, Workload, render, to_yaml
@@ -108,6 +110,17 @@ def print_verdict(verdict: Verdict) -> None:
         console.print(Text.assemble(("not saved:", "red"), f" {verdict.save_error}"), soft_wrap=True)
 
 
+def save_directory_problem(path: Path) -> str | None:
+    """Why `--save` cannot hold the results (a file, or a place this user cannot create a folder in): said before
+    training, not after it."""
+    problem = LOCAL_PATH.problem(str(path))
+    if problem:
+        return problem
+    if path.exists() and not path.is_dir():
+        return f"{path} is a file: name a folder (it is created if it does not exist)"
+    return creatable_directory_problem(path.absolute())
+
+
 def register(app: typer.Typer) -> None:
     @app.command("smoke-test")
     def smoke_test(
@@ -149,7 +162,16 @@ def register(app: typer.Typer) -> None:
         """Train CIFAR-10 on the cluster's GPUs and judge the run: PASS with accuracy and time, or FAIL with
         the cause read from the API. Exit code 0 on PASS, 1 on FAIL (or when --save could not copy the model)."""
         invocation.remember(config=config, kubeconfig=kubeconfig)
-        settings = load_settings(config)
+        # Each option that stands for a setting is checked exactly as the setting is (an image with a fixed tag,
+        # ...), before anything is rendered or any cluster is asked.
+        settings = with_overrides(load_settings(config), {
+            "smoke_test.image": ("--image", image), "smoke_test.gpus": ("--gpus", gpus),
+            "smoke_test.nodes": ("--nodes", nodes), "smoke_test.epochs": ("--epochs", epochs),
+            "smoke_test.timeout_s": ("--timeout", timeout)})
+        if save is not None:
+            problem = save_directory_problem(save.expanduser())
+            if problem:
+                raise InputError(f"--save {problem}")
         if print_manifests is not None:
             # Without a cluster to ask, "auto" means GPU unless --cpu or the settings say CPU.
             mode: Mode = "cpu" if cpu or settings.smoke_test.mode == "cpu" else "gpu"

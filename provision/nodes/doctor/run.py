@@ -15,6 +15,7 @@ from provision.findings import Finding
 from provision.inputs.inventory import Cluster, Node
 from provision.inputs.settings import Settings
 from provision.inputs.sources import resolve_sources
+from provision.inputs.values import NodeName
 from provision.nodes.doctor.checks import (
     check_certs,
     check_clocks,
@@ -33,7 +34,6 @@ from provision.nodes.doctor.checks import (
 )
 from provision.nodes.doctor.probe import NodeHealth, parse_health, probe_script
 from provision.nodes.ssh import SshError, SshShell
-from provision.render.endpoint import node_ip
 from provision.render.playbook_vars import sandbox_image
 
 PROBE_TIMEOUT_S = 60
@@ -82,7 +82,7 @@ def _probe(node: Node, settings: Settings, become_password: str | None, script: 
                    clock_uncertainty_s=(finished - started) / 2)
 
 
-def expected_gpus(node: Node, health: NodeHealth, counted: Mapping[str, int] | None) -> int:
+def expected_gpus(node: Node, health: NodeHealth, counted: Mapping[NodeName, int] | None) -> int:
     """The GPUs a node should have: preflight's count (kept in the cluster's state), else those on its PCI bus;
     none where the inventory says gpu=false."""
     if node.gpu == "false":
@@ -98,7 +98,7 @@ def judge_node(node: Node, health: NodeHealth, cluster: Cluster, settings: Setti
     name = node.name
     return [
         check_swap(name, health), check_hostname(name, health),
-        check_hosts(name, health, {n.name: node_ip(n) for n in cluster.nodes}),
+        check_hosts(name, health, {n.name: n.cluster_address for n in cluster.nodes}),
         check_firewall(name, health, required_ports(node.is_control_plane)), check_selinux(name, health),
         check_containerd(name, health, sandbox_image=sandbox_image(settings), nvidia=gpus > 0,
                          nvidia_default=settings.gpu.runtime == "default"),
@@ -108,7 +108,7 @@ def judge_node(node: Node, health: NodeHealth, cluster: Cluster, settings: Setti
     ]
 
 
-def run_node_checks(cluster: Cluster, settings: Settings, *, counted_gpus: Mapping[str, int] | None = None,
+def run_node_checks(cluster: Cluster, settings: Settings, *, counted_gpus: Mapping[NodeName, int] | None = None,
                     become_password: str | None = None, now: datetime | None = None,
                     max_parallel: int = 32) -> list[NodeDoctorReport]:
     """Probe and judge every node of the inventory, in inventory order."""
@@ -120,7 +120,7 @@ def run_node_checks(cluster: Cluster, settings: Settings, *, counted_gpus: Mappi
 
     with ThreadPoolExecutor(max_workers=max(1, min(max_parallel, len(cluster.nodes)))) as pool:
         probed = dict(zip([n.name for n in cluster.nodes], pool.map(probe, cluster.nodes), strict=True))
-    healths = {name: found for name, (found, _) in probed.items() if isinstance(found, NodeHealth)}
+    healths: dict[str, NodeHealth] = {name: found for name, (found, _) in probed.items() if isinstance(found, NodeHealth)}
     clocks = check_clocks(healths)
     moment = now or datetime.now().astimezone()
     reports = []

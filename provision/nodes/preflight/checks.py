@@ -477,7 +477,7 @@ def evaluate(nodes: list[Node], facts_by_node: dict[str, NodeFacts], ansible_cor
     None). `multi_node`: the smoke test will train across nodes, so links under min_link_gbps are warned about."""
     settings = settings or Settings()
     unique = check_unique(facts_by_node)
-    results = {}
+    results: dict[str, NodeVerdict] = {}
     for node in nodes:
         facts = facts_by_node[node.name]
         gpu_finding, gpu_count = check_gpu(facts, node)

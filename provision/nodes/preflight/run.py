@@ -223,7 +223,7 @@ def run_preflight(cluster: Cluster, settings: Settings, *, nodes: list[str] | No
         return outcome
 
     with ThreadPoolExecutor(max_workers=max(1, min(max_parallel, len(probed_nodes)))) as pool:
-        probes = {p.node.name: p for p in pool.map(probe, probed_nodes)}
+        probes: dict[str, _Probe] = {p.node.name: p for p in pool.map(probe, probed_nodes)}
     facts_by_node = {name: p.facts for name, p in probes.items() if p.facts is not None}
     smoke = settings.smoke_test
     judged = evaluate([n for n in targets if n.name in facts_by_node], facts_by_node, ansible_core, settings=settings,
