@@ -7,9 +7,9 @@ from pathlib import Path
 
 import pytest
 
-from tests.lab.fixtures import lab3, lab_factory, mark_lab_tests, rpm_tree
+from tests.lab.fixtures import etcd_cluster, lab3, lab_factory, mark_lab_tests, rpm_tree
 
-__all__ = ["lab3", "lab_factory", "rpm_tree"]
+__all__ = ["etcd_cluster", "lab3", "lab_factory", "rpm_tree"]
 
 
 @pytest.fixture

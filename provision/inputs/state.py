@@ -122,6 +122,8 @@ class ClusterState:
     vip_interfaces: dict[str, str] = field(default_factory=dict)
     # Node name -> the link speed (Gb/s) multi-node training crosses there, where preflight could read it.
     link_gbps: dict[str, float] = field(default_factory=dict)
+    # The control planes where the etcd snapshot timer is installed (so that turning it off removes it).
+    etcd_timer: list[str] = field(default_factory=list)
 
     @classmethod
     def load(cls, cluster: Cluster) -> ClusterState:
@@ -134,7 +136,8 @@ class ClusterState:
                        pythons={k: NodePython(**v) for k, v in (data.get("pythons") or {}).items()},
                        phases={k: PhaseRecord(**v) for k, v in (data.get("phases") or {}).items()},
                        vip_interfaces=dict(data.get("vip_interfaces") or {}),
-                       link_gbps=dict(data.get("link_gbps") or {}))
+                       link_gbps=dict(data.get("link_gbps") or {}),
+                       etcd_timer=list(data.get("etcd_timer") or []))
         except (ValueError, TypeError) as exc:
             raise BootstrapError(f"{path}: unreadable state ({exc}); delete it and re-run `bootstrap up`") from None
 
@@ -145,7 +148,7 @@ class ClusterState:
                                    "pythons": {k: asdict(v) for k, v in self.pythons.items()},
                                    "phases": {k: asdict(v) for k, v in self.phases.items()},
                                    "vip_interfaces": self.vip_interfaces,
-                                   "link_gbps": self.link_gbps}, indent=2))
+                                   "link_gbps": self.link_gbps, "etcd_timer": self.etcd_timer}, indent=2))
         tmp.replace(path)
 
 

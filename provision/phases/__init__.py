@@ -13,6 +13,7 @@ from provision.phases import (
     etcd_probe,
     etcd_remove,
     etcd_snapshot,
+    etcd_timer,
     gpu,
     join,
     network,
@@ -28,13 +29,15 @@ from provision.phases.engine import Phase, PhaseContext, PhaseOutcome, PhaseResu
 PHASES: dict[str, Phase] = {p.name: p for p in (
     preflight.PHASE, prepare.PHASE, control_plane.PHASE, network.PHASE, join.PHASE, gpu.PHASE, *addons.PHASES,
     verify.PHASE, smoke.PHASE, drain.PHASE, etcd_remove.PHASE, reset.PHASE, etcd_probe.PHASE, etcd_snapshot.PHASE,
+    etcd_timer.PHASE,
 )}
 
-UP_PHASES: tuple[str, ...] = ("preflight", "prepare", "control_plane", "network", "join", "gpu", *ADDON_ORDER,
-                              "verify", "smoke")
+UP_PHASES: tuple[str, ...] = ("preflight", "prepare", "control_plane", "network", "join", "etcd_timer", "gpu",
+                              *ADDON_ORDER, "verify", "smoke")
 NODE_ADD_PHASES: tuple[str, ...] = ("preflight", "prepare", "join", "gpu", "verify")
 RESET_PHASES: tuple[str, ...] = ("drain", "etcd", "reset")
 ETCD_SNAPSHOT_PHASES: tuple[str, ...] = ("etcd_probe", "etcd_snapshot")
+ETCD_LIST_PHASES: tuple[str, ...] = ("etcd_probe",)
 
 
 def select_phases(names: Sequence[str], *, from_phase: str | None = None, only: str | None = None) -> list[Phase]:
@@ -47,5 +50,6 @@ def run_phases(phases: Sequence[Phase], ctx: PhaseContext) -> PipelineResult:
     return _engine.run_phases(PHASES, phases, ctx)
 
 
-__all__ = ["ETCD_SNAPSHOT_PHASES", "NODE_ADD_PHASES", "PHASES", "RESET_PHASES", "UP_PHASES", "Phase", "PhaseContext",
-           "PhaseOutcome", "PhaseResults", "PipelineResult", "resume_point", "run_phases", "select_phases"]
+__all__ = ["ETCD_LIST_PHASES", "ETCD_SNAPSHOT_PHASES", "NODE_ADD_PHASES", "PHASES", "RESET_PHASES", "UP_PHASES",
+           "Phase", "PhaseContext", "PhaseOutcome", "PhaseResults", "PipelineResult", "resume_point", "run_phases",
+           "select_phases"]

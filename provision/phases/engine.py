@@ -243,7 +243,9 @@ def run_phases(catalog: Mapping[str, Phase], phases: Sequence[Phase], ctx: Phase
     error: BootstrapError | None = None
     try:
         for index, phase in enumerate(phases):
-            for need in phase.needs:
+            # A phase with nothing to do needs nothing: its needs' providers are not run for it.
+            needs = () if phase.skip_reason and phase.skip_reason(ctx) else phase.needs
+            for need in needs:
                 provider = providers.get(need)
                 if satisfied(need, ctx) or provider is None or provider.name in planned[:index]:
                     continue

@@ -1,5 +1,6 @@
 """pytest fixtures for real lab nodes: `lab_factory` (labs of N nodes, of any flavour), `lab3` (one shared
-3-node bookworm lab) and `rpm_tree` (the signed RPM repositories RHEL-shaped labs use, built once a session).
+3-node bookworm lab), `etcd_cluster` (three control planes running a real etcd, shared by the etcd tests) and
+`rpm_tree` (the signed RPM repositories RHEL-shaped labs use, built once a session).
 
 Every lab made here is torn down at the end of the session. Tests that change a node in a way later tests
 would notice (hostname, listeners, fstab) should take their own lab from `lab_factory` or undo the change.
@@ -11,10 +12,11 @@ from collections.abc import Callable, Iterator
 
 import pytest
 
+from tests.lab.etcd import EtcdCluster, LabEtcd, cluster_config, control_plane_inventory
 from tests.lab.lab import Lab, unavailable_reason
 from tests.lab.repos import RPM_TOOLS, RpmTree, build_rpm_tree
 
-LAB_FIXTURES = ("lab_factory", "lab3", "rpm_tree")
+LAB_FIXTURES = ("lab_factory", "lab3", "rpm_tree", "etcd_cluster")
 
 
 @pytest.fixture(scope="session")
@@ -39,6 +41,17 @@ def lab_factory() -> Iterator[Callable[..., Lab]]:
 @pytest.fixture(scope="session")
 def lab3(lab_factory: Callable[..., Lab]) -> Lab:
     return lab_factory(3)
+
+
+@pytest.fixture(scope="session")
+def etcd_cluster(lab_factory: Callable[..., Lab], tmp_path_factory: pytest.TempPathFactory) -> EtcdCluster:
+    """Three nodes, each a control plane running a real etcd member (tests/lab/etcd.py), shared by the etcd tests
+    of the session: each test leaves it with three healthy members."""
+    lab = lab_factory(3)
+    etcd = LabEtcd.up(lab)
+    work = tmp_path_factory.mktemp("etcd-cluster")
+    return EtcdCluster(lab, etcd, control_plane_inventory(lab, work / "hosts.ini"),
+                       cluster_config(lab, work / "cluster.yaml", snapshot_keep=2), work / "state")
 
 
 @pytest.fixture(scope="session")

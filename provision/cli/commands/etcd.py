@@ -1,16 +1,18 @@
 """`bootstrap etcd snapshot`: a snapshot of the cluster's etcd, taken on a healthy control plane, checked, copied
-to this machine and checked again (docs/etcd.md)."""
+to this machine and checked again; `bootstrap etcd snapshots`: the snapshots here and on each control plane, and
+the snapshot timers (docs/etcd.md)."""
 from __future__ import annotations
 
 from pathlib import Path
 from typing import Annotated, Any
 
 import typer
+from rich.table import Table
 
 from provision.cli.options import NodeOptions, Output, OutputOption, node_options
 from provision.cli.support import load_inputs, run_pipeline
 from provision.cli.views import console
-from provision.phases import ETCD_SNAPSHOT_PHASES, PhaseContext
+from provision.phases import ETCD_LIST_PHASES, ETCD_SNAPSHOT_PHASES, PhaseContext
 from provision.phases.engine import EtcdOptions
 
 
@@ -42,4 +44,50 @@ def register(app: typer.Typer) -> None:
         if taken is not None and output is Output.text:
             console.print(f"snapshot: {taken.path}", soft_wrap=True)
 
+    @etcd_app.command("snapshots")
+    @node_options
+    def snapshots(
+        nodes: NodeOptions,
+        directory: Annotated[Path | None, typer.Option(
+            "--dir", help="Also where `etcd snapshot --dir` put them (default: the cluster's state directory).",
+            show_default=False)] = None,
+        output: OutputOption = Output.text,
+    ) -> None:
+        """List the snapshots on this machine and on each control plane, and each control plane's snapshot timer."""
+        from provision.nodes.etcd.snapshot import default_directory, listing, local_snapshots
+
+        cluster, settings = load_inputs(nodes)
+        where = directory.expanduser().absolute() if directory else default_directory(cluster)
+
+        def listed(ctx: PhaseContext) -> dict[str, Any]:
+            survey = ctx.results.etcd
+            return listing(local_snapshots(where), survey) if survey is not None else {}
+
+        ctx = run_pipeline(ETCD_LIST_PHASES, cluster, settings, nodes, title="bootstrap etcd snapshots",
+                           output=output, extra=listed)
+        if output is Output.text:
+            print_listing(listed(ctx), where)
+
     app.add_typer(etcd_app, name="etcd")
+
+
+def print_listing(found: dict[str, Any], here: Path) -> None:
+    table = Table(box=None, pad_edge=False, header_style="bold")
+    for column in ("where", "snapshot", "taken (UTC)", "revision", "keys", "size"):
+        table.add_column(column, justify="right" if column in ("revision", "keys", "size") else "left")
+    rows = [("here", s) for s in found.get("here", [])]
+    rows += [(name, s) for name, node in found.get("nodes", {}).items() for s in node.get("snapshots", [])]
+    for where, snapshot in rows:
+        table.add_row(where, snapshot["name"], snapshot["taken_at"][:19].replace("T", " "), str(snapshot["revision"]),
+                      str(snapshot["keys"]), f"{snapshot['size'] >> 10} KiB")
+    console.print(table if rows else "no snapshots", soft_wrap=True)
+    console.print(f"here: {here}", soft_wrap=True)
+    for name, node in found.get("nodes", {}).items():
+        if "unreachable" in node:
+            console.print(f"{name}: did not answer ({node['unreachable']})", soft_wrap=True)
+            continue
+        timer = node["timer"]
+        state = ("on" if timer["enabled"] and timer["active"] else "installed, not running" if timer["installed"]
+                 else "off")
+        last = f", last run {timer['last_run']} ({timer['last_result']})" if timer.get("last_run") else ""
+        console.print(f"{name}: snapshot timer {state}{last}", soft_wrap=True)
