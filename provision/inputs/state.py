@@ -124,6 +124,9 @@ class ClusterState:
     link_gbps: dict[str, float] = field(default_factory=dict)
     # The control planes where the etcd snapshot timer is installed (so that turning it off removes it).
     etcd_timer: list[str] = field(default_factory=list)
+    # A restore under way (id, snapshot, started): a restore killed midway and run again carries on under the same
+    # id, so the members' data from before it stays the one kept aside.
+    etcd_restore: dict[str, str] | None = None
 
     @classmethod
     def load(cls, cluster: Cluster) -> ClusterState:
@@ -137,7 +140,8 @@ class ClusterState:
                        phases={k: PhaseRecord(**v) for k, v in (data.get("phases") or {}).items()},
                        vip_interfaces=dict(data.get("vip_interfaces") or {}),
                        link_gbps=dict(data.get("link_gbps") or {}),
-                       etcd_timer=list(data.get("etcd_timer") or []))
+                       etcd_timer=list(data.get("etcd_timer") or []),
+                       etcd_restore=data.get("etcd_restore") or None)
         except (ValueError, TypeError) as exc:
             raise BootstrapError(f"{path}: unreadable state ({exc}); delete it and re-run `bootstrap up`") from None
 
@@ -148,7 +152,8 @@ class ClusterState:
                                    "pythons": {k: asdict(v) for k, v in self.pythons.items()},
                                    "phases": {k: asdict(v) for k, v in self.phases.items()},
                                    "vip_interfaces": self.vip_interfaces,
-                                   "link_gbps": self.link_gbps, "etcd_timer": self.etcd_timer}, indent=2))
+                                   "link_gbps": self.link_gbps, "etcd_timer": self.etcd_timer,
+                                   "etcd_restore": self.etcd_restore}, indent=2))
         tmp.replace(path)
 
 
