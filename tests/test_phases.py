@@ -147,6 +147,19 @@ def test_a_need_from_a_phase_that_changes_nodes_is_not_run_behind_the_users_back
     assert [(o.name, o.status) for o in result.outcomes] == [("network", "not run")]
 
 
+def test_kubeadm_init_waits_for_the_release_prepare_found_installed(cluster, monkeypatch) -> None:
+    # control_plane renders kubeadm's kubernetesVersion from what prepare decided; a cluster whose prepare never
+    # reported is refused before any playbook runs, not handed to kubeadm to guess (dl.k8s.io's stable-1).
+    ran: list[str] = []
+    monkeypatch.setattr("provision.phases.engine.run_playbook", lambda *a, **k: ran.append(a[0]))
+    ctx = context(cluster)
+    result = run_phases(select_phases(UP_PHASES, only="control_plane"), ctx)
+    assert ran == []
+    assert isinstance(result.error, InputError)
+    assert "needs what phase prepare makes (kubernetes_version)" in str(result.error)
+    assert "`bootstrap up --from prepare`" in str(result.error)
+
+
 def test_prepare_alone_runs_preflight_first_and_tells_the_playbook_the_gpu_nodes_it_found(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     from provision.nodes.preflight.run import NodeReport, PreflightReport

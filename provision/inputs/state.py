@@ -122,6 +122,9 @@ class ClusterState:
     vip_interfaces: dict[str, str] = field(default_factory=dict)
     # Node name -> the link speed (Gb/s) multi-node training crosses there, where preflight could read it.
     link_gbps: dict[str, float] = field(default_factory=dict)
+    # The Kubernetes release (1.36.4) of the kubeadm prepare installed on the first control plane, as its report
+    # gave it: kubeadm init's kubernetesVersion (a bare minor in the settings is resolved here, never by kubeadm).
+    kubernetes_version: str | None = None
     # The control planes where the etcd snapshot timer is installed (so that turning it off removes it).
     etcd_timer: list[str] = field(default_factory=list)
     # A restore under way (id, snapshot, started): a restore killed midway and run again carries on under the same
@@ -140,6 +143,7 @@ class ClusterState:
                        phases={k: PhaseRecord(**v) for k, v in (data.get("phases") or {}).items()},
                        vip_interfaces=dict(data.get("vip_interfaces") or {}),
                        link_gbps=dict(data.get("link_gbps") or {}),
+                       kubernetes_version=data.get("kubernetes_version"),
                        etcd_timer=list(data.get("etcd_timer") or []),
                        etcd_restore=data.get("etcd_restore") or None)
         except (ValueError, TypeError) as exc:
@@ -152,7 +156,8 @@ class ClusterState:
                                    "pythons": {k: asdict(v) for k, v in self.pythons.items()},
                                    "phases": {k: asdict(v) for k, v in self.phases.items()},
                                    "vip_interfaces": self.vip_interfaces,
-                                   "link_gbps": self.link_gbps, "etcd_timer": self.etcd_timer,
+                                   "link_gbps": self.link_gbps,
+                                   "kubernetes_version": self.kubernetes_version, "etcd_timer": self.etcd_timer,
                                    "etcd_restore": self.etcd_restore}, indent=2))
         tmp.replace(path)
 

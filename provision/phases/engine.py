@@ -40,8 +40,9 @@ if TYPE_CHECKING:
 Status = Literal["ok", "failed", "skipped", "not run"]
 # A need is satisfied by the phase that provides it (in this run or an earlier one). vip_interfaces: where each
 # control plane announces the VIP (kube-vip's manifests are rendered with it); etcd: every control plane's etcd as
-# the probe found it in this run (never left by an earlier run: etcd changes by itself).
-Need = Literal["gpus", "kubeconfig", "vip_interfaces", "etcd"]
+# the probe found it in this run (never left by an earlier run: etcd changes by itself); kubernetes_version: the
+# release of the kubeadm prepare installed on the first control plane (kubeadm init's kubernetesVersion).
+Need = Literal["gpus", "kubeconfig", "vip_interfaces", "etcd", "kubernetes_version"]
 
 
 @dataclass
@@ -88,6 +89,8 @@ class PhaseContext:
     playbook_results: list[PlaybookResult] = field(default_factory=list)
     results: PhaseResults = field(default_factory=PhaseResults)
     etcd: EtcdOptions = field(default_factory=EtcdOptions)
+    # The phases this run is to run (set by run_phases): preflight proves the sources those will use.
+    planned: tuple[str, ...] = ()
 
     def say(self, message: str) -> None:
         if self.on_message:
@@ -186,6 +189,8 @@ def satisfied(need: Need, ctx: PhaseContext) -> bool:
                 or all(n.name in ctx.state.vip_interfaces for n in ctx.cluster.control_planes))
     if need == "etcd":
         return ctx.results.etcd is not None
+    if need == "kubernetes_version":
+        return ctx.state.kubernetes_version is not None
     return admin_kubeconfig_path(ctx.cluster).exists()
 
 
@@ -247,6 +252,7 @@ def run_phases(catalog: Mapping[str, Phase], phases: Sequence[Phase], ctx: Phase
     only reads (preflight); otherwise the run is refused with the phase to start from."""
     outcomes: list[PhaseOutcome] = []
     planned = [p.name for p in phases]
+    ctx.planned = tuple(planned)
     providers = {need: phase for phase in catalog.values() for need in phase.provides}
     fingerprint = inputs_fingerprint(ctx.cluster, ctx.settings, ctx.nodes)
     error: BootstrapError | None = None
