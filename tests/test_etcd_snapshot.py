@@ -176,3 +176,27 @@ def test_room_for_a_snapshot_is_its_database_and_a_margin() -> None:
     problem = space_problem("n1:/var/lib/etcd-snapshots", 10 << 20, needed)
     assert problem == f"n1:/var/lib/etcd-snapshots has 10 MiB free and a snapshot needs {needed >> 20} MiB: " \
                       "free some space there"
+
+
+def test_taking_the_cluster_down_forgets_its_state_here_but_keeps_its_snapshots(tmp_path: Path,
+                                                                                 monkeypatch: pytest.MonkeyPatch) -> None:
+    from provision.cli.commands.reset import forget_local_cluster
+    from provision.inputs.inventory import load_inventory
+    from provision.inputs.state import cluster_dir
+    from provision.nodes.etcd.snapshot import default_directory
+
+    monkeypatch.setenv("BOOTSTRAP_STATE_DIR", str(tmp_path / "state"))
+    monkeypatch.setenv("HOME", str(tmp_path))  # no ~/.kube/config to touch
+    hosts = tmp_path / "hosts.ini"
+    hosts.write_text("[control_plane]\nn1 ansible_host=10.0.0.1\n")
+    cluster = load_inventory(hosts)
+    directory = cluster_dir(cluster)
+    (directory / "state.json").write_text("{}")
+    (directory / "admin.conf").write_text("kind: Config")
+    default_directory(cluster).mkdir()
+    kept = saved(default_directory(cluster))
+    notes = forget_local_cluster(cluster)
+    assert notes == ["local kubeconfig and state removed",
+                     f"1 etcd snapshot kept in {default_directory(cluster)}"]
+    assert sorted(p.name for p in directory.rglob("*")) == sorted(
+        ["etcd-snapshots", kept.name, record_path(kept).name])

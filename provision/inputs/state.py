@@ -24,6 +24,8 @@ from provision.inputs.settings import Settings
 
 STATE_DIR_ENV = "BOOTSTRAP_STATE_DIR"
 APP_NAME = "cluster-bootstrap"
+# Where `bootstrap etcd snapshot` keeps a cluster's snapshots, in its directory; `down` leaves them.
+ETCD_SNAPSHOTS_DIRNAME = "etcd-snapshots"
 
 
 def state_root() -> Path:
@@ -163,9 +165,20 @@ class ClusterState:
 
 
 def forget_cluster(cluster: Cluster) -> bool:
-    """Remove the cluster's directory (kubeconfig and state); True if there was one."""
+    """Remove the cluster's directory (kubeconfig and state), keeping its etcd snapshots (they may be all that is
+    left of it); True if there was anything to remove."""
     path = cluster_dir(cluster, create=False)
     if not path.exists():
         return False
-    shutil.rmtree(path)
-    return True
+    removed = False
+    for entry in path.iterdir():
+        if entry.name == ETCD_SNAPSHOTS_DIRNAME and entry.is_dir():
+            continue
+        if entry.is_dir() and not entry.is_symlink():
+            shutil.rmtree(entry)
+        else:
+            entry.unlink()
+        removed = True
+    if not any(path.iterdir()):
+        path.rmdir()
+    return removed

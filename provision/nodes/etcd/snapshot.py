@@ -25,10 +25,9 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 from provision.errors import BootstrapError, InputError
 from provision.inputs.files import shown
 from provision.inputs.inventory import Cluster
-from provision.inputs.state import cluster_dir, private_dir
+from provision.inputs.state import ETCD_SNAPSHOTS_DIRNAME, cluster_dir, private_dir
 from provision.nodes.etcd.report import LAYOUT, EtcdSurvey
 
-SNAPSHOTS_DIRNAME = "etcd-snapshots"
 DB_SUFFIX = ".db"
 RECORD_SUFFIX = ".json"
 PART_SUFFIX = ".part"
@@ -125,7 +124,7 @@ def cluster_name(cluster: Cluster) -> str:
 
 
 def default_directory(cluster: Cluster) -> Path:
-    return cluster_dir(cluster, create=False) / SNAPSHOTS_DIRNAME
+    return cluster_dir(cluster, create=False) / ETCD_SNAPSHOTS_DIRNAME
 
 
 def record_path(db: Path) -> Path:
