@@ -257,6 +257,7 @@ def test_replace_refuses_a_worker_and_the_first_control_plane(tmp_path: Path) ->
     hosts.write_text("[control_plane]\ncp1 ansible_host=10.0.0.1\ncp2 ansible_host=10.0.0.2\n"
                      "cp3 ansible_host=10.0.0.3\n[workers]\nw1 ansible_host=10.0.0.4\n")
     assert_refused(run_main("node", "replace", "w1", "--yes", "--inventory", str(hosts)),
-                   "'w1' is a worker", "bootstrap node remove w1")
+                   "'w1' is a worker", f"`bootstrap node remove --inventory {hosts} w1`",
+                   f"`bootstrap node add --inventory {hosts} w1`")
     assert_refused(run_main("node", "replace", "cp1", "--yes", "--inventory", str(hosts)),
                    "'cp1' is the first control plane")
