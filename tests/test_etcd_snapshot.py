@@ -30,6 +30,7 @@ from provision.nodes.etcd.snapshot import (
     store_fetched,
 )
 from tests.support.paths import REPO_ROOT
+from tests.support.refusal import assert_refused, run_main
 
 DATA = REPO_ROOT / "tests" / "data" / "etcd"
 SNAPSHOT = (DATA / "snapshot-3.5.16.db").read_bytes()
@@ -200,3 +201,14 @@ def test_taking_the_cluster_down_forgets_its_state_here_but_keeps_its_snapshots(
                      f"1 etcd snapshot kept in {default_directory(cluster)}"]
     assert sorted(p.name for p in directory.rglob("*")) == sorted(
         ["etcd-snapshots", kept.name, record_path(kept).name])
+
+
+@pytest.mark.parametrize("schedule", ["hourly\nExecStartPre=/bin/sh -c id", "every hour", " hourly"])
+def test_a_schedule_systemd_would_not_read_as_one_calendar_is_refused_naming_the_setting(
+        tmp_path: Path, schedule: str) -> None:
+    hosts = tmp_path / "hosts.ini"
+    hosts.write_text("[control_plane]\ncp1 ansible_host=10.0.0.1\n")
+    config = tmp_path / "cluster.yaml"
+    config.write_text(f"etcd:\n  snapshot_timer: true\n  snapshot_schedule: {json.dumps(schedule)}\n")
+    outcome = run_main("etcd", "snapshots", "--inventory", str(hosts), "--config", str(config))
+    assert_refused(outcome, str(config), "snapshot_schedule", "is not a systemd calendar", "e.g. '*-*-* 00/6:00:00'")

@@ -20,6 +20,7 @@ from provision.errors import InputError
 from provision.inputs import versions
 from provision.inputs.addons import ADDON_ORDER, ADDONS, AddonName
 from provision.inputs.files import parse_yaml, read_text, refuse_vault_file, shown
+from provision.inputs.values import SystemdCalendar
 
 KUBE_VERSION_RE = re.compile(r"^v?1\.(0|[1-9]\d{0,2})(?:\.(0|[1-9]\d{0,3}))?$")
 # The Kubernetes minors this release installs: the versions table's (provision/inputs/versions.py).
@@ -830,28 +831,13 @@ class FirewallSettings(_Section):
     mode: Literal["open-ports", "disable", "leave"] = "open-ports"
 
 
-# systemd's OnCalendar shorthands, or a calendar expression of digits, '*', '-', ':', '/', ',', '.', '~' and spaces
-# (`systemd-analyze calendar` checks the rest on the node); nothing that could end the unit file's line.
-CALENDAR_SHORTHANDS = ("minutely", "hourly", "daily", "weekly", "monthly", "quarterly", "semiannually", "yearly")
-CALENDAR_RE = re.compile(r"[0-9*:/,.~ -]{1,64}", re.ASCII)
-
-
 class EtcdSettings(_Section):
     # How many snapshots are kept: on this machine (`bootstrap etcd snapshot`) and on each control plane (the timer).
     snapshot_keep: int = Field(default=5, ge=1, le=1000)
     # Opt in: a systemd timer on each control plane takes a snapshot on `snapshot_schedule`, keeping the last N there.
     snapshot_timer: bool = False
     # When the timer fires: systemd's OnCalendar (hourly, daily, or an expression such as '*-*-* 00/6:00:00').
-    snapshot_schedule: str = "hourly"
-
-    @field_validator("snapshot_schedule")
-    @classmethod
-    def _calendar(cls, value: str) -> str:
-        value = value.strip()
-        if value not in CALENDAR_SHORTHANDS and not (CALENDAR_RE.fullmatch(value) and re.search(r"[0-9*]", value)):
-            raise ValueError(f"{shown(value)} is not a systemd calendar: use one of {', '.join(CALENDAR_SHORTHANDS)}, "
-                             "or an expression such as '*-*-* 00/6:00:00' (every six hours)")
-        return value
+    snapshot_schedule: SystemdCalendar = "hourly"
 
 
 class Settings(_Section):
