@@ -71,7 +71,9 @@ def test_quorum_lost_then_back_from_a_snapshot_onto_the_survivor_and_the_others_
         # etcd 3.5 lists its members only with a quorum; n1 still answers for itself.
         assert "etcd has no quorum: no member can list its members (answering for themselves: n1)" \
             in outcome.lines[-1]
-        assert "bootstrap etcd restore SNAPSHOT --survivors n1" in outcome.lines[-1]
+        # The command printed carries this run's inputs.
+        assert (f"`bootstrap etcd restore --inventory {cluster.inventory} --config {cluster.config} SNAPSHOT "
+                "--survivors n1`") in outcome.lines[-1]
 
         # The way back: the snapshot restored onto the survivor, a cluster of one.
         outcome = bootstrap(cluster, "etcd", "restore", str(snapshot), "--survivors", "n1", "--yes")
