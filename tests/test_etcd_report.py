@@ -176,7 +176,7 @@ def test_a_report_of_another_shape_is_refused_whole() -> None:
 
 
 def test_the_layout_reaches_the_roles_as_one_variable() -> None:
-    layout = LAYOUT.as_vars()["cb_etcd_layout"]
+    layout = LAYOUT.as_dict()
     assert layout["manifests_dir"] == "/etc/kubernetes/manifests"
     assert layout["snapshot_dir"] == "/var/lib/etcd-snapshots"
     assert set(layout) == set(LAYOUT.__dataclass_fields__)

@@ -27,9 +27,10 @@ from provision.inputs.inventory import load_inventory
 from provision.inputs.settings import load_settings
 from provision.inputs.state import runs_root
 from provision.nodes.preflight.run import run_preflight
-from provision.nodes.prepare import PrepareResult, prepare, read_reports
+from provision.nodes.prepare import PrepareResult, read_reports
 from provision.nodes.runner import RunProgress
 from tests.lab.lab import Lab, LabNode, MirrorStandIn
+from tests.lab.prepare import prepare_nodes
 from tests.lab.repos import build_kubernetes_repo, write_config
 
 IN_RELEASE = "/InRelease"
@@ -157,7 +158,7 @@ def test_a_lock_held_past_a_short_bound_fails_naming_the_lock_its_holder_and_the
     try:
         started = time.monotonic()
         with pytest.raises(BootstrapError) as failed:
-            prepare(load_inventory(lab.inventory_path), load_settings(config), gpus=gpus)
+            prepare_nodes(load_inventory(lab.inventory_path), load_settings(config), gpus=gpus)
         elapsed = time.monotonic() - started
     finally:
         release_dpkg_lock(n2)
@@ -169,7 +170,7 @@ def test_a_lock_held_past_a_short_bound_fails_naming_the_lock_its_holder_and_the
     assert "after waiting 6 s (packages.lock_timeout_s)" in message and "or raise packages.lock_timeout_s" in message
     assert elapsed < 120
     print(f"lock past a 6 s bound: failed in {elapsed:.0f} s")
-    again = prepare(load_inventory(lab.inventory_path), load_settings(lab_config), gpus=gpus, limit=["n2"])
+    again = prepare_nodes(load_inventory(lab.inventory_path), load_settings(lab_config), gpus=gpus, limit=["n2"])
     assert again.playbook.ok and n2.ssh("command -v socat", check=False).returncode == 0
 
 
@@ -196,9 +197,9 @@ def test_a_node_lost_mid_run_is_named_unreachable_while_the_others_finish_and_a_
     lost_at: list[float] = []
 
     def lose_n3_while_it_installs(progress: RunProgress) -> None:
-        # Once n3 has found what it misses and waited for the package manager, apt runs there: lose it then.
+        # Once n3 has waited for the package manager of its one transaction, apt runs there: lose it then.
         n3_tasks = [r.task for r in progress.results if r.host == "n3"]
-        found = [i for i, task in enumerate(n3_tasks) if task.startswith("Find the packages still missing: every package")]
+        found = [i for i, task in enumerate(n3_tasks) if task.startswith("Wait for the package manager: every package")]
         if not lost_at and found and "Wait for the package manager's locks" in n3_tasks[found[0]:]:
             # Lost while apt itself runs there, not between tasks: once an apt or dpkg process is up on n3.
             n3.ssh("for _ in $(seq 100); do pgrep -x 'apt-get|dpkg|http' >/dev/null && exit 0; sleep 0.1; done",
@@ -209,8 +210,8 @@ def test_a_node_lost_mid_run_is_named_unreachable_while_the_others_finish_and_a_
     gpus = {node.name: 0 for node in lab.nodes}
     try:
         with pytest.raises(BootstrapError) as failed:
-            prepare(load_inventory(lab.inventory_path), load_settings(config), gpus=gpus,
-                    on_progress=lose_n3_while_it_installs)
+            prepare_nodes(load_inventory(lab.inventory_path), load_settings(config), gpus=gpus,
+                          on_progress=lose_n3_while_it_installs)
         ended = time.monotonic() - lost_at[0]
     finally:
         bring_back(n3)
@@ -229,7 +230,7 @@ def test_a_node_lost_mid_run_is_named_unreachable_while_the_others_finish_and_a_
         if n3.ssh("true", check=False, timeout=10).returncode == 0:
             break
         time.sleep(0.2)
-    again = prepare(load_inventory(lab.inventory_path), load_settings(config), gpus=gpus)
+    again = prepare_nodes(load_inventory(lab.inventory_path), load_settings(config), gpus=gpus)
     assert again.playbook.ok and set(again.reports) == {"n1", "n2", "n3"}
     assert n3.ssh("systemctl is-active containerd docker").stdout.split() == ["active", "active"]
     finished = [line for line in (again.playbook.run_dir / "run.log").read_text().splitlines()
@@ -253,7 +254,7 @@ def test_a_mirror_that_fails_twice_then_answers_is_retried_and_prepare_succeeds(
     mirror.fail({"id": "key-503", "path": KEY, "status": 503, "times": 2},
                 {"id": "inrelease-503", "path": IN_RELEASE, "status": 503, "times": 2})
     seen = len(mirror.requests())
-    result = prepare(load_inventory(lab.inventory_path), load_settings(lab_config), gpus={"n1": 0}, limit=["n1"])
+    result = prepare_nodes(load_inventory(lab.inventory_path), load_settings(lab_config), gpus={"n1": 0}, limit=["n1"])
     assert result.playbook.ok and result.reports["n1"].packages["kubeadm"].installed
     served = mirror.requests()[seen:]
     assert [r["status"] for r in served if str(r["path"]).endswith(KEY)] == [503, 503, 200]
@@ -269,7 +270,7 @@ def test_a_mirror_that_answers_404_fails_at_once_naming_the_url_and_the_setting(
     mirror.fail({"id": "key-404", "path": KEY, "status": 404})
     seen = len(mirror.requests())
     with pytest.raises(BootstrapError) as failed:
-        prepare(load_inventory(lab.inventory_path), load_settings(lab_config), gpus={"n1": 0}, limit=["n1"])
+        prepare_nodes(load_inventory(lab.inventory_path), load_settings(lab_config), gpus={"n1": 0}, limit=["n1"])
     message = one_line(str(failed.value))
     url = f"{mirror.url}{KEY}"
     assert f"{url}: HTTP 404 Not Found (a permanent failure: not retried)" in message
@@ -277,7 +278,7 @@ def test_a_mirror_that_answers_404_fails_at_once_naming_the_url_and_the_setting(
     assert [r["status"] for r in mirror.requests()[seen:] if str(r["path"]).endswith(KEY)] == [404]
     # The source is usable again: so is the node.
     mirror.fail()
-    assert prepare(load_inventory(lab.inventory_path), load_settings(lab_config), gpus={"n1": 0},
+    assert prepare_nodes(load_inventory(lab.inventory_path), load_settings(lab_config), gpus={"n1": 0},
                    limit=["n1"]).playbook.ok
 
 
@@ -291,7 +292,7 @@ def test_a_mirror_that_answers_404_fails_at_once_naming_the_url_and_the_setting(
 KILL_POINTS = (
     (r"\tList the repository: Kubernetes", 0.0),  # [Are the package lists read: Kubernetes]
     (r"\tWait for the package manager's locks \(", 3.0),  # [Read the package lists, or the one transaction]
-    (r"\tFind the packages still missing: every package", 6.0),  # [Install the missing packages (apt): ...]
+    (r"\tWait for the package manager: every package", 6.0),  # [Install the missing packages (apt): ...]
     (r"\tWrite the containerd configuration cluster-bootstrap wants", 0.0),  # [Make it containerd's configuration]
 )
 
@@ -327,11 +328,11 @@ def test_the_controller_killed_at_points_of_prepare_leaves_nodes_a_rerun_complet
         assert state["phases"]["prepare"]["status"] == "running"
 
     gpus = run_preflight(load_inventory(inventory), load_settings(lab_config)).gpu_counts
-    converged: PrepareResult = prepare(load_inventory(inventory), load_settings(lab_config), gpus=gpus)
+    converged: PrepareResult = prepare_nodes(load_inventory(inventory), load_settings(lab_config), gpus=gpus)
     assert converged.playbook.ok and set(converged.reports) == {"n4"}
     repairs += [line[:140] for line in (converged.playbook.run_dir / "run.log").read_text().splitlines()
                 if repaired.search(line)]
-    again = prepare(load_inventory(inventory), load_settings(lab_config), gpus=gpus)
+    again = prepare_nodes(load_inventory(inventory), load_settings(lab_config), gpus=gpus)
     assert again.changed == {"n4": 0}
     assert fresh.ssh("systemctl is-active containerd docker").stdout.split() == ["active", "active"]
     assert "-x" in fresh.ssh("cat /proc/$(pidof -s chronyd)/cmdline | tr '\\0' ' '").stdout.split()

@@ -248,17 +248,16 @@ def test_instances_in_use_are_not_destroyed_quietly(tmp_path: Path) -> None:
 
 
 def test_the_gpu_phase_hands_the_role_each_products_count(tmp_path: Path) -> None:
-    from provision.phases.gpu import mig_layout
+    from provision.render.playbook_vars import mig_layout
 
-    class Ctx:
-        settings = parse_settings({"gpu": {"mig": {"strategy": "single", "profile": "1g.10gb"}}})
+    settings = parse_settings({"gpu": {"mig": {"strategy": "single", "profile": "1g.10gb"}}})
 
-        class cluster:
-            @staticmethod
-            def node(name: str) -> Node:
-                return replace(NODE, name=name)
+    class Cluster:
+        @staticmethod
+        def node(name: str) -> Node:
+            return replace(NODE, name=name)
 
-    layout = mig_layout(Ctx(), ["n1"])  # type: ignore[arg-type]
+    layout = mig_layout(settings, Cluster(), ["n1"])  # type: ignore[arg-type]
     assert layout["hosts"] == ["n1"] and layout["profile"] == "1g.10gb"
     # A100 80GB and H100 80GB hold seven; A100 40GB four; H200 has no 1g.10gb at all.
     assert layout["instances"]["n1"]["20b2"] == 7 and layout["instances"]["n1"]["2330"] == 7

@@ -33,10 +33,11 @@ from provision.inputs.settings import load_settings
 from provision.inputs.state import ClusterState
 from provision.inputs.versions import DRIVER_BRANCH_DEFAULT, KUBERNETES_DEFAULT
 from provision.nodes.preflight.run import PreflightReport
-from provision.nodes.prepare import PrepareResult, prepare
+from provision.nodes.prepare import PrepareResult
 from provision.phases import PhaseContext, run_phases, select_phases
 from provision.resources import ROLES_DIR
 from tests.lab.lab import FLAVOURS, Lab
+from tests.lab.prepare import prepare_nodes
 from tests.lab.repos import RpmTree
 from tests.support.lab_traces import lab_cgroups, traces_of
 from tests.support.paths import REPO_ROOT
@@ -365,7 +366,7 @@ def test_a_gpu_node_on_rocky9_gets_nvidias_stack_and_the_verdict_names_the_missi
     # preflight's interpreter.
     pythons = prepared_rocky9.preflight.pythons
     with pytest.raises(BootstrapError, match="nvidia-smi lists no GPU"):
-        prepare(load_inventory(inventory), load_settings(prepared_rocky9.config), gpus={node.name: 0}, pythons=pythons)
+        prepare_nodes(load_inventory(inventory), load_settings(prepared_rocky9.config), gpus={node.name: 0}, pythons=pythons)
     installed = node.ssh("rpm -q epel-release kernel-headers nvidia-driver nvidia-driver-cuda "
                          "nvidia-container-toolkit --qf '%{NAME}\\n'").stdout.split()
     assert installed == ["epel-release", "kernel-headers", "nvidia-driver", "nvidia-driver-cuda",
@@ -385,11 +386,11 @@ def test_a_rhel_shaped_lab_leaves_nothing_behind(prepared_rocky9: Prepared, rpm_
 
 
 def test_the_rpm_tree_holds_every_package_the_roles_install_on_the_rhel_family(rpm_tree: RpmTree) -> None:
-    os_vars = yaml.safe_load((ROLES / "os_prep/vars/RedHat.yml").read_text())
+    os_vars = yaml.safe_load((ROLES / "os_prep/defaults/main/RedHat.yml").read_text())
     package_sets = {"8": "el8", "9": "el9"}
-    runtime = yaml.safe_load((ROLES / "container_runtime/defaults/main.yml").read_text())
-    nvidia = yaml.safe_load((ROLES / "nvidia/defaults/main.yml").read_text())
-    kubernetes = yaml.safe_load((ROLES / "kubernetes_packages/defaults/main.yml").read_text())
+    runtime = yaml.safe_load((ROLES / "container_runtime/defaults/main/main.yml").read_text())
+    nvidia = yaml.safe_load((ROLES / "nvidia/defaults/main/main.yml").read_text())
+    kubernetes = yaml.safe_load((ROLES / "kubernetes_packages/defaults/main/main.yml").read_text())
     docker_ce = re.findall(r"'([\w.-]+)'", runtime["container_runtime_packages"]["docker"])
     for releasever in rpm_tree.releasevers:
         os_repos = rpm_tree.root / f"os/rockylinux/{releasever}"

@@ -1,13 +1,12 @@
 """The package-lock wait: who holds a lock, read the way apt and dnf decide it, told to the live view while the
 task is retried, and named with the fix when the bound is past.
 
-The module's reading (playbooks/library/cb_package_lock.py) on locks held by real processes on this host, in a
+The module's reading (playbooks/roles/packages/library/cb_package_lock.py) on locks held by real processes on this host, in a
 temporary directory; the tally and the view on the retry events Ansible sends. The lab test
 (tests/test_faults_lab.py) holds dpkg's own lock on a node during `prepare`.
 """
 from __future__ import annotations
 
-import importlib.util
 import io
 import subprocess
 import sys
@@ -20,11 +19,9 @@ import pytest
 
 from provision.nodes.runner import RunProgress
 from provision.nodes.tally import EventTally, HostTally
-from provision.resources import PLAYBOOKS_DIR
+from tests.support.ansible_modules import load
 
-_spec = importlib.util.spec_from_file_location("cb_package_lock", PLAYBOOKS_DIR / "library" / "cb_package_lock.py")
-lock_module = importlib.util.module_from_spec(_spec)  # type: ignore[arg-type]
-_spec.loader.exec_module(lock_module)  # type: ignore[union-attr]
+lock_module = load("cb_package_lock")
 
 # What a holder looks like: fcntl's record lock, as dpkg and apt take it, held until killed.
 HOLDER = "import fcntl, sys, time; f = open(sys.argv[1], 'w'); fcntl.lockf(f, fcntl.LOCK_EX); print('held', flush=True); " \

@@ -75,8 +75,10 @@ def test_without_a_known_interface_preflight_runs_first(cluster: Cluster) -> Non
     assert _satisfied("vip_interfaces", context(cluster))  # no VIP: nothing to find
     assert "vip_interfaces" in PHASES["preflight"].provides
     assert {"vip_interfaces"} <= set(PHASES["control_plane"].needs) & set(PHASES["join"].needs)
+    prepared = context(cluster, VIP)
+    prepared.state.kubernetes_version = "1.36.4"  # what prepare installed: the control plane's kubeadm config
     with pytest.raises(BootstrapError, match="no interface known for kube-vip on cp1: run `bootstrap preflight`"):
-        PHASES["control_plane"].extra_vars(context(cluster, VIP))  # type: ignore[misc]
+        PHASES["control_plane"].extra_vars(prepared)  # type: ignore[misc]
 
 
 def test_without_a_vip_the_join_gets_the_local_proxy_and_kube_proxys_kubeconfig(cluster: Cluster) -> None:

@@ -15,6 +15,7 @@ from provision.nodes.preflight.checks import (
     check_clock,
     check_gpu,
     check_isa,
+    check_networks,
     check_os,
     check_ports,
     check_python,
@@ -90,6 +91,11 @@ x86_64
 /usr/bin/python3 3.6
 @@kube
 /etc/kubernetes/kubelet.conf
+@@addresses
+1: lo    inet 127.0.0.1/8 scope host lo\\       valid_lft forever preferred_lft forever
+2: ens3    inet 192.168.10.21/24 brd 192.168.10.255 scope global ens3\\       valid_lft forever preferred_lft forever
+5: docker0    inet 172.17.0.1/16 brd 172.17.255.255 scope global docker0\\       valid_lft forever preferred_lft forever
+6: tunl0@NONE    inet 10.244.17.0/32 scope global tunl0\\       valid_lft forever preferred_lft forever
 @@end
 """
 PLATFORM_PYTHON = PythonFound("/usr/libexec/platform-python", (3, 6), frozenset({"dnf", "selinux"}))
@@ -122,6 +128,8 @@ def test_probe_output_is_parsed_into_facts() -> None:
     assert found.node_time_s == 1700000000.25
     assert found.arch == "x86_64" and {"sse2", "lm"} <= found.cpu_flags and "avx2" not in found.cpu_flags
     assert found.pythons == (PythonFound("/usr/bin/python3", (3, 6)),)
+    assert [(name, str(address)) for name, address in found.addresses] == [
+        ("lo", "127.0.0.1/8"), ("ens3", "192.168.10.21/24"), ("docker0", "172.17.0.1/16"), ("tunl0", "10.244.17.0/32")]
 
 
 def test_cut_short_probe_output_is_refused() -> None:
@@ -344,3 +352,26 @@ def test_a_port_that_accepts_but_never_speaks_ssh_fails_in_bounded_time_with_the
     assert str(raised.value).startswith(f"mute (ops@127.0.0.1:{port}): ")
     assert f"no SSH server answered on port {port} within 2 s" in str(raised.value)
     assert "ansible_port" in str(raised.value) and "\n" not in str(raised.value)
+
+
+@pytest.mark.parametrize(("settings", "finding"), [
+    # The defaults: Calico's tunnel holds a pod address on a node already in the cluster, which is no collision.
+    ({}, None),
+    ({"kubernetes": {"pod_cidr": "192.168.0.0/16"}},
+     "interface ens3 has 192.168.10.21/24, which overlaps kubernetes.pod_cidr 192.168.0.0/16"),
+    ({"kubernetes": {"service_cidr": "172.16.0.0/12"}},
+     "interface docker0 has 172.17.0.1/16, which overlaps kubernetes.service_cidr 172.16.0.0/12"),
+])
+def test_a_node_network_inside_the_pod_or_service_cidr_blocks_naming_the_interface_and_the_setting(
+        settings: dict[str, object], finding: str | None) -> None:
+    """The node's own networks against the CIDRs, judged by preflight before anything is installed (the settings
+    alone, pod against service, are judged when they are read)."""
+    from provision.inputs.settings import parse_settings
+
+    result = check_networks(facts(), parse_settings(settings))
+    if finding is None:
+        assert not result.problem
+        return
+    assert result.problem and result.detail.startswith(finding)
+    assert "set kubernetes." in result.fix and "cluster.yaml" in result.fix
+    assert severity("networks", WORKER) == "fail"

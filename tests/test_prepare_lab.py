@@ -22,8 +22,9 @@ from provision.errors import BootstrapError
 from provision.inputs.inventory import load_inventory
 from provision.inputs.settings import load_settings
 from provision.nodes.preflight.run import run_preflight
-from provision.nodes.prepare import PrepareResult, prepare
+from provision.nodes.prepare import PrepareResult
 from tests.lab.lab import Lab, LabNode
+from tests.lab.prepare import prepare_nodes
 from tests.lab.repos import OFFLINE_DIR, push_kubernetes_repo, write_config
 
 SYSCTLS = ("net.bridge.bridge-nf-call-iptables", "net.bridge.bridge-nf-call-ip6tables", "net.ipv4.ip_forward")
@@ -56,7 +57,7 @@ def gpus(lab: Lab) -> dict[str, int]:
 
 @pytest.fixture(scope="module")
 def first_run(lab: Lab, lab_config: Path, gpus: dict[str, int]) -> PrepareResult:
-    return prepare(load_inventory(lab.inventory_path), load_settings(lab_config), gpus=gpus)
+    return prepare_nodes(load_inventory(lab.inventory_path), load_settings(lab_config), gpus=gpus)
 
 
 def test_first_prepare_changes_every_node_and_reports_it_ready(lab: Lab, first_run: PrepareResult) -> None:
@@ -121,9 +122,23 @@ def test_prepared_nodes_have_kubernetes_packages_held_from_the_signed_repository
 
 def test_a_second_prepare_changes_nothing_on_any_node(lab: Lab, lab_config: Path, first_run: PrepareResult,
                                                      gpus: dict[str, int]) -> None:
-    again = prepare(load_inventory(lab.inventory_path), load_settings(lab_config), gpus=gpus)
+    again = prepare_nodes(load_inventory(lab.inventory_path), load_settings(lab_config), gpus=gpus)
     assert again.changed == {node.name: 0 for node in lab.nodes}
     assert again.playbook.elapsed_s < first_run.playbook.elapsed_s
+    # Each role's work, held already, is one skipped step: nothing inside it is evaluated for the node.
+    results = [line.split("\t")[1:3] for line in (again.playbook.run_dir / "run.log").read_text().splitlines()
+               if line.startswith("n1\t")]
+    steps = {re.sub(r" \([\d.]+s\)$", "", task): state for state, task in results}
+    for gate in ("The node before its packages", "Where containerd comes from, and Docker's repository",
+                 "Kubernetes repository", "Install every package in one transaction", "The OS configured",
+                 "The container runtime configured", "Kubeadm, kubelet and kubectl held, the kubelet enabled"):
+        assert steps.get(gate) == "skipped", (gate, steps)
+    for inside in ("Swap off", "Kernel modules", "Containerd for Kubernetes", "Kubelet service", "Sysctl"):
+        assert inside not in steps, (inside, steps)
+    # What reaches the node: the facts, the read and the report.
+    assert [task for task, state in steps.items() if state != "skipped" and not task.startswith(
+        ("Find the node's row", "Check the node's system", "Check the GPU nodes"))] == [
+        "Read the facts the roles read", "Read the node's state", "Report the prepared state"]
 
 
 def changed_tasks(result: PrepareResult, host: str) -> list[str]:
@@ -155,7 +170,7 @@ def test_a_node_edited_by_hand_gets_exactly_those_edits_put_right(lab: Lab, lab_
     # Modification times have a granularity: whatever the re-run writes is newer than this mark.
     node.ssh("sleep 1.1 && touch /run/cb-before-repair && sleep 1.1")
 
-    again = prepare(load_inventory(lab.inventory_path), load_settings(lab_config), gpus=gpus)
+    again = prepare_nodes(load_inventory(lab.inventory_path), load_settings(lab_config), gpus=gpus)
 
     assert again.playbook.ok
     assert {name: again.changed[name] for name in ("n2", "n3")} == {"n2": 0, "n3": 0}
@@ -187,7 +202,7 @@ def test_a_node_without_etc_docker_gets_its_docker_configuration(lab: Lab, lab_c
     # not exist when daemon.json is written; Debian's docker.io ships it, so take it away here.
     node = lab.node("n2")
     node.ssh("rm -rf /etc/docker")
-    again = prepare(load_inventory(lab.inventory_path), load_settings(lab_config), gpus=gpus, limit=["n2"])
+    again = prepare_nodes(load_inventory(lab.inventory_path), load_settings(lab_config), gpus=gpus, limit=["n2"])
     assert again.playbook.ok
     assert '"native.cgroupdriver=systemd"' in node.ssh("cat /etc/docker/daemon.json").stdout
     assert node.ssh("stat -c %a /etc/docker").stdout.strip() == "755"
@@ -205,36 +220,44 @@ def test_a_registry_mirror_dropped_from_the_settings_is_no_longer_configured(
 
     mirrors = {"docker.io": ["https://hub.mirror.example"], "quay.io": ["https://quay.mirror.example"]}
     with_mirrors = config_with("mirrors.yaml", mirrors)
-    assert prepare(load_inventory(lab.inventory_path), load_settings(with_mirrors), gpus=gpus, limit=["n3"]).playbook.ok
+    assert prepare_nodes(load_inventory(lab.inventory_path), load_settings(with_mirrors), gpus=gpus, limit=["n3"]).playbook.ok
     node.ssh("install -d /etc/containerd/certs.d/quay.io && echo operator-ca > /etc/containerd/certs.d/quay.io/ca.crt")
     assert "hub.mirror.example" in node.ssh("cat /etc/containerd/certs.d/docker.io/hosts.toml").stdout
 
     only_docker = config_with("docker-only.yaml", {"docker.io": mirrors["docker.io"]})
-    assert prepare(load_inventory(lab.inventory_path), load_settings(only_docker), gpus=gpus, limit=["n3"]).playbook.ok
+    assert prepare_nodes(load_inventory(lab.inventory_path), load_settings(only_docker), gpus=gpus, limit=["n3"]).playbook.ok
     assert node.ssh("test -e /etc/containerd/certs.d/quay.io/hosts.toml", check=False).returncode == 1
     assert node.ssh("cat /etc/containerd/certs.d/quay.io/ca.crt").stdout.strip() == "operator-ca"
     assert "hub.mirror.example" in node.ssh("cat /etc/containerd/certs.d/docker.io/hosts.toml").stdout
 
-    back = prepare(load_inventory(lab.inventory_path), load_settings(lab_config), gpus=gpus, limit=["n3"])
+    back = prepare_nodes(load_inventory(lab.inventory_path), load_settings(lab_config), gpus=gpus, limit=["n3"])
     assert back.playbook.ok
     assert node.ssh("test -e /etc/containerd/certs.d/docker.io/hosts.toml", check=False).returncode == 1
 
 
 def test_unreachable_kubernetes_repository_fails_fast_by_name_and_leaves_no_broken_source(
-        lab: Lab, tmp_path: Path, first_run: PrepareResult) -> None:
+        lab: Lab, tmp_path: Path, first_run: PrepareResult, gpus: dict[str, int]) -> None:
     default_repo = write_config(lab, tmp_path / "cluster.yaml", kubernetes={"version": BOOKWORM_KUBERNETES},
                                 container_runtime={"containerd_source": "distribution"})
+    node = lab.node("n1")
+    listed = node.ssh("cat /etc/apt/sources.list.d/cb-kubernetes.sources").stdout
+    # `bootstrap prepare` runs preflight first, which asks the node for the repository's index and stops there.
+    refused = CliRunner().invoke(app, ["prepare", "-i", str(lab.inventory_path), "-c", str(default_repo),
+                                       "--limit", "n1"])
+    assert refused.exit_code == 1, refused.output
+    message = " ".join(str(refused.exception or "").split())
+    assert "Kubernetes packages https://pkgs.k8s.io/core:/stable:/v1.35/deb/InRelease" in message
+    assert "from n1: set mirrors.kubernetes_repo" in message
+    assert node.ssh("cat /etc/apt/sources.list.d/cb-kubernetes.sources").stdout == listed
+    # A repository that fails after preflight (prepare run regardless): the role names it and takes it out again.
     started = time.monotonic()
-    result = CliRunner().invoke(app, ["prepare", "-i", str(lab.inventory_path), "-c", str(default_repo),
-                                      "--limit", "n1"])
-    elapsed = time.monotonic() - started
-    assert result.exit_code == 1, result.output
-    message = " ".join(str(result.exception or "").split()) + " ".join(result.output.split())
+    with pytest.raises(BootstrapError) as failed:
+        prepare_nodes(load_inventory(lab.inventory_path), load_settings(default_repo), gpus=gpus, limit=["n1"])
+    message = " ".join(str(failed.value).split())
     assert "Kubernetes repository https://pkgs.k8s.io/core:/stable:/v1.35/deb/ is unusable from n1" in message
     assert "mirrors.kubernetes_repo" in message
-    assert elapsed < FAILURE_BOUND_S
+    assert time.monotonic() - started < FAILURE_BOUND_S
     # apt keeps working on the node: the unusable source was taken out again.
-    node = lab.node("n1")
     assert node.ssh("test -e /etc/apt/sources.list.d/cb-kubernetes.sources", check=False).returncode == 1
     assert node.ssh("apt-get update -q", timeout=120).returncode == 0
 
@@ -252,7 +275,7 @@ def test_a_gpu_node_fails_fast_at_nvidias_unreachable_repository(lab: Lab, lab_c
     # Prepared regardless (the inventory's gpu=true wins over preflight's count), n3 gets as far as NVIDIA's repository.
     started = time.monotonic()
     with pytest.raises(BootstrapError) as failed:
-        prepare(load_inventory(inventory), load_settings(lab_config), gpus=gpus, limit=["n3"])
+        prepare_nodes(load_inventory(inventory), load_settings(lab_config), gpus=gpus, limit=["n3"])
     message = " ".join(str(failed.value).split())
     assert "NVIDIA CUDA repository https://developer.download.nvidia.com/compute/cuda/repos/debian12/x86_64/ " \
            "is unusable from n3" in message
@@ -274,7 +297,7 @@ def test_the_mitogen_executor_still_refuses_an_unknown_host_key(lab: Lab, lab_co
     strict = tmp_path / "cluster.yaml"
     strict.write_text(yaml.safe_dump(config))
     with pytest.raises(BootstrapError) as refused:
-        prepare(load_inventory(lab.inventory_path), load_settings(strict), gpus=gpus, limit=["n1"])
+        prepare_nodes(load_inventory(lab.inventory_path), load_settings(strict), gpus=gpus, limit=["n1"])
     assert "n1: unreachable" in str(refused.value)
     assert "Host key verification failed" in str(refused.value) or "host key" in str(refused.value).lower()
     assert empty.read_text() == ""

@@ -13,6 +13,7 @@ from typing import Any
 
 import pytest
 from ansible.parsing.dataloader import DataLoader
+from ansible.plugins.loader import init_plugin_loader
 from ansible.template import Templar, trust_as_template
 
 from provision.inputs.inventory import Cluster, Node
@@ -24,7 +25,9 @@ from provision.render.kubeadm_config import CRI_SOCKET
 from provision.render.playbook_vars import playbook_vars, prepare_vars
 from provision.resources import PLAYBOOKS_DIR
 
-ROLES = ("os_prep", "container_runtime", "kubernetes_packages", "nvidia")
+ROLES = ("node_state", "packages", "os_prep", "container_runtime", "kubernetes_packages", "nvidia")
+# The roles pick their OS family's values with lookup('vars'), as Ansible does once its plugins are loaded.
+init_plugin_loader()
 
 
 def facts(family: str, distribution: str, version: str, release: str, kernel: str) -> dict[str, str]:
@@ -62,17 +65,23 @@ CLUSTER = Cluster(inventory_path=Path("hosts.ini"), nodes=(
     Node(name="gpu-1", address="192.0.2.11", role="worker", user="root"),
 ))
 GROUP_VARS = PLAYBOOKS_DIR / "group_vars" / "all.yml"
+# The prepare play's own variables (prepare.yml: the requests the node is read for, the one transaction's packages).
+PREPARE_VARS = DataLoader().load_from_file(str(PLAYBOOKS_DIR / "prepare.yml"), trusted_as_template=True)[1]["vars"]
 
 
-def role_files(family: str) -> list[Path]:
-    return [PLAYBOOKS_DIR / "roles" / role / part for role in ROLES
-            for part in ("defaults/main.yml", f"vars/{family}.yml")
-            if (PLAYBOOKS_DIR / "roles" / role / part).exists()]
+def role_files() -> list[Path]:
+    """Each role's defaults: defaults/main.yml, or every file of defaults/main/ (the common one and one per OS
+    family, all loaded: each family's names end in the family)."""
+    found = []
+    for role in ROLES:
+        defaults = PLAYBOOKS_DIR / "roles" / role / "defaults"
+        found += sorted((defaults / "main").glob("*.yml")) if (defaults / "main").is_dir() else [defaults / "main.yml"]
+    return found
 
 
 class Rendered:
-    """Role variables (defaults, then the node's family's vars) plus the playbooks' group_vars, facts and cb_* vars,
-    rendered on demand. The family is the platform table's (node_family), as the roles load it."""
+    """Role defaults plus the playbooks' group_vars, prepare.yml's own variables, facts and cb_* vars, rendered on
+    demand. The family is the platform table's (node_family), as the roles pick it."""
 
     def __init__(self, os: str, settings: dict[str, Any] | None = None, **extra: Any) -> None:
         loader = DataLoader()
@@ -85,27 +94,31 @@ class Rendered:
                                   "ansible_managed": "Ansible managed", "ansible_version": {"full": "2.21.5"}}
         self.family = Templar(loader=loader, variables=variables).template(trust_as_template("{{ node_family }}"))
         role_vars: dict[str, Any] = {}
-        for path in role_files(self.family):
+        for path in role_files():
             role_vars |= loader.load_from_file(str(path), trusted_as_template=True) or {}
-        variables = role_vars | variables | extra
+        variables = role_vars | variables | PREPARE_VARS | extra
         self.templar = Templar(loader=loader, variables=variables)
-        if "os_prep_node_state" not in extra:
-            self.templar = Templar(loader=loader, variables=variables | {"os_prep_node_state": self.fresh_state()})
+        # A refused system (or one the table does not list) is never read: the platform assert stops it first.
+        if "node_state_read" not in extra and self("node_platform.support | default('')") in ("supported", "warned"):
+            self.templar = Templar(loader=loader, variables=variables | {"node_state_read": self.fresh_state()})
 
     def fresh_state(self) -> dict[str, Any]:
-        """What library/cb_node_state.py reads on a fresh node: none of the roles' files, daemons or holds yet."""
-        files = self("os_prep_state_files")
+        """What library/cb_node_state.py reads on a fresh node for the requests of prepare.yml's roles: none of the
+        roles' files, daemons or holds yet, every package missing."""
+        reads = self("node_state_reads")
+        asked = {key: [item for read in reads for item in read.get(key, [])] for key in ("files", "dirs", "packages",
+                                                                                      "units", "sysctls")}
         missing = {"exists": False, "content": None, "sha256": None, "mode": None, "mtime": None}
         state = {
-            "files": {path: dict(missing) for path in files}
+            "files": {path: dict(missing) for path in asked["files"]}
             | {"/etc/hosts": missing | {"exists": True, "content": "127.0.0.1 localhost\n", "mode": "0644"}},
-            "dirs": dict.fromkeys(self("os_prep_state_dirs"), False),
-            "missing": [], "stale": [], "sysctls": dict.fromkeys(self("os_prep_sysctls"), "0"),
-            "units": {unit: {"load": "not-found", "active": "inactive", "enabled": ""}
-                      for unit in ("swap.target", self("os_prep_chrony_service"), "containerd", "docker", "kubelet",
-                                   "firewalld.service", "ufw.service")},
+            "dirs": dict.fromkeys(asked["dirs"], False),
+            "missing": asked["packages"], "stale": [], "sysctls": dict.fromkeys(asked["sysctls"], "0"),
+            "units": {unit: {"load": "not-found", "active": "inactive", "enabled": ""} for unit in asked["units"]},
             "modules_loaded": [], "swap": {"active": [], "fstab": []}, "hostname": "localhost", "cgroup_fs": "cgroup2fs",
-            "holds": [], "containerd_version": None, "mirror_files": [], "policy_rc_d_ours": False,
+            "holds": [], "policy_rc_d_ours": False,
+            "marked": {read_glob["glob"]: [] for read in reads for read_glob in read.get("marked", [])},
+            "versions": {name: None for read in reads for name in read.get("versions", {})},
         }
         return {"cb_state": state}
 
@@ -193,7 +206,7 @@ def test_rhel_package_names_differ_between_releases_8_and_9() -> None:
     # ebtables: a package of its own on 8, part of iptables-nft on 9.
     assert {"iptables", "iptables-ebtables"} <= set(el8) and "iptables-nft" not in el8
     assert "iptables-nft" in el9 and "iptables-ebtables" not in el9
-    assert Rendered("rocky9")("os_prep_chrony_service") == "chronyd"
+    assert Rendered("rocky9")("os_prep_chrony.service") == "chronyd"
     # EL10 takes EL9's names; Anolis OS 8 and Alibaba Cloud Linux 3, EL8's; openEuler has its own.
     assert Rendered("rocky10")("os_prep_packages") == el9
     assert Rendered("anolis8")("os_prep_packages") == Rendered("alinux3")("os_prep_packages") == el8
@@ -217,9 +230,9 @@ def test_rhel_driver_toolkit_and_kubernetes_package_specs() -> None:
 
 
 def refusal(os: str, core: str = "2.21.5") -> str | None:
-    """os_prep's first assert for this node and controller: None when it passes, else its message."""
-    r = Rendered(os, ansible_version={"full": core})
-    tasks = DataLoader().load_from_file(str(PLAYBOOKS_DIR / "roles/os_prep/tasks/0000-preflight.yml"),
+    """node_state's platform assert for this node and controller: None when it passes, else its message."""
+    r = Rendered(os, ansible_version={"full": core}, ansible_service_mgr="systemd")
+    tasks = DataLoader().load_from_file(str(PLAYBOOKS_DIR / "roles/node_state/tasks/0020-platform.yml"),
                                         trusted_as_template=True)
     check = tasks[0]["ansible.builtin.assert"]
     for condition in check["that"]:
@@ -251,7 +264,7 @@ def test_debian_testing_runs_with_the_tables_warning() -> None:
     sid = Rendered("debian13", ansible_distribution_major_version="forky/sid", ansible_distribution_release="sid")
     assert sid("node_platform.name") == "Debian testing/unstable" and sid("node_platform.support") == "warned"
     assert sid("node_family") == "Debian"
-    message = sid.task("os_prep/tasks/0000-preflight.yml", 1, "ansible.builtin.debug", "msg")
+    message = sid.task("node_state/tasks/0020-platform.yml", 1, "ansible.builtin.debug", "msg")
     assert "use Debian 13 for a cluster you keep" in message
 
 
@@ -294,7 +307,7 @@ def test_alibaba_cloud_linux_3_and_openeuler_take_dockers_tree_of_their_el_relea
 def test_a_gpu_node_without_a_usable_cuda_repository_is_refused_with_the_reason(os: str, reason: str) -> None:
     r = Rendered(os)
     assert r("nvidia_cuda_distribution") == ""
-    message = r.task("nvidia/tasks/0000-preflight.yml", 1, "ansible.builtin.assert", "fail_msg")
+    message = r.task("nvidia/tasks/0000-preflight.yml", 0, "ansible.builtin.assert", "fail_msg")
     assert reason in message and "gpu=false" in message
 
 
@@ -389,23 +402,38 @@ def test_registry_mirror_hosts_file_lists_every_mirror() -> None:
 def test_every_role_variable_renders_for_every_supported_os(os: str) -> None:
     r = Rendered(os, CN)
     names = {"node_platform", "node_family"}
-    for path in role_files(r.family):
+    for path in role_files():
         names |= set(DataLoader().load_from_file(str(path)) or {})
-    # Values that need a task's registered result are rendered with it elsewhere.
-    needs_results = {"os_prep_firewalld_installed", "os_prep_firewalld_active", "os_prep_ufw_installed"}
-    # Values a task renders with its own variable (os_prep_repo) or its role's templates (a template lookup).
-    needs_results |= {"os_prep_repo_list", "os_prep_repo_key", "os_prep_repo_read", "os_prep_repo_holds",
-                      "container_runtime_holds_base", "container_runtime_holds_config",
-                      "container_runtime_holds_containerd"}
-    # Values the roles use only under a condition (the task's `when`).
+    # The other OS family's values are never picked on this node.
+    other = "redhat" if r.family == "Debian" else "debian"
+    names = {name for name in names if not name.endswith(f"_{other}")}
+    # Values a task renders with its own variables (packages_repo, packages_install_packages) or its role's
+    # templates (a template lookup).
+    needs_results = {"packages_repo_paths", "packages_repo_list", "packages_repo_key", "packages_repo_read",
+                     "packages_repo_holds", "packages_repo_sources", "packages_install_specs",
+                     "container_runtime_holds_base", "container_runtime_holds_config",
+                     "container_runtime_holds_containerd", "container_runtime_holds",
+                     "container_runtime_repository_holds", "kubernetes_packages_repository_holds"}
+    # Values the roles use only under a condition (the task's `when`): the OS mirror's, the CUDA repository's
+    # where NVIDIA publishes one, the firewall's where one is installed.
     used_when = {"os_prep_rpm_mirror_base": "node_platform.os_mirror is not none",
+                 "os_prep_apt_archive": "cb_sources.os_repo is not none",
+                 "os_prep_apt_security_archive": "cb_sources.os_repo is not none",
                  "nvidia_cuda_repo_uri": "nvidia_cuda_distribution", "nvidia_cuda_key_url": "nvidia_cuda_distribution",
-                 "nvidia_cuda_repo": "nvidia_cuda_distribution", "nvidia_cuda_distribution": "nvidia_cuda_distribution"}
+                 "nvidia_cuda_repo": "nvidia_cuda_distribution", "nvidia_cuda_distribution": "nvidia_cuda_distribution",
+                 "nvidia_cuda_repo_debian": "nvidia_cuda_distribution",
+                 "nvidia_cuda_repo_redhat": "nvidia_cuda_distribution"}
+    # Values that are false on a fresh node.
+    falsy = {name for name in names if "_holds" in name or name.endswith("_hold")} | {
+        "os_prep_firewalld_installed", "os_prep_firewalld_active", "os_prep_ufw_installed", "node_state_running",
+        "container_runtime_mirror_files", "kubernetes_packages_release", "os_prep_chrony_container",
+        "os_prep_chrony_options_now", "os_prep_sysctls_written",
+        "node_state_reads", "packages_transaction"}
     for name in sorted(names - needs_results):
         if name in used_when and not r(used_when[name]):
             continue
         value = r(name)
-        assert value not in (None, ""), name
+        assert name in falsy or value not in (None, ""), name
         assert "{{" not in str(value), name
 
 
@@ -450,13 +478,16 @@ def test_reset_removes_the_smoke_tests_cache_where_the_settings_put_it() -> None
 
 
 def _chosen_source(os: str, setting: str, candidate: str | None) -> str:
-    """The container_runtime role's choice of containerd source, rendered from its own set_fact task."""
-    tasks = DataLoader().load_from_file(str(PLAYBOOKS_DIR / "roles/container_runtime/tasks/0010-repository.yml"),
-                                        trusted_as_template=True)
-    choose = next(t for t in tasks if t["name"] == "Choose where containerd comes from")
-    registered = {"stdout": candidate} if candidate is not None else {"skipped": True}
+    """The container_runtime role's choice of containerd source (container_runtime_source), with the candidate its
+    OS family's task found (candidate-<family>.yml: apt's, or none on the RHEL family)."""
+    if candidate is None and os.startswith("rocky"):
+        tasks = DataLoader().load_from_file(str(PLAYBOOKS_DIR / "roles/container_runtime/tasks/candidate-RedHat.yml"),
+                                            trusted_as_template=True)
+        registered = tasks[0]["ansible.builtin.set_fact"]["container_runtime_candidate"]
+    else:
+        registered = {"stdout": candidate} if candidate is not None else {"skipped": True}
     r = Rendered(os, {"container_runtime": {"containerd_source": setting}}, container_runtime_candidate=registered)
-    return str(r.templar.template(choose["ansible.builtin.set_fact"]["container_runtime_source"])).strip()
+    return str(r("container_runtime_source")).strip()
 
 
 @pytest.mark.parametrize(("os", "setting", "candidate", "os_release"), [

@@ -76,3 +76,20 @@ def test_only_the_events_that_move_the_view_count(events: list[dict[str, Any]]) 
 
 def test_the_recording_holds_no_secret() -> None:
     assert PLACEHOLDER_SECRET not in RECORDING.read_text()
+
+
+def test_a_node_lost_while_a_forked_mitogen_task_ran_is_unreachable_not_failed() -> None:
+    """Mitogen forks the modules that import our module_utils; a link cut meanwhile comes back as a failed task
+    saying the context disconnected, which is a lost node, named as such (re-run once it answers)."""
+    tally = EventTally()
+    for event in (
+        {"event": "runner_on_failed", "event_data": {
+            "host": "n3", "task": "Install the missing packages (apt): every package prepare installs",
+            "res": {"msg": "Task failed: the respondent Context has disconnected"}}},
+        {"event": "runner_on_failed", "event_data": {"host": "n2", "task": "Planted", "res": {"msg": "planted"}}},
+        {"event": "playbook_on_stats", "event_data": {"failures": {"n3": 1, "n2": 1}}},
+    ):
+        tally.feed(event)
+    assert [(f.host, f.unreachable) for f in tally.failures] == [("n3", True), ("n2", False)]
+    assert tally.tally["n3"].unreachable and not tally.tally["n2"].unreachable
+    assert tally.failures[0].message.startswith("the connection to it was lost in the middle of the task")

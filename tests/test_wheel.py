@@ -55,7 +55,7 @@ def test_the_wheel_carries_the_package_data_and_nothing_of_the_checkout(wheel: P
                    "provision/manifests/smoke/trainjob.yaml.j2", "provision/trainer/bandwidth.py",
                    "provision/cli/commands/doctor.py", "provision/cli/commands/support_bundle.py",
                    "provision/nodes/doctor/probe.py", "provision/diagnose/redact.py",
-                   "provision/playbooks/roles/os_prep/defaults/main.yml"):
+                   "provision/playbooks/roles/os_prep/defaults/main/main.yml"):
         assert wanted in names, wanted
     assert not [n for n in names if n.startswith(("tests/", "bench/", "docs/")) or "__pycache__" in n]
 

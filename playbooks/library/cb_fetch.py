@@ -1,11 +1,12 @@
 #!/usr/bin/python
 """Download one file (a repository's signing key, a release manifest), retrying what fails transiently.
 
-A mirror answering 502/503/504, a connection reset or refused, a read that times out: such failures pass, and
-the download is tried again after a pause that doubles each time (1 s, 2 s, 4 s, ...), up to `attempts` tries
-(downloads.attempts). A failure that will not pass (404, 403, a name that does not resolve, a certificate that
-does not verify, a missing local file) fails at once. Every attempt's error is returned under `attempts`, and
-`msg` names the URL, the error and whether it was retried; the roles add the setting that changes the source.
+A mirror answering 502/503/504, a connection reset or refused, a read that times out: such failures pass
+(module_utils/cb_retry.py says which), and the download is tried again after a pause that doubles each time (1 s,
+2 s, 4 s, ...), up to `attempts` tries (downloads.attempts). A failure that will not pass (404, 403, a name that
+does not resolve, a certificate that does not verify, a missing local file) fails at once. Every attempt's error
+is returned under `attempts`, and `msg` names the URL, the error and whether it was retried; the roles add the
+setting that changes the source.
 
 As get_url without force: a file already at `dest` is kept (a re-run downloads nothing).
 """
@@ -20,6 +21,7 @@ import time
 import urllib.error
 
 from ansible.module_utils.basic import AnsibleModule
+from ansible.module_utils.cb_retry import TRANSIENT_HTTP, pauses
 from ansible.module_utils.urls import open_url
 
 DOCUMENTATION = r"""
@@ -52,12 +54,6 @@ options:
     default: 1
 """
 
-# HTTP answers that say "try again later": a timeout, too early, too many requests, and every 5xx but 501 and 505
-# (not implemented, version not supported), which will not change.
-TRANSIENT_HTTP = frozenset({408, 425, 429}) | (frozenset(range(500, 600)) - {501, 505})
-# Bounds a run's wait: with the default 4 tries, 1 + 2 + 4 s.
-MAX_PAUSE_S = 30
-
 
 def classify(error: BaseException) -> tuple[str, bool]:
     """One line for an error, and whether it is transient (worth another try)."""
@@ -77,11 +73,6 @@ def classify(error: BaseException) -> tuple[str, bool]:
     if isinstance(reason, FileNotFoundError):
         return f"no such file ({reason.filename or reason})", False
     return f"{type(reason).__name__}: {reason}", False
-
-
-def pauses(attempts: int, backoff_s: float) -> list[float]:
-    """The pauses before the 2nd, 3rd, ... try."""
-    return [min(MAX_PAUSE_S, backoff_s * 2 ** index) for index in range(max(0, attempts - 1))]
 
 
 def fetch(url: str, timeout: int) -> bytes:

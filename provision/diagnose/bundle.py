@@ -41,7 +41,7 @@ from provision.kube.client import load_api_client
 from provision.kube.pods import container_statuses, node_name, pod_labels, pod_name, pod_namespace
 from provision.kube.verify import ApiUnreachable, call_api
 from provision.nodes.ssh import SshError, SshShell
-from provision.render.kubeadm_config import CONFIG_PATH
+from provision.render.node_paths import KUBEADM_CONFIG, KUBELET_CONF, STATIC_POD_DIR
 from provision.smoke.manifests import RUN_LABEL
 
 COLLECT_TIMEOUT_S = 180
@@ -95,7 +95,7 @@ def node_items(limits: Limits) -> tuple[tuple[str, str], ...]:
 
 # Files copied as they are (globs expanded on the node); the admin kubeconfigs and private keys are not among them.
 NODE_FILES = (
-    CONFIG_PATH, "/etc/kubernetes/kubelet.conf", "/etc/kubernetes/manifests/*.yaml", "/var/lib/kubelet/config.yaml",
+    KUBEADM_CONFIG, KUBELET_CONF, f"{STATIC_POD_DIR}/*.yaml", "/var/lib/kubelet/config.yaml",
     "/var/lib/kubelet/kubeadm-flags.env", "/etc/default/kubelet", "/etc/sysconfig/kubelet",
     "/etc/systemd/system/kubelet.service.d/*.conf", "/usr/lib/systemd/system/kubelet.service.d/*.conf",
     "/etc/containerd/config.toml", "/etc/containerd/conf.d/*.toml", "/etc/crictl.yaml", "/etc/hosts",

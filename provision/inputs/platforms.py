@@ -71,7 +71,7 @@ class Platform:
     family: Family  # whose role variables apply; ansible_os_family is the distribution's own name where Ansible
     # does not know it (Anolis OS)
     package_manager: PackageManager
-    package_set: str  # the name of its list of prerequisite packages in os_prep's vars/<family>.yml
+    package_set: str  # the name of its list of prerequisite packages in os_prep's defaults/main/<family>.yml
     docker_repo: str  # Docker's layout under mirrors.docker_repo: debian, ubuntu, or <centos|rhel>/<EL release>
     cuda: CudaRepo | None
     # Why a GPU node cannot run it, when cuda is None.

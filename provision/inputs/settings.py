@@ -237,6 +237,19 @@ class KubernetesSettings(_Section):
         return ".".join(self.version.split(".")[:2])
 
     @property
+    def patch(self) -> str | None:
+        """The release the version pins ('1.31.4'), or None for a bare minor ('1.31': the newest patch the package
+        repository has). Decided here once: the package specs, kubeadm's kubernetesVersion and the API server's
+        check read it."""
+        return self.version if self.version.count(".") == 2 else None
+
+    def is_running(self, version: str) -> bool:
+        """Whether a component reporting `version` ('v1.31.4', 'v1.31.4+k3s1') runs what this setting asks for:
+        the pinned release, or any patch of the minor."""
+        running = version.lstrip("v").split("+")[0]
+        return running == self.patch if self.patch else running.startswith(self.minor + ".")
+
+    @property
     def minor_number(self) -> int:
         return int(self.version.split(".")[1])
 

@@ -17,7 +17,7 @@ from provision.inputs.inventory import Cluster
 from provision.inputs.settings import Settings
 from provision.inputs.state import cluster_dir
 from provision.render.endpoint import api_endpoint
-from provision.render.kubeadm_config import ADMIN_CONF_PATH
+from provision.render.node_paths import ADMIN_CONF
 
 DEFAULT_KUBECONFIG = Path("~/.kube/config")
 
@@ -28,7 +28,7 @@ def admin_kubeconfig_path(cluster: Cluster) -> Path:
 
 
 def fetched_kubeconfig_path(cluster: Cluster) -> Path:
-    """Where the control_plane play fetches the control plane's ADMIN_CONF_PATH to, byte for byte. It stays (in
+    """Where the control_plane play fetches the control plane's ADMIN_CONF to, byte for byte. It stays (in
     the private cluster directory) so that a re-run fetches nothing new and reports no change."""
     return cluster_dir(cluster) / "admin.conf.fetched"
 
@@ -71,7 +71,7 @@ def install_admin_kubeconfig(fetched: Path, cluster: Cluster, settings: Settings
     clusters = data.get("clusters") or []
     if not clusters or not data.get("users"):
         raise BootstrapError(f"{fetched}: the admin kubeconfig fetched from {cluster.control_plane.name} has no "
-                             f"cluster or user; check {ADMIN_CONF_PATH} there")
+                             f"cluster or user; check {ADMIN_CONF} there")
     for entry in clusters:
         entry.setdefault("cluster", {})["server"] = api_endpoint(cluster, settings).operator_url
     fetched.chmod(0o600)

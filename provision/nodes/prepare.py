@@ -1,4 +1,5 @@
-"""Phase prepare: run playbooks/prepare.yml, then check in Python what each node reports about itself.
+"""The prepare phase's check (provision/phases/prepare.py runs playbooks/prepare.yml, then this): what each node
+reports about itself.
 
 The playbook's last task (the cb_node_report module) returns one JSON document per node: hostname, swap,
 sysctls, containerd, Docker, kubelet, holds, GPUs (provision/nodes/reports.py validates it). `check_node`
@@ -8,7 +9,7 @@ is still caught here.
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -16,15 +17,13 @@ from pydantic import ValidationError
 
 from provision.errors import BootstrapError
 from provision.inputs.inventory import Cluster
-from provision.inputs.platforms import NodePython
 from provision.inputs.settings import Settings
 from provision.nodes.containerd_config import config_problems
 from provision.nodes.reports import NODE_REPORT_KEY, NodeReport
-from provision.nodes.runner import PlaybookResult, RunProgress, failure_line, failure_mark, nodes_error, run_playbook
+from provision.nodes.runner import PlaybookResult, failure_line, failure_mark, nodes_error
 from provision.render.kubeadm_config import CRI_SOCKET
-from provision.render.playbook_vars import prepare_vars, sandbox_image
+from provision.render.playbook_vars import sandbox_image
 
-PLAYBOOK = "prepare.yml"
 SYSCTLS = ("net.bridge.bridge-nf-call-iptables", "net.bridge.bridge-nf-call-ip6tables", "net.ipv4.ip_forward")
 KUBE_PACKAGES = ("kubeadm", "kubelet", "kubectl")
 
@@ -92,15 +91,15 @@ def check_node(host: str, report: NodeReport, settings: Settings) -> list[str]:
 def kubeadm_version_problems(report: NodeReport, settings: Settings) -> list[str]:
     """Why the kubeadm installed on the node cannot be the one kubernetes.version asks for: kubeadm init is given
     exactly the release installed (kubernetesVersion), so it must be readable and agree with the settings."""
-    wanted = settings.kubernetes.version
+    wanted = settings.kubernetes
     found = report.kubeadm_release
     if report.kubeadm_version is None:
         return []  # reported above as not installed
     if found is None:
         return [f"the installed kubeadm's version '{report.kubeadm_version}' is not a Kubernetes release "
                 "(`dpkg -l kubeadm` / `rpm -q kubeadm` on the node)"]
-    if found != wanted and not found.startswith(f"{wanted}."):
-        return [f"kubeadm {found} is installed, but kubernetes.version is {wanted}: remove the held kubeadm, "
+    if not wanted.is_running(found):
+        return [f"kubeadm {found} is installed, but kubernetes.version is {wanted.version}: remove the held kubeadm, "
                 "kubelet and kubectl packages from the node (or `bootstrap reset` it) and run prepare again"]
     return []
 
@@ -168,25 +167,3 @@ def check_prepared(playbook: PlaybookResult, cluster: Cluster, settings: Setting
         raise nodes_error("prepare", ordered, marks, len(targets), playbook.run_dir / "run.log")
     return checked
 
-
-def prepare(
-    cluster: Cluster,
-    settings: Settings,
-    *,
-    gpus: Mapping[str, int],
-    limit: list[str] | None = None,
-    on_progress: Callable[[RunProgress], None] | None = None,
-    verbose: bool = False,
-    become_password: str | None = None,
-    pythons: Mapping[str, NodePython] | None = None,
-) -> PrepareResult:
-    """Prepare the nodes (`limit`: node names; None, all), given the NVIDIA GPUs preflight counted on each
-    (`gpus`, node name -> count; the inventory's gpu=true / gpu=false win over it) and the interpreter it chose for
-    each (`pythons`; a node without one is left to Ansible's interpreter discovery). Raises BootstrapError naming
-    the node and the problem when one is not ready. The prepare phase (provision/phases/prepare.py) runs the same playbook
-    and check, with the counts and interpreters from the cluster's state."""
-    playbook = run_playbook(PLAYBOOK, cluster, settings, phase="prepare",
-                            limit=cluster.hosts(limit) if limit is not None else None,
-                            extra_vars=prepare_vars(cluster, gpus), on_progress=on_progress, verbose=verbose,
-                            become_password=become_password, pythons=pythons)
-    return PrepareResult(playbook=playbook, reports=check_prepared(playbook, cluster, settings, limit))

@@ -10,7 +10,7 @@ from typing import Any, Literal
 
 # How one task ended on one host, as the run log spells it.
 ResultState = Literal["ok", "changed", "skipped", "failed (ignored)", "FAILED", "UNREACHABLE", "RETRYING"]
-# The key under which the package-lock wait (playbooks/library/cb_package_lock.py) reports who holds a lock.
+# The key under which the package-lock wait (playbooks/roles/packages/library/cb_package_lock.py) reports who holds a lock.
 PACKAGE_LOCK_KEY = "cb_package_lock"
 
 
@@ -69,12 +69,19 @@ def retry_note(task: str, result: Mapping[str, Any]) -> str:
     return f"retrying '{task}'{attempt}: {failure_message(result)}"
 
 
+# Mitogen's word for a node whose connection went away while a forked task ran there (modules that import
+# module_utils of ours are forked): a lost node, as Ansible's unreachable is, not a task that failed.
+MITOGEN_CONTEXT_LOST = "the respondent Context has disconnected"
+
+
 def unreachable_message(result: Mapping[str, Any]) -> str:
     """Why a host became unreachable; Mitogen's long apology for a connection lost mid-task said in a few words."""
     text = failure_message(result).removeprefix("Task failed: ")
     if "Mitogen was disconnected" in text:
         original = text.split("Original error was:", 1)[1].strip() if "Original error was:" in text else ""
         return "the connection to it was lost in the middle of the task" + (f" ({original})" if original else "")
+    if text == MITOGEN_CONTEXT_LOST:
+        return f"the connection to it was lost in the middle of the task ({text})"
     return text
 
 
@@ -142,6 +149,13 @@ class EventTally:
         elif kind == "runner_on_failed" and data.get("ignore_errors"):
             tally.ok += 1
             state = "failed (ignored)"
+        elif kind == "runner_on_failed" and failure_message(res).removeprefix("Task failed: ") == MITOGEN_CONTEXT_LOST:
+            # Ansible counts it failed (its closing stats too): the host is lost all the same.
+            tally.failed += 1
+            tally.unreachable = True
+            message = unreachable_message(res)
+            self.failures.append(TaskFailure(host, task, message, unreachable=True))
+            state = "UNREACHABLE"
         elif kind == "runner_on_failed":
             tally.failed += 1
             message = failure_message(res)

@@ -10,7 +10,8 @@ from provision.inputs.addons import ADDON_ORDER, ADDONS, AddonName
 from provision.kube.addons import crd_exists, wait_for_addon, wait_for_removal
 from provision.phases.common import api
 from provision.phases.engine import Phase, PhaseContext
-from provision.render.addons import SERVICE_MONITOR_CRD, ClusterFacts, addon_plan
+from provision.render.addons import SERVICE_MONITOR_CRD, ClusterFacts
+from provision.render.playbook_vars import addon_vars
 
 
 def _skip(name: AddonName) -> Callable[[PhaseContext], str | None]:
@@ -22,8 +23,7 @@ def _vars(name: AddonName, state: Literal["present", "absent"]) -> Callable[[Pha
         # What the cluster serves decides some of our objects (DCGM's ServiceMonitor): asked once, here.
         facts = ClusterFacts(service_monitors=crd_exists(api(ctx), SERVICE_MONITOR_CRD)) \
             if name == "dcgm_exporter" else ClusterFacts()
-        return {"cb_addon": addon_plan(ctx.settings, name, facts).as_vars(), "cb_addon_state": state,
-                "cb_addon_timeout_s": ctx.settings.addons.timeout_s}
+        return addon_vars(ctx.settings, name, state, facts)
     return extra_vars
 
 

@@ -10,43 +10,17 @@ from provision.kube.kubeconfig import fetched_kubeconfig_path, install_admin_kub
 from provision.kube.verify import read_cluster_configuration, wait_for_api
 from provision.phases.common import api
 from provision.phases.engine import Phase, PhaseContext
-from provision.render.endpoint import endpoint_mode
-from provision.render.kubeadm_config import CONFIG_PATH, endpoint_change_problem, render_init_config
-from provision.render.manifests import STATIC_POD_DIR, kube_vip_manifest
-
-
-def kube_vip_vars(ctx: PhaseContext) -> dict[str, Any]:
-    """kube-vip's static pods (endpoint vip): one per control plane, for the interface it announces the VIP on, and
-    the first control plane's copy for while kubeadm init runs. Empty without a VIP."""
-    settings = ctx.settings
-    found: dict[str, Any] = {"manifest_path": f"{STATIC_POD_DIR}/kube-vip.yaml", "manifests": {}, "during_init": ""}
-    if endpoint_mode(ctx.cluster, settings) != "vip":
-        return found
-
-    def interface(name: str) -> str:
-        chosen = settings.control_plane.interface or ctx.state.vip_interfaces.get(name)
-        if chosen is None:
-            raise BootstrapError(f"no interface known for kube-vip on {name}: run `bootstrap preflight` (it finds the "
-                                 "route to the VIP), or set control_plane.interface")
-        return chosen
-
-    first = ctx.cluster.control_plane
-    found["manifests"] = {n.host: kube_vip_manifest(settings, interface=interface(n.name))
-                          for n in ctx.cluster.control_planes}
-    found["during_init"] = kube_vip_manifest(settings, interface=interface(first.name), during_init=True)
-    return found
+from provision.render.kubeadm_config import endpoint_change_problem
+from provision.render.playbook_vars import control_plane_vars
 
 
 def extra_vars(ctx: PhaseContext) -> dict[str, Any]:
-    kube_vip = kube_vip_vars(ctx)
     version = ctx.state.kubernetes_version
     if version is None:
         raise BootstrapError("the Kubernetes release prepare installed is not known for this cluster: run "
                              "`bootstrap up --from prepare`")
-    return {"cb_kubeadm_config": render_init_config(ctx.cluster, ctx.settings, version),
-            "cb_kubeadm_config_path": CONFIG_PATH,
-            "cb_kubeconfig_fetch_dest": str(fetched_kubeconfig_path(ctx.cluster)),
-            "cb_kube_vip": kube_vip}
+    return control_plane_vars(ctx.cluster, ctx.settings, version, vip_interfaces=ctx.state.vip_interfaces,
+                              fetch_dest=fetched_kubeconfig_path(ctx.cluster))
 
 
 def check(ctx: PhaseContext) -> str:
@@ -57,11 +31,11 @@ def check(ctx: PhaseContext) -> str:
     problem = endpoint_change_problem(read_cluster_configuration(client), ctx.cluster, ctx.settings)
     if problem:
         raise BootstrapError(problem)
-    wanted = ctx.settings.kubernetes.version
-    running = version.lstrip("v").split("+")[0]
-    if not (running == wanted if wanted.count(".") == 2 else running.startswith(wanted + ".")):
-        raise BootstrapError(f"the API server runs {version} but kubernetes.version is {wanted}: the control plane "
-                             "was initialised with another version; `bootstrap down`, then `bootstrap up` to change it")
+    wanted = ctx.settings.kubernetes
+    if not wanted.is_running(version):
+        raise BootstrapError(f"the API server runs {version} but kubernetes.version is {wanted.version}: the control "
+                             "plane was initialised with another version; `bootstrap down`, then `bootstrap up` to "
+                             "change it")
     return f"API server {version}; kubeconfig {kubeconfig}"
 
 

@@ -108,7 +108,7 @@ class Phase:
     # Runs after the playbook (or alone) and returns a one-line detail for the summary; raises on failure.
     check: Callable[[PhaseContext], str]
     playbook: str | None = None
-    # Extra playbook variables beyond playbook_vars (rendered configs, manifests).
+    # The playbook's own variables beyond playbook_vars: one of render/playbook_vars.py's functions.
     extra_vars: Callable[[PhaseContext], dict[str, Any]] | None = None
     # Nodes (node names) the playbook is limited to (None: every host its plays target).
     limit: Callable[[PhaseContext], list[str] | None] | None = None

@@ -7,6 +7,7 @@ from __future__ import annotations
 from provision.errors import BootstrapError
 from provision.nodes.etcd.report import LAYOUT, read_survey, survey_summary
 from provision.phases.engine import Phase, PhaseContext
+from provision.render.playbook_vars import etcd_probe_vars
 
 
 def check(ctx: PhaseContext) -> str:
@@ -20,4 +21,5 @@ def check(ctx: PhaseContext) -> str:
 
 
 PHASE = Phase("etcd_probe", "read etcd on every control plane", check, playbook="etcd_probe.yml",
-              extra_vars=lambda ctx: LAYOUT.as_vars(), provides=("etcd",), read_only=True, checks_playbook=True)
+              extra_vars=lambda ctx: etcd_probe_vars(LAYOUT.as_dict()), provides=("etcd",), read_only=True,
+              checks_playbook=True)

@@ -3,6 +3,7 @@ removed from a control plane that stays while the others keep its majority."""
 from __future__ import annotations
 
 from provision.phases.engine import Phase, PhaseContext
+from provision.render.playbook_vars import etcd_remove_vars
 
 
 def members(ctx: PhaseContext) -> tuple[list[str], list[str]]:
@@ -30,5 +31,5 @@ def check(ctx: PhaseContext) -> str:
 
 
 PHASE = Phase("etcd", "remove the etcd members of the control planes being reset", check,
-              playbook="etcd_remove.yml", extra_vars=lambda ctx: {"cb_etcd_leaving": members(ctx)[0]},
+              playbook="etcd_remove.yml", extra_vars=lambda ctx: etcd_remove_vars(members(ctx)[0]),
               limit=lambda ctx: members(ctx)[1][:1], skip_reason=skip_reason, undoes=True)

@@ -30,6 +30,7 @@ from provision.nodes.etcd.snapshot import (
 )
 from provision.nodes.ssh import connect
 from provision.phases.engine import Phase, PhaseContext
+from provision.render.playbook_vars import etcd_snapshot_vars
 
 RESULT_KEY = "cb_etcd_snapshot"
 
@@ -85,12 +86,10 @@ def before(ctx: PhaseContext) -> None:
 def extra_vars(ctx: PhaseContext) -> dict[str, Any]:
     name, report = source(ctx)
     assert report.client is not None
-    return LAYOUT.as_vars() | {
-        "cb_etcd_snapshot": {"etcdctl": report.tools.etcdctl, "client": report.client.model_dump(),
-                             "status_argv": report.status_argv(), "directory": LAYOUT.snapshot_dir,
-                             "cluster": cluster_name(ctx.cluster), "node": name,
-                             "keep": ctx.settings.etcd.snapshot_keep},
-    }
+    return etcd_snapshot_vars(LAYOUT.as_dict(), {
+        "etcdctl": report.tools.etcdctl, "client": report.client.model_dump(), "status_argv": report.status_argv(),
+        "directory": LAYOUT.snapshot_dir, "cluster": cluster_name(ctx.cluster), "node": name,
+        "keep": ctx.settings.etcd.snapshot_keep})
 
 
 def check(ctx: PhaseContext) -> str:

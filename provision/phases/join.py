@@ -8,11 +8,9 @@ from typing import Any
 from provision.kube.nodes import label_workers
 from provision.kube.verify import verify_cluster
 from provision.phases.common import api, expectations
-from provision.phases.control_plane import kube_vip_vars
 from provision.phases.engine import Phase, PhaseContext
-from provision.render.endpoint import api_endpoint, endpoint_mode, node_ip
-from provision.render.kubeadm_config import ignored_preflight_errors
-from provision.render.manifests import API_PROXY_DIR, API_PROXY_NAME, STATIC_POD_DIR, api_proxy, kube_proxy_kubeconfig
+from provision.render.endpoint import endpoint_mode
+from provision.render.playbook_vars import join_vars
 
 
 def limit(ctx: PhaseContext) -> list[str] | None:
@@ -27,17 +25,7 @@ def limit(ctx: PhaseContext) -> list[str] | None:
 
 
 def extra_vars(ctx: PhaseContext) -> dict[str, Any]:
-    endpoint = api_endpoint(ctx.cluster, ctx.settings)
-    proxy = api_proxy(ctx.cluster, ctx.settings) if endpoint.mode == "proxy" else None
-    return {
-        # By inventory host name: the role looks itself up with inventory_hostname.
-        "cb_node_ips": {n.host: node_ip(n) for n in ctx.cluster.nodes if node_ip(n)},
-        "cb_kube_vip": kube_vip_vars(ctx),
-        "cb_api_proxy": {"dir": API_PROXY_DIR, "manifest_path": f"{STATIC_POD_DIR}/{API_PROXY_NAME}.yaml",
-                         "config": proxy.config if proxy else "", "manifest": proxy.manifest if proxy else ""},
-        "cb_kube_proxy_kubeconfig": kube_proxy_kubeconfig(endpoint) if proxy else "",
-        "cb_ignore_preflight_errors": ignored_preflight_errors(ctx.settings),
-    }
+    return join_vars(ctx.cluster, ctx.settings, vip_interfaces=ctx.state.vip_interfaces)
 
 
 def check(ctx: PhaseContext) -> str:

@@ -7,13 +7,11 @@ from typing import Any
 from provision.kube.verify import verify_cluster
 from provision.phases.common import api, expectations
 from provision.phases.engine import Phase, PhaseContext
-from provision.render.manifests import calico_source
+from provision.render.playbook_vars import network_vars
 
 
 def extra_vars(ctx: PhaseContext) -> dict[str, Any]:
-    source = calico_source(ctx.settings)
-    return {"cb_calico_url": source.url, "cb_calico_upstream_file": source.upstream_file,
-            "cb_calico_kustomization": source.kustomization}
+    return network_vars(ctx.settings)
 
 
 def check(ctx: PhaseContext) -> str:

@@ -27,8 +27,8 @@ from provision.inputs.addons import ADDONS, AddonName
 from provision.inputs.settings import GPU_RESOURCE, Settings
 from provision.inputs.sources import resolve_sources
 from provision.render.manifests import image_ref
+from provision.render.node_paths import ADDONS_DIR
 
-ADDONS_DIR = "/etc/kubernetes/addons"
 FIELD_MANAGER = "cluster-bootstrap"
 MANAGED_LABELS = {"app.kubernetes.io/managed-by": "cluster-bootstrap"}
 

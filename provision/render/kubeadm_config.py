@@ -18,10 +18,6 @@ from provision.inputs.sources import resolve_sources
 from provision.render.endpoint import API_SERVER_PORT, api_endpoint, node_ip
 
 CRI_SOCKET = "unix:///run/containerd/containerd.sock"
-# Written on the control plane by the control_plane role; `kubeadm init --config` reads it.
-CONFIG_PATH = "/etc/kubernetes/kubeadm-config.yaml"
-# Where `kubeadm init` writes the cluster admin's kubeconfig on the control plane (the control_plane role fetches it).
-ADMIN_CONF_PATH = "/etc/kubernetes/admin.conf"
 # The bootstrap token that `kubeadm init` creates anyway lives 15 minutes instead of kubeadm's 24 hours:
 # workers join with a token minted on every run, never with this one.
 INIT_TOKEN_TTL = "15m0s"

@@ -23,7 +23,7 @@ from provision.render.endpoint import (
     ApiEndpoint,
     node_ip,
 )
-from provision.render.kubeadm_config import ADMIN_CONF_PATH
+from provision.render.node_paths import ADMIN_CONF, KUBERNETES_DIR, STATIC_POD_DIR, SUPER_ADMIN_CONF
 from provision.resources import MANIFESTS_DIR
 
 _env = jinja2.Environment(loader=jinja2.FileSystemLoader(str(MANIFESTS_DIR)), undefined=jinja2.StrictUndefined,
@@ -139,11 +139,9 @@ KUBE_VIP_LEASE = "plndr-cp-lock"
 # The local API proxy's static pod: its name (and app.kubernetes.io/name, which verify looks for) and, on the
 # nodes, where its configuration lives; then the static pods' directory.
 API_PROXY_NAME = "cb-api-proxy"
-API_PROXY_DIR = f"/etc/kubernetes/{API_PROXY_NAME}"
-STATIC_POD_DIR = "/etc/kubernetes/manifests"
-# kubeadm (1.29 on, so every supported minor) writes admin.conf before it is authorised; the first control
-# plane's kube-vip uses this until `kubeadm init` is done.
-SUPER_ADMIN_CONF = "/etc/kubernetes/super-admin.conf"
+API_PROXY_DIR = f"{KUBERNETES_DIR}/{API_PROXY_NAME}"
+API_PROXY_MANIFEST = f"{STATIC_POD_DIR}/{API_PROXY_NAME}.yaml"
+KUBE_VIP_MANIFEST = f"{STATIC_POD_DIR}/kube-vip.yaml"
 
 
 def kube_vip_manifest(settings: Settings, *, interface: str, during_init: bool = False) -> str:
@@ -154,7 +152,7 @@ def kube_vip_manifest(settings: Settings, *, interface: str, during_init: bool =
         raise ValueError("kube-vip needs control_plane.vip")
     return _render("endpoint/kube-vip.yaml.j2", image=image_ref(settings, settings.control_plane.kube_vip_image),
                    api_server_port=API_SERVER_PORT, interface=interface, lease=KUBE_VIP_LEASE, vip=vip,
-                   kubeconfig=SUPER_ADMIN_CONF if during_init else ADMIN_CONF_PATH)
+                   kubeconfig=SUPER_ADMIN_CONF if during_init else ADMIN_CONF)
 
 
 @dataclass(frozen=True)

@@ -1,19 +1,38 @@
-"""The variables every playbook receives: the one contract between the Python side and the roles.
+"""The variables the playbooks receive: the one contract between the Python side and the roles.
 
-All names start with `cb_` so they never collide with a user's own inventory variables.
+Every variable a role reads from Python is built here and named here once: `playbook_vars` for every playbook,
+then one function per playbook for its own (the phases pass them as their extra_vars and assemble none
+themselves). All names start with `cb_` so they never collide with a user's own inventory variables.
 """
 from __future__ import annotations
 
-from collections.abc import Mapping
-from typing import Any
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any, Literal
 
+from provision.errors import BootstrapError
 from provision.inputs import versions
+from provision.inputs.addons import AddonName
 from provision.inputs.inventory import Cluster
 from provision.inputs.platforms import NodePython, Platform, bootstrap_script, role_rows
 from provision.inputs.settings import Settings
 from provision.inputs.sources import resolve_sources
-from provision.render.endpoint import API_SERVER_CERT_NAME, api_endpoint, node_ip
-from provision.render.kubeadm_config import CRI_SOCKET
+from provision.render.addons import ClusterFacts, addon_plan
+from provision.render.endpoint import API_SERVER_CERT_NAME, api_endpoint, endpoint_mode, node_ip
+from provision.render.kubeadm_config import CRI_SOCKET, ignored_preflight_errors, render_init_config
+from provision.render.manifests import (
+    API_PROXY_DIR,
+    API_PROXY_MANIFEST,
+    KUBE_VIP_MANIFEST,
+    api_proxy,
+    calico_source,
+    device_plugin_manifest,
+    gpu_node_labels,
+    kube_proxy_kubeconfig,
+    kube_vip_manifest,
+    runtimeclass_manifest,
+)
+from provision.render.node_paths import node_paths
 
 
 def sandbox_image(settings: Settings) -> str:
@@ -28,13 +47,10 @@ def playbook_vars(cluster: Cluster, settings: Settings) -> dict[str, Any]:
     sources = resolve_sources(settings)
     endpoint = api_endpoint(cluster, settings)
     return {
-        "cb_kube_version": kube.version,
+        # The release kubernetes.version pins ("1.36.4"), or null for a bare minor (its newest patch).
+        "cb_kube_patch": kube.patch,
         "cb_kube_minor": kube.minor,
         "cb_sandbox_image": sandbox_image(settings),
-        "cb_pod_cidr": kube.pod_cidr,
-        "cb_service_cidr": kube.service_cidr,
-        "cb_dns_domain": kube.dns_domain,
-        "cb_kube_proxy_mode": kube.kube_proxy_mode,
         # The one containerd socket: kubeadm's criSocket, crictl's endpoint, `kubeadm join` and `kubeadm reset`.
         "cb_cri_socket": CRI_SOCKET,
         "cb_sources": sources.as_dict(),
@@ -47,7 +63,6 @@ def playbook_vars(cluster: Cluster, settings: Settings) -> dict[str, Any]:
         "cb_switch_to_cgroup_v2": settings.kubelet.switch_to_cgroup_v2,
         "cb_package_lock_timeout_s": settings.packages.lock_timeout_s,
         "cb_download_attempts": settings.downloads.attempts,
-        "cb_calico_version": settings.calico.version,
         "cb_gpu": settings.gpu.model_dump(),
         # The smoke test's data cache on the nodes (a hostPath): reset removes it.
         "cb_smoke_cache_path": settings.smoke_test.cache_path,
@@ -65,8 +80,10 @@ def playbook_vars(cluster: Cluster, settings: Settings) -> dict[str, Any]:
                             "node_url": endpoint.node_url, "tls_server_name": API_SERVER_CERT_NAME,
                             "vip": endpoint.host if endpoint.mode == "vip" else None},
         # The platform table (provision/inputs/platforms.py): each node's row is found by its facts
-        # (playbooks/group_vars/all.yml: node_platform); os_prep refuses a node whose row is not supported.
+        # (playbooks/group_vars/all.yml: node_platform); node_state refuses a node whose row is not supported.
         "cb_platforms": role_rows(),
+        # Where kubeadm and cluster-bootstrap keep things on a node (render/node_paths.py).
+        "cb_paths": node_paths(),
     }
 
 
@@ -104,3 +121,107 @@ def prepare_vars(cluster: Cluster, gpus: Mapping[str, int],
              for name in nodes}
     return {"cb_nvidia_nodes": nodes,
             "cb_nvidia_modules": {name: versions.module_flavour(known[name]) if known[name] else "open" for name in nodes}}
+
+
+def kube_vip_vars(cluster: Cluster, settings: Settings, vip_interfaces: Mapping[str, str]) -> dict[str, Any]:
+    """cb_kube_vip, kube-vip's static pods (endpoint vip): one per control plane (by inventory host name), for the
+    interface it announces the VIP on (control_plane.interface, else the one preflight found: `vip_interfaces`,
+    node name -> interface), and the first control plane's copy for while kubeadm init runs. No manifests without a
+    VIP."""
+    found: dict[str, Any] = {"manifest_path": KUBE_VIP_MANIFEST, "manifests": {}, "during_init": ""}
+    if endpoint_mode(cluster, settings) == "vip":
+        def interface(name: str) -> str:
+            chosen = settings.control_plane.interface or vip_interfaces.get(name)
+            if chosen is None:
+                raise BootstrapError(f"no interface known for kube-vip on {name}: run `bootstrap preflight` (it finds "
+                                     "the route to the VIP), or set control_plane.interface")
+            return chosen
+
+        found["manifests"] = {n.host: kube_vip_manifest(settings, interface=interface(n.name))
+                              for n in cluster.control_planes}
+        found["during_init"] = kube_vip_manifest(settings, interface=interface(cluster.control_plane.name),
+                                                 during_init=True)
+    return {"cb_kube_vip": found}
+
+
+def control_plane_vars(cluster: Cluster, settings: Settings, kubernetes_version: str, *,
+                       vip_interfaces: Mapping[str, str], fetch_dest: Path) -> dict[str, Any]:
+    """control_plane.yml: the kubeadm configuration for `kubernetes_version` (the release prepare installed), where
+    the admin kubeconfig is fetched to on this machine, and kube-vip's static pods."""
+    return {"cb_kubeadm_config": render_init_config(cluster, settings, kubernetes_version),
+            "cb_kubeconfig_fetch_dest": str(fetch_dest)} | kube_vip_vars(cluster, settings, vip_interfaces)
+
+
+def join_vars(cluster: Cluster, settings: Settings, *, vip_interfaces: Mapping[str, str]) -> dict[str, Any]:
+    """join.yml: the address each node's kubelet registers, kube-vip's static pods, the local API proxy (endpoint
+    proxy) with kube-proxy's kubeconfig through it, and the kubeadm preflight checks skipped."""
+    endpoint = api_endpoint(cluster, settings)
+    proxy = api_proxy(cluster, settings) if endpoint.mode == "proxy" else None
+    return {
+        # By inventory host name: the role looks itself up with inventory_hostname.
+        "cb_node_ips": {n.host: node_ip(n) for n in cluster.nodes if node_ip(n)},
+        "cb_api_proxy": {"dir": API_PROXY_DIR, "manifest_path": API_PROXY_MANIFEST,
+                         "config": proxy.config if proxy else "", "manifest": proxy.manifest if proxy else ""},
+        "cb_kube_proxy_kubeconfig": kube_proxy_kubeconfig(endpoint) if proxy else "",
+        "cb_ignore_preflight_errors": ignored_preflight_errors(settings),
+    } | kube_vip_vars(cluster, settings, vip_interfaces)
+
+
+def network_vars(settings: Settings) -> dict[str, Any]:
+    """network.yml: Calico's release manifest and the kustomization that customises it."""
+    source = calico_source(settings)
+    return {"cb_calico_url": source.url, "cb_calico_upstream_file": source.upstream_file,
+            "cb_calico_kustomization": source.kustomization}
+
+
+def mig_layout(settings: Settings, cluster: Cluster, nodes: Sequence[str]) -> dict[str, Any]:
+    """The inventory hosts whose GPUs are cut, the profile, and per host the instances one GPU of each PCI device id
+    holds (the versions table's; preflight refused GPUs without the profile)."""
+    mig = settings.gpu.mig
+    if not mig.enabled or mig.profile is None:
+        return {"hosts": [], "profile": "", "instances": {}}
+    profile = mig.profile
+    counts = {f"{device:04x}": product.profiles[profile]
+              for product in versions.MIG_PRODUCTS if profile in product.profiles for device in product.device_ids}
+    hosts = {cluster.node(name).host: counts for name in nodes}
+    return {"hosts": sorted(hosts), "profile": profile, "instances": hosts}
+
+
+def gpu_vars(settings: Settings, cluster: Cluster, nodes: Sequence[str],
+             generations: Mapping[str, list[str]]) -> dict[str, Any]:
+    """gpu_plugin.yml: the GPU nodes (node names), each with the labels every GPU node gets and its oldest GPU
+    generation where preflight named them (`generations`, node name -> generations: the smoke test picks its image
+    for the oldest among the nodes it runs on), the MIG layout, the device plugin and the RuntimeClass."""
+    common = gpu_node_labels(settings)
+    return {"cb_gpu_nodes": list(nodes),
+            "cb_gpu_node_labels": {name: common + (
+                [f"{versions.GPU_GENERATION_LABEL}={versions.oldest_generation(generations[name])}"]
+                if generations.get(name) else []) for name in nodes},
+            "cb_mig": mig_layout(settings, cluster, nodes),
+            "cb_device_plugin_manifest": device_plugin_manifest(settings),
+            "cb_runtimeclass_manifest": runtimeclass_manifest()}
+
+
+def addon_vars(settings: Settings, name: AddonName, state: Literal["present", "absent"],
+               facts: ClusterFacts | None = None) -> dict[str, Any]:
+    """addon.yml: one add-on's plan (render/addons.py; `facts`: what the cluster serves that changes it), whether it
+    is installed or removed, and how long to wait."""
+    return {"cb_addon": addon_plan(settings, name, facts).as_vars(), "cb_addon_state": state,
+            "cb_addon_timeout_s": settings.addons.timeout_s}
+
+
+def etcd_probe_vars(layout: Mapping[str, Any]) -> dict[str, Any]:
+    """etcd_probe.yml, and the etcd playbooks after it: where etcd's files are on a control plane (the layout
+    provision/nodes/etcd/report.py decides)."""
+    return {"cb_etcd_layout": dict(layout)}
+
+
+def etcd_snapshot_vars(layout: Mapping[str, Any], snapshot: Mapping[str, Any]) -> dict[str, Any]:
+    """etcd_snapshot.yml: the layout, and the snapshot to take (etcdctl, the client's certificates, how to read its
+    status, where it goes, the cluster and node it is named after, how many the node keeps), as the phase chose."""
+    return etcd_probe_vars(layout) | {"cb_etcd_snapshot": dict(snapshot)}
+
+
+def etcd_remove_vars(leaving: Sequence[str]) -> dict[str, Any]:
+    """etcd_remove.yml: the control planes (node names) whose etcd members are removed."""
+    return {"cb_etcd_leaving": list(leaving)}

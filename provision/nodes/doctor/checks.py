@@ -143,7 +143,7 @@ def _port(text: str) -> Port:
 @cache
 def _role_ports() -> dict[str, tuple[Port, ...]]:
     """The ports prepare opens (os_prep's defaults: the one table, read where the role reads it)."""
-    defaults = yaml.safe_load((ROLES_DIR / "os_prep" / "defaults" / "main.yml").read_text())
+    defaults = yaml.safe_load((ROLES_DIR / "os_prep" / "defaults" / "main" / "main.yml").read_text())
     return {kind: tuple(_port(str(p)) for p in defaults[f"os_prep_{kind}_ports"])
             for kind in ("control_plane", "worker", "calico")}
 

@@ -12,16 +12,17 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 
 from provision.nodes.preflight.probe import NVIDIA_VENDOR, parse_os_release, read_sections
+from provision.render.node_paths import ADMIN_CONF, KUBELET_CONF, KUBERNETES_DIR, SUPER_ADMIN_CONF
 
 # What the doctor watches for space: containerd's images and snapshots, the kubelet's pods and volumes, etcd's data.
 DISK_PATHS = ("/var/lib/containerd", "/var/lib/kubelet", "/var/lib/etcd")
 # Certificates kubeadm keeps on disk, and the kubeconfigs it writes with an embedded client certificate.
 CERT_GLOBS = ("/etc/kubernetes/pki/*.crt", "/etc/kubernetes/pki/etcd/*.crt",
               "/var/lib/kubelet/pki/kubelet-client-current.pem")
-KUBECONFIG_CERTS = ("/etc/kubernetes/admin.conf", "/etc/kubernetes/super-admin.conf",
-                    "/etc/kubernetes/controller-manager.conf", "/etc/kubernetes/scheduler.conf")
+KUBECONFIG_CERTS = (ADMIN_CONF, SUPER_ADMIN_CONF, f"{KUBERNETES_DIR}/controller-manager.conf",
+                    f"{KUBERNETES_DIR}/scheduler.conf")
 # The kubelet's kubeconfig, written by kubeadm init and join: the node has joined the cluster.
-KUBELET_KUBECONFIG = "/etc/kubernetes/kubelet.conf"
+KUBELET_KUBECONFIG = KUBELET_CONF
 SOURCE_TIMEOUT_S = 8
 JOURNAL_LINES = 5
 

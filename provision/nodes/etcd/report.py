@@ -1,5 +1,6 @@
 """What a control plane says about its etcd (playbooks/library/cb_etcd_probe.py, under `cb_etcd`), validated,
-and where etcd's files live on the nodes: decided here once and handed to every etcd role as `cb_etcd_layout`.
+and where etcd's files live on the nodes: decided here once and handed to every etcd role as `cb_etcd_layout`
+(render/playbook_vars.py's etcd_probe_vars).
 
 An EtcdSurvey is the probe of every control plane of one run: the reports of those that answered and why the
 others did not. The judges (snapshot.py, restore.py, members.py) read surveys; nothing else asks etcd.
@@ -17,6 +18,7 @@ from provision.errors import BootstrapError
 from provision.inputs.inventory import Cluster
 from provision.inputs.versions import parse_version
 from provision.nodes.runner import PlaybookResult
+from provision.render.node_paths import STATIC_POD_DIR
 
 # The module's SCHEMA, bumped together with it; and the key its document comes back under.
 ETCD_REPORT_SCHEMA = 1
@@ -27,7 +29,7 @@ ETCD_REPORT_KEY = "cb_etcd"
 class NodeLayout:
     """Where etcd's files are on a control plane (kubeadm's for the static pod; ours for the rest)."""
 
-    manifests_dir: str = "/etc/kubernetes/manifests"
+    manifests_dir: str = STATIC_POD_DIR
     # A restore moves the control plane's static pod manifests here while it works (the kubelet stops the pods),
     # and back when it is done; a restore killed midway finds them here and carries on.
     stopped_dir: str = "/etc/kubernetes/cb-stopped-manifests"
@@ -49,8 +51,8 @@ class NodeLayout:
     join_env: str = "/etc/cluster-bootstrap/etcd-join.env"
     join_dropin: str = "/etc/systemd/system/etcd.service.d/50-cluster-bootstrap-join.conf"
 
-    def as_vars(self) -> dict[str, Any]:
-        return {"cb_etcd_layout": {name: getattr(self, name) for name in self.__dataclass_fields__}}
+    def as_dict(self) -> dict[str, Any]:
+        return {name: getattr(self, name) for name in self.__dataclass_fields__}
 
 
 LAYOUT = NodeLayout()

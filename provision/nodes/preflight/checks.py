@@ -2,6 +2,7 @@
 policy, `severity()`, turns a problem into "fail" (blocks `up`) or "warn" (shown, lets `up` go on)."""
 from __future__ import annotations
 
+import ipaddress
 from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Literal
@@ -33,6 +34,10 @@ CONTROL_PLANE_PORTS = (6443, 2379, 2380, 10250, 10257, 10259)
 WORKER_PORTS = (10250,)
 # Processes that hold those ports on a node that is already in a cluster (ss shows at most 15 characters).
 KUBE_PROCESSES = frozenset({"kube-apiserver", "etcd", "kubelet", "kube-controller", "kube-scheduler"})
+# Interfaces whose addresses come from the pod or service range by design (Calico's, kube-proxy's ipvs dummy, node
+# local DNS): a node already in the cluster has them.
+CLUSTER_INTERFACES = frozenset({"lo", "tunl0", "vxlan.calico", "kube-ipvs0", "nodelocaldns"})
+CLUSTER_INTERFACE_PREFIXES = ("cali",)
 
 # --- which problems block: the one place that decides ------------------------------------------------------
 
@@ -41,7 +46,7 @@ KUBE_PROCESSES = frozenset({"kube-apiserver", "etcd", "kubelet", "kube-controlle
 # are the warned halves of containerd and cgroup.
 BLOCKING = frozenset({"ssh", "sudo", "facts", "os", "python", "isa", "hostname", "product_uuid", "mac", "ports", "clock",
                       "gpu", "containerd", "cgroup", "kernel", "gpu_driver", "smoke_image", "vip", "proxy_port",
-                      "gpu_mig"})
+                      "gpu_mig", "networks"})
 # These stop `up` only on the control plane (kubeadm init refuses); on a worker they are a warning.
 BLOCKING_ON_CONTROL_PLANE = frozenset({"cpu", "memory"})
 
@@ -169,6 +174,23 @@ def check_ports(facts: NodeFacts, node: Node) -> Finding:
     return Finding("ports", True, f"in use: {described}",
                    f"stop what listens there (`ss -ltnp 'sport = :{first}'` on the node shows it), or run "
                    "`bootstrap reset` if it is left from an earlier cluster")
+
+
+def check_networks(facts: NodeFacts, settings: Settings) -> Finding:
+    """The node's own networks against the pod and service CIDRs: traffic to an address both hold would go the
+    wrong way. The settings alone (pod against service) are judged when they are read (inputs/settings.py)."""
+    kube = settings.kubernetes
+    for key, example in (("pod_cidr", "10.244.0.0/16"), ("service_cidr", "10.96.0.0/12")):
+        cidr = ipaddress.IPv4Network(getattr(kube, key))
+        for name, address in facts.addresses:
+            if name in CLUSTER_INTERFACES or name.startswith(CLUSTER_INTERFACE_PREFIXES):
+                continue
+            if address.network.overlaps(cidr):
+                return Finding("networks", True, f"interface {name} has {address.with_prefixlen}, which overlaps "
+                                                 f"kubernetes.{key} {cidr}: cluster traffic and this network would "
+                                                 "collide",
+                               f"set kubernetes.{key} in cluster.yaml to a range none of your nodes use (e.g. {example})")
+    return Finding("networks", False, "no node network overlaps the pod or service CIDR")
 
 
 def check_clock(facts: NodeFacts, limit_s: float = CLOCK_SKEW_LIMIT_S) -> Finding:
@@ -463,7 +485,7 @@ def evaluate(nodes: list[Node], facts_by_node: dict[str, NodeFacts], ansible_cor
         python_finding, python = check_python(facts)
         findings = [os_finding, check_support(facts), python_finding, check_isa(facts), check_cpu(facts),
                     check_memory(facts), *unique[node.name], check_ports(facts, node), check_clock(facts),
-                    check_swap(facts), check_selinux(facts), gpu_finding,
+                    check_swap(facts), check_selinux(facts), gpu_finding, check_networks(facts, settings),
                     check_network(facts, multi_node=multi_node, min_gbps=min_link_gbps),
                     check_containerd(facts, settings), check_cgroup(facts, settings), check_kernel(facts, settings),
                     *check_gpu_versions(facts, settings, node)]

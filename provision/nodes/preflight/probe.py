@@ -3,6 +3,7 @@ NodeFacts. Every fact about the node that preflight judges comes from here, amon
 its PCI bus, which later phases take from preflight instead of looking again."""
 from __future__ import annotations
 
+import ipaddress
 import re
 import shlex
 from collections.abc import Iterable
@@ -12,6 +13,7 @@ from provision.inputs import versions
 from provision.inputs.platforms import PythonFound, probed_interpreters
 from provision.nodes.nic import PROBE_SECTION as NIC_PROBE_SECTION
 from provision.nodes.nic import Links, parse_links
+from provision.render.node_paths import ADMIN_CONF, KUBELET_CONF
 
 # PCI vendor id of NVIDIA; a GPU is a device of that vendor in the display class (0x03xxxx).
 NVIDIA_VENDOR = "10de"
@@ -79,6 +81,8 @@ class NodeFacts:
     pythons: tuple[PythonFound, ...] = ()
     # NIC speeds and RDMA devices (nodes/nic.py).
     links: Links = field(default_factory=Links)
+    # Every IPv4 address on the node, with its interface and prefix (`ip -o -4 address show`).
+    addresses: tuple[tuple[str, ipaddress.IPv4Interface], ...] = ()
 
     def python(self, path: str) -> PythonFound | None:
         return next((found for found in self.pythons if found.path == path), None)
@@ -98,6 +102,7 @@ print("%d.%d %s" % (sys.version_info[0], sys.version_info[1], " ".join(found)))"
 
 # Runs as root through sudo; POSIX sh; every section is optional so a missing tool only empties its section.
 PROBE_SCRIPT = (f"nvidia_vendor={NVIDIA_VENDOR}\ninterpreters={shlex.quote(' '.join(probed_interpreters()))}\n"
+                f"kube_configs={shlex.quote(f'{ADMIN_CONF} {KUBELET_CONF}')}\n"
                 f"python_probe={shlex.quote(PYTHON_PROBE)}\n") + r"""
 section() { echo "@@$1"; }
 section os-release; cat /etc/os-release 2>/dev/null
@@ -134,7 +139,7 @@ for py in $interpreters; do
   [ -x "$py" ] || continue
   out=$("$py" -c "$python_probe" 2>/dev/null) && echo "$py $out"
 done
-section kube; for f in /etc/kubernetes/admin.conf /etc/kubernetes/kubelet.conf; do [ -f "$f" ] && echo "$f"; done
+section kube; for f in $kube_configs; do [ -f "$f" ] && echo "$f"; done
 if [ -n "$vip" ]; then
   section vip_held; ip -o -4 addr show to "$vip/32" 2>/dev/null
   section vip_route; ip -o -4 route get "$vip" 2>/dev/null
@@ -165,6 +170,7 @@ elif command -v rpm >/dev/null 2>&1; then
   rpm -q --qf '%{NAME} %{VERSION}\n' containerd.io docker-ce 2>/dev/null | grep -v 'not installed'
 fi
 section containerd_candidate; apt-cache policy containerd 2>/dev/null | awk '$1 == "Candidate:" {print $2}'
+section addresses; ip -o -4 address show 2>/dev/null
 """ + NIC_PROBE_SECTION + "section end\n"
 
 
@@ -323,7 +329,22 @@ def parse_facts(text: str) -> NodeFacts:
         arch=next((line.strip() for line in sections.get("arch", []) if line.strip()), ""),
         cpu_flags=frozenset(" ".join(sections.get("cpu_flags", [])).split()),
         pythons=parse_pythons(sections.get("python", [])),
+        addresses=parse_addresses(sections.get("addresses", [])),
     )
+
+
+def parse_addresses(lines: Iterable[str]) -> tuple[tuple[str, ipaddress.IPv4Interface], ...]:
+    """`ip -o -4 address show` ("2: eth0    inet 10.88.0.2/24 brd 10.88.0.255 scope global eth0 ...") -> each
+    interface (without its @peer suffix) and address with its prefix."""
+    found = []
+    for line in lines:
+        words = line.split()
+        if len(words) >= 4 and words[2] == "inet":
+            try:
+                found.append((words[1].split("@")[0], ipaddress.IPv4Interface(words[3])))
+            except ValueError:
+                continue
+    return tuple(found)
 
 
 def _first(lines: list[str] | None) -> str | None:
