@@ -114,7 +114,7 @@ def test_every_member_restores_with_its_own_name_and_peer_url_every_member_liste
                                     "n3=https://10.88.1.13:2380")
     assert plan.token == "cb-restore-20261125T101500Z"
     assert plan.bump_revision == BUMP_REVISION and plan.expected_revision == RECORD["revision"] + BUMP_REVISION
-    n2 = plan.member_vars()["n2"]
+    n2 = plan.member_arguments()["n2"]
     assert (n2["name"], n2["peer_urls"], n2["data_dir"]) == ("n2", "https://10.88.1.12:2380", "/var/lib/etcd")
     assert (n2["uid"], n2["gid"]) == (PROBES["n2"]["data_dir"]["uid"], PROBES["n2"]["data_dir"]["gid"])
     assert n2["restore_argv"] == ["/usr/bin/etcdutl", "snapshot", "restore"]
@@ -205,7 +205,7 @@ def test_a_fresh_machine_rejoins_with_the_members_there_are(cluster: Cluster) ->
     plan = plan_join(cluster.node("n2"), found, "n1", "j1")
     assert plan.initial_cluster == "n1=https://10.88.1.11:2380,n3=https://10.88.1.13:2380,n2=https://10.88.1.12:2380"
     assert plan.existing_id is None and plan.backup == "/var/lib/etcd.cb-replaced-j1"
-    assert plan.as_vars("n2", "n1")["join_env"] == (f"ETCD_INITIAL_CLUSTER={plan.initial_cluster}\n"
+    assert plan.as_dict("n2", "n1")["join_env"] == (f"ETCD_INITIAL_CLUSTER={plan.initial_cluster}\n"
                                                     "ETCD_INITIAL_CLUSTER_STATE=existing\n")
     # Judged after the join: a learner left unpromoted is named.
     joined = survey()

@@ -13,6 +13,7 @@ from provision.nodes.etcd.report import LAYOUT, read_survey
 from provision.nodes.etcd.restore import new_restore_id
 from provision.phases.engine import Phase, PhaseContext
 from provision.phases.etcd_member_remove import leaving
+from provision.render.playbook_vars import etcd_member_join_vars
 
 
 def plan(ctx: PhaseContext) -> JoinPlan:
@@ -48,8 +49,8 @@ def joining(ctx: PhaseContext) -> JoinPlan:
 
 def extra_vars(ctx: PhaseContext) -> dict[str, Any]:
     found = joining(ctx)
-    return LAYOUT.as_vars() | {"cb_etcd_join": found.as_vars(ctx.cluster.node(found.node).host,
-                                                               ctx.cluster.node(found.helper).host)}
+    return etcd_member_join_vars(LAYOUT.as_dict(), found.as_dict(ctx.cluster.node(found.node).host,
+                                                                  ctx.cluster.node(found.helper).host))
 
 
 def limit(ctx: PhaseContext) -> list[str]:

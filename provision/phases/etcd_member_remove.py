@@ -9,6 +9,7 @@ from provision.errors import BootstrapError
 from provision.nodes.etcd.members import helper, members_of, quorum_problem
 from provision.nodes.etcd.report import LAYOUT, Member, read_survey
 from provision.phases.engine import Phase, PhaseContext
+from provision.render.playbook_vars import etcd_member_remove_vars
 
 
 def leaving(ctx: PhaseContext) -> str:
@@ -49,8 +50,9 @@ def through(ctx: PhaseContext) -> str:
 def extra_vars(ctx: PhaseContext) -> dict[str, Any]:
     survey = ctx.results.etcd
     assert survey is not None
-    return LAYOUT.as_vars() | {"cb_etcd_member_remove": {
-        "etcdctl": survey.reports[through(ctx)].etcdctl, "ids": [m.id for m in found(ctx)]}}
+    etcdctl = survey.reports[through(ctx)].etcdctl
+    assert etcdctl is not None  # helper() picks a member with one
+    return etcd_member_remove_vars(LAYOUT.as_dict(), etcdctl=etcdctl, ids=[m.id for m in found(ctx)])
 
 
 def check(ctx: PhaseContext) -> str:

@@ -17,6 +17,7 @@ from provision.phases.common import api
 from provision.phases.engine import Phase, PhaseContext
 from provision.phases.etcd_restore_check import plan
 from provision.phases.etcd_restore_start import finish
+from provision.render.playbook_vars import etcd_probe_vars
 
 
 def skip_reason(ctx: PhaseContext) -> str | None:
@@ -26,7 +27,7 @@ def skip_reason(ctx: PhaseContext) -> str | None:
 
 
 def extra_vars(ctx: PhaseContext) -> dict[str, Any]:
-    return LAYOUT.as_vars()
+    return etcd_probe_vars(LAYOUT.as_dict())
 
 
 def check(ctx: PhaseContext) -> str:

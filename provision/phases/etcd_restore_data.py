@@ -9,14 +9,15 @@ from provision.errors import BootstrapError
 from provision.nodes.etcd.report import LAYOUT, module_documents
 from provision.phases.engine import Phase, PhaseContext
 from provision.phases.etcd_restore_check import plan
+from provision.render.playbook_vars import etcd_restore_data_vars
 
 RESULT_KEY = "cb_etcd_restore"
 
 
 def extra_vars(ctx: PhaseContext) -> dict[str, Any]:
-    members = plan(ctx).member_vars()
-    return LAYOUT.as_vars() | {"cb_etcd_restore_members": {ctx.cluster.node(name).host: arguments
-                                                           for name, arguments in members.items()}}
+    members = plan(ctx).member_arguments()
+    return etcd_restore_data_vars(LAYOUT.as_dict(), {ctx.cluster.node(name).host: arguments
+                                                     for name, arguments in members.items()})
 
 
 def check(ctx: PhaseContext) -> str:

@@ -9,6 +9,7 @@ from provision.errors import BootstrapError
 from provision.nodes.etcd.report import LAYOUT, module_documents
 from provision.phases.engine import Phase, PhaseContext
 from provision.phases.etcd_restore_check import plan
+from provision.render.playbook_vars import etcd_restore_stage_vars
 
 RESULT_KEY = "cb_etcd_snapshot_status"
 
@@ -17,9 +18,9 @@ def extra_vars(ctx: PhaseContext) -> dict[str, Any]:
     found = plan(ctx)
     survey = ctx.results.etcd
     assert survey is not None
-    return LAYOUT.as_vars() | {"cb_etcd_stage": {
-        "source": str(found.snapshot.path), "staged": found.staged,
-        "status_argv": {ctx.cluster.node(name).host: survey.reports[name].status_argv() for name in found.nodes}}}
+    return etcd_restore_stage_vars(
+        LAYOUT.as_dict(), source=str(found.snapshot.path), staged=found.staged,
+        status_argv={ctx.cluster.node(name).host: survey.reports[name].status_argv() for name in found.nodes})
 
 
 def check(ctx: PhaseContext) -> str:

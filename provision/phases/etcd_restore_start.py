@@ -12,13 +12,13 @@ from provision.nodes.etcd.report import LAYOUT, read_survey
 from provision.nodes.etcd.restore import restored_problems
 from provision.phases.engine import Phase, PhaseContext
 from provision.phases.etcd_restore_check import plan
+from provision.render.playbook_vars import etcd_restore_start_vars
 
 
 def extra_vars(ctx: PhaseContext) -> dict[str, Any]:
     found = plan(ctx)
-    return LAYOUT.as_vars() | {"cb_etcd_start": {
-        "staged": found.staged,
-        "kinds": {ctx.cluster.node(m.node).host: m.kind for m in found.members}}}
+    return etcd_restore_start_vars(LAYOUT.as_dict(), staged=found.staged,
+                                   kinds={ctx.cluster.node(m.node).host: m.kind for m in found.members})
 
 
 def finish(ctx: PhaseContext) -> None:

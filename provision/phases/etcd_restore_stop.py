@@ -10,6 +10,7 @@ from provision.nodes.etcd.report import LAYOUT, read_survey
 from provision.nodes.etcd.restore import stopped_problems
 from provision.phases.engine import Phase, PhaseContext
 from provision.phases.etcd_restore_check import plan
+from provision.render.playbook_vars import etcd_restore_stop_vars
 
 
 def nodes(ctx: PhaseContext) -> list[str]:
@@ -20,8 +21,8 @@ def nodes(ctx: PhaseContext) -> list[str]:
 def extra_vars(ctx: PhaseContext) -> dict[str, Any]:
     survey = ctx.results.etcd
     assert survey is not None
-    return LAYOUT.as_vars() | {"cb_etcd_kinds": {ctx.cluster.node(name).host: survey.reports[name].kind
-                                                 for name in nodes(ctx)}}
+    return etcd_restore_stop_vars(LAYOUT.as_dict(), {ctx.cluster.node(name).host: survey.reports[name].kind
+                                                     for name in nodes(ctx)})
 
 
 def check(ctx: PhaseContext) -> str:

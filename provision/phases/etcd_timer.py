@@ -11,6 +11,7 @@ from provision.errors import BootstrapError
 from provision.nodes.etcd.report import LAYOUT
 from provision.nodes.etcd.snapshot import cluster_name
 from provision.phases.engine import Phase, PhaseContext
+from provision.render.playbook_vars import etcd_timer_vars
 
 
 def skip_reason(ctx: PhaseContext) -> str | None:
@@ -48,8 +49,8 @@ def _configs(ctx: PhaseContext) -> dict[str, dict[str, Any]]:
 
 def extra_vars(ctx: PhaseContext) -> dict[str, Any]:
     enabled = ctx.settings.etcd.snapshot_timer
-    return LAYOUT.as_vars() | {"cb_etcd_timer": {"enabled": enabled, "schedule": ctx.settings.etcd.snapshot_schedule,
-                                                 "nodes": _configs(ctx) if enabled else {}}}
+    return etcd_timer_vars(LAYOUT.as_dict(), enabled=enabled, schedule=ctx.settings.etcd.snapshot_schedule,
+                           nodes=_configs(ctx) if enabled else {})
 
 
 def check(ctx: PhaseContext) -> str:

@@ -73,7 +73,7 @@ class JoinPlan:
     helper_etcdctl: list[str]
     backup: str
 
-    def as_vars(self, host: str, helper_host: str) -> dict[str, object]:
+    def as_dict(self, host: str, helper_host: str) -> dict[str, object]:
         return {"node": host, "helper": helper_host, "name": self.name, "peer_urls": self.peer_urls,
                 "initial_cluster": self.initial_cluster, "data_dir": self.data_dir, "uid": self.uid, "gid": self.gid,
                 "existing_id": self.existing_id, "helper_etcdctl": self.helper_etcdctl, "backup": self.backup,

@@ -74,7 +74,7 @@ class RestorePlan:
     def expected_revision(self) -> int:
         return self.snapshot.revision + self.bump_revision
 
-    def member_vars(self) -> dict[str, dict[str, object]]:
+    def member_arguments(self) -> dict[str, dict[str, object]]:
         """cb_etcd_restore's arguments for each member, by node name."""
         return {m.node: {"restore_argv": m.restore_argv, "snapshot": self.staged, "data_dir": m.data_dir,
                          "name": m.name, "initial_cluster": self.initial_cluster, "peer_urls": m.peer_urls,
