@@ -10,11 +10,11 @@ from pathlib import Path
 import pytest
 
 from provision.cli import invocation
-from tests.lab.fixtures import lab3, lab_factory, mark_lab_tests, remove_rpm_tree, rpm_tree, xdist_worker
+from tests.lab.fixtures import etcd_cluster, lab3, lab_factory, mark_lab_tests, remove_rpm_tree, rpm_tree, xdist_worker
 from tests.support.controller import controller_independent
 from tests.support.no_network import refuse_non_loopback
 
-__all__ = ["lab3", "lab_factory", "rpm_tree"]
+__all__ = ["etcd_cluster", "lab3", "lab_factory", "rpm_tree"]
 # pytester: tests of the test session's own guards run a session inside.
 pytest_plugins = ("pytester",)
 

@@ -30,6 +30,7 @@ from provision.nodes.etcd.snapshot import (
     store_fetched,
 )
 from tests.support.paths import REPO_ROOT
+from tests.support.refusal import assert_refused, run_main
 
 DATA = REPO_ROOT / "tests" / "data" / "etcd"
 SNAPSHOT = (DATA / "snapshot-3.5.16.db").read_bytes()
@@ -176,3 +177,38 @@ def test_room_for_a_snapshot_is_its_database_and_a_margin() -> None:
     problem = space_problem("n1:/var/lib/etcd-snapshots", 10 << 20, needed)
     assert problem == f"n1:/var/lib/etcd-snapshots has 10 MiB free and a snapshot needs {needed >> 20} MiB: " \
                       "free some space there"
+
+
+def test_taking_the_cluster_down_forgets_its_state_here_but_keeps_its_snapshots(tmp_path: Path,
+                                                                                 monkeypatch: pytest.MonkeyPatch) -> None:
+    from provision.cli.commands.reset import forget_local_cluster
+    from provision.inputs.inventory import load_inventory
+    from provision.inputs.state import cluster_dir
+    from provision.nodes.etcd.snapshot import default_directory
+
+    monkeypatch.setenv("BOOTSTRAP_STATE_DIR", str(tmp_path / "state"))
+    monkeypatch.setenv("HOME", str(tmp_path))  # no ~/.kube/config to touch
+    hosts = tmp_path / "hosts.ini"
+    hosts.write_text("[control_plane]\nn1 ansible_host=10.0.0.1\n")
+    cluster = load_inventory(hosts)
+    directory = cluster_dir(cluster)
+    (directory / "state.json").write_text("{}")
+    (directory / "admin.conf").write_text("kind: Config")
+    default_directory(cluster).mkdir()
+    kept = saved(default_directory(cluster))
+    notes = forget_local_cluster(cluster)
+    assert notes == ["local kubeconfig and state removed",
+                     f"1 etcd snapshot kept in {default_directory(cluster)}"]
+    assert sorted(p.name for p in directory.rglob("*")) == sorted(
+        ["etcd-snapshots", kept.name, record_path(kept).name])
+
+
+@pytest.mark.parametrize("schedule", ["hourly\nExecStartPre=/bin/sh -c id", "every hour", " hourly"])
+def test_a_schedule_systemd_would_not_read_as_one_calendar_is_refused_naming_the_setting(
+        tmp_path: Path, schedule: str) -> None:
+    hosts = tmp_path / "hosts.ini"
+    hosts.write_text("[control_plane]\ncp1 ansible_host=10.0.0.1\n")
+    config = tmp_path / "cluster.yaml"
+    config.write_text(f"etcd:\n  snapshot_timer: true\n  snapshot_schedule: {json.dumps(schedule)}\n")
+    outcome = run_main("etcd", "snapshots", "--inventory", str(hosts), "--config", str(config))
+    assert_refused(outcome, str(config), "snapshot_schedule", "is not a systemd calendar", "write it as '*-*-* 00/6:00:00'")

@@ -4,7 +4,8 @@ under systemd with kubeadm's certificates, data directory and member names (test
 A snapshot is taken on a healthy member with the cluster's own client certificates, checked there, kept on the
 node, streamed here and checked again; taken from another member while one is down; a copy interrupted midway
 leaves nothing named as complete and the next run finishes; a machine without room for it, here or on the node,
-is refused before anything is written. One lab for the file, snapshot_keep 2.
+is refused before anything is written; the timer takes them on each control plane and keeps the last N, and goes
+when turned off. The session's etcd lab (tests/lab/fixtures.py: etcd_cluster), snapshot_keep 2.
 """
 from __future__ import annotations
 
@@ -14,58 +15,29 @@ import signal
 import subprocess
 import sys
 import time
-from collections.abc import Callable
-from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
 
 from provision.nodes.etcd.snapshot import PART_SUFFIX, load_snapshot, local_snapshots
-from tests.lab.etcd import LabEtcd, cluster_config, control_plane_inventory, throttle
-from tests.lab.lab import Lab
+from tests.lab.etcd import EtcdCluster, cluster_config, throttle
 from tests.support.paths import REPO_ROOT
 from tests.support.refusal import Outcome, run_main
 
 NODE_SNAPSHOTS = "/var/lib/etcd-snapshots"
 
 
-@dataclass
-class EtcdCluster:
-    lab: Lab
-    etcd: LabEtcd
-    inventory: Path
-    config: Path
-    state: Path
-
-    @property
-    def snapshots_here(self) -> Path:
-        return self.state / "clusters" / f"n1@{self.lab.node('n1').ip}" / "etcd-snapshots"
-
-    def args(self, *command: str) -> list[str]:
-        return [*command, "--inventory", str(self.inventory), "--config", str(self.config)]
-
-    def bootstrap(self, *command: str) -> Outcome:
-        """`bootstrap COMMAND` through the real entry point, as a user runs it."""
-        return run_main(*self.args(*command), timeout_s=900)
-
-    def node_snapshots(self, name: str) -> list[str]:
-        out = self.lab.node(name).ssh(f"ls {NODE_SNAPSHOTS} 2>/dev/null; true").stdout
-        return sorted(line for line in out.split() if line.endswith(".db"))
+@pytest.fixture
+def cluster(etcd_cluster: EtcdCluster, private_state_dir: None, monkeypatch: pytest.MonkeyPatch) -> EtcdCluster:
+    """The session's etcd cluster, healthy, with this machine's state shared between its tests."""
+    etcd_cluster.healthy()
+    monkeypatch.setenv("BOOTSTRAP_STATE_DIR", str(etcd_cluster.state))
+    return etcd_cluster
 
 
-@pytest.fixture(scope="module")
-def cluster(lab_factory: Callable[..., Lab], tmp_path_factory: pytest.TempPathFactory) -> EtcdCluster:
-    lab = lab_factory(3)
-    etcd = LabEtcd.up(lab)
-    work = tmp_path_factory.mktemp("etcd-snapshot")
-    return EtcdCluster(lab, etcd, control_plane_inventory(lab, work / "hosts.ini"),
-                       cluster_config(lab, work / "cluster.yaml", snapshot_keep=2), work / "state")
-
-
-@pytest.fixture(autouse=True)
-def shared_state(private_state_dir: None, cluster: EtcdCluster, monkeypatch: pytest.MonkeyPatch) -> None:
-    """The file's tests share one cluster's state on this machine (its snapshots), as one operator would."""
-    monkeypatch.setenv("BOOTSTRAP_STATE_DIR", str(cluster.state))
+def bootstrap(cluster: EtcdCluster, *command: str, config: Path | None = None) -> Outcome:
+    """`bootstrap COMMAND` through the real entry point, as a user runs it."""
+    return run_main(*cluster.args(*command, config=config), timeout_s=900)
 
 
 def test_a_snapshot_is_taken_on_a_member_checked_kept_there_and_copied_here(cluster: EtcdCluster) -> None:
@@ -74,7 +46,7 @@ def test_a_snapshot_is_taken_on_a_member_checked_kept_there_and_copied_here(clus
     cluster.etcd.put(n1, written)
     revision = json.loads(cluster.etcd.etcdctl(n1, "endpoint status -w json").stdout)[0]["Status"]["header"]["revision"]
 
-    outcome = cluster.bootstrap("etcd", "snapshot", "--output", "json")
+    outcome = bootstrap(cluster, "etcd", "snapshot", "--output", "json")
     assert outcome.code == 0, outcome.stderr
     document = json.loads(outcome.stdout)
     taken = document["snapshot"]
@@ -101,7 +73,7 @@ def test_a_snapshot_is_taken_from_another_member_while_one_is_down(cluster: Etcd
     n1 = cluster.lab.node("n1")
     n1.ssh("systemctl stop etcd")
     try:
-        outcome = cluster.bootstrap("etcd", "snapshot")
+        outcome = bootstrap(cluster, "etcd", "snapshot")
         assert outcome.code == 0, outcome.stderr
         assert "n1 stopped, n2 healthy, n3 healthy" in " ".join(outcome.stderr.split())
         newest = local_snapshots(cluster.snapshots_here)[-1]
@@ -132,7 +104,7 @@ def test_a_copy_interrupted_midway_is_never_named_as_complete_and_the_next_run_f
     assert part.exists() and 0 < part.stat().st_size < load_node_record(cluster, part)["size"]
     assert [s.path for s in local_snapshots(cluster.snapshots_here)] == complete_before
 
-    outcome = cluster.bootstrap("etcd", "snapshot")
+    outcome = bootstrap(cluster, "etcd", "snapshot")
     assert outcome.code == 0, outcome.stderr
     assert not list(cluster.snapshots_here.glob(f"*{PART_SUFFIX}"))
     kept = local_snapshots(cluster.snapshots_here)
@@ -166,7 +138,7 @@ def test_no_room_for_the_snapshot_here_or_on_the_node_is_refused_before_anything
     small.mkdir()
     subprocess.run(["mount", "-t", "tmpfs", "-o", "size=1m", "tmpfs", str(small)], check=True)
     try:
-        outcome = cluster.bootstrap("etcd", "snapshot", "--dir", str(small))
+        outcome = bootstrap(cluster, "etcd", "snapshot", "--dir", str(small))
     finally:
         subprocess.run(["umount", str(small)], check=True)
     assert outcome.code == 1
@@ -175,10 +147,48 @@ def test_no_room_for_the_snapshot_here_or_on_the_node_is_refused_before_anything
 
     n1.ssh(f"mkdir -p /tmp/full {NODE_SNAPSHOTS} && mount -t tmpfs -o size=1m tmpfs /tmp/full && mount --bind /tmp/full {NODE_SNAPSHOTS}")
     try:
-        outcome = cluster.bootstrap("etcd", "snapshot")
+        outcome = bootstrap(cluster, "etcd", "snapshot")
         assert n1.ssh(f"ls -A {NODE_SNAPSHOTS}").stdout.strip() == ""
     finally:
         n1.ssh(f"umount {NODE_SNAPSHOTS} && umount /tmp/full")
     assert outcome.code == 1
     assert f"n1:{NODE_SNAPSHOTS} has 1 MiB free and a snapshot needs" in outcome.lines[-1]
     assert cluster.node_snapshots("n1") == on_node
+
+
+def test_the_timer_takes_snapshots_on_every_control_plane_keeps_the_last_n_and_goes_when_turned_off(
+        cluster: EtcdCluster, tmp_path: Path) -> None:
+    on = cluster_config(cluster.lab, tmp_path / "on.yaml", snapshot_keep=2, snapshot_timer=True,
+                        snapshot_schedule="*-*-* 00/6:00:00")
+    outcome = bootstrap(cluster, "up", "--only", "etcd_timer", config=on)
+    assert outcome.code == 0, outcome.stderr
+    for node in cluster.lab.nodes:
+        shown = node.ssh("systemctl show cb-etcd-snapshot.timer -p UnitFileState -p ActiveState -p TimersCalendar").stdout
+        assert "UnitFileState=enabled" in shown and "ActiveState=active" in shown and "00/6:00:00" in shown, shown
+
+    # What the timer starts, three times on n2 (a oneshot: `systemctl start` returns when the snapshot is taken).
+    n2 = cluster.lab.node("n2")
+    before = cluster.node_snapshots("n2")
+    for _ in range(3):
+        n2.ssh("systemctl start cb-etcd-snapshot.service")
+    kept = cluster.node_snapshots("n2")
+    assert len(kept) == 2 and not set(kept) & set(before)
+    newest = json.loads(n2.ssh(f"cat {NODE_SNAPSHOTS}/{kept[-1].removesuffix('.db')}.json").stdout)
+    status = json.loads(n2.ssh(f"etcdutl snapshot status {NODE_SNAPSHOTS}/{kept[-1]} -w json").stdout)
+    assert (newest["revision"], newest["hash"], newest["member"]) == (status["revision"], status["hash"], "n2")
+
+    outcome = bootstrap(cluster, "etcd", "snapshots", "--output", "json", config=on)
+    assert outcome.code == 0, outcome.stderr
+    listed = json.loads(outcome.stdout)
+    assert [s["name"] for s in listed["nodes"]["n2"]["snapshots"]] == kept
+    assert listed["nodes"]["n2"]["timer"]["enabled"] and listed["nodes"]["n2"]["timer"]["last_result"] == "success"
+    assert [s["name"] for s in listed["here"]] == [p.name for p in sorted(cluster.snapshots_here.glob("*.db"))]
+
+    off = cluster_config(cluster.lab, tmp_path / "off.yaml", snapshot_keep=2)
+    outcome = bootstrap(cluster, "up", "--only", "etcd_timer", config=off)
+    assert outcome.code == 0, outcome.stderr
+    assert "snapshot timer removed from n1, n2, n3" in " ".join(outcome.stderr.split())
+    for node in cluster.lab.nodes:
+        assert "LoadState=not-found" in node.ssh("systemctl show cb-etcd-snapshot.timer -p LoadState").stdout
+        assert node.ssh("test -e /usr/local/lib/cluster-bootstrap/cb_etcd.py; echo $?").stdout.strip() == "1"
+    assert cluster.node_snapshots("n2") == kept

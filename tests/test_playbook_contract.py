@@ -15,8 +15,15 @@ from provision.render import node_paths
 from provision.render.playbook_vars import (
     addon_vars,
     control_plane_vars,
+    etcd_member_join_vars,
+    etcd_member_remove_vars,
     etcd_remove_vars,
+    etcd_restore_data_vars,
+    etcd_restore_stage_vars,
+    etcd_restore_start_vars,
+    etcd_restore_stop_vars,
     etcd_snapshot_vars,
+    etcd_timer_vars,
     gpu_vars,
     join_vars,
     network_vars,
@@ -36,11 +43,17 @@ ROLE_TEXTS = {path: path.read_text() for path in PLAYBOOKS_DIR.rglob("*")
 
 def _built_names() -> set[str]:
     settings = parse_settings({})
+    layout = {"snapshot_dir": "/var/lib/etcd-snapshots"}
     built = [playbook_vars(CLUSTER, settings), prepare_vars(CLUSTER, {"w1": 1}),
              control_plane_vars(CLUSTER, settings, "1.36.4", vip_interfaces={}, fetch_dest=Path("/tmp/admin.conf")),
              join_vars(CLUSTER, settings, vip_interfaces={}), network_vars(settings),
              gpu_vars(settings, CLUSTER, ["w1"], {"w1": ["Hopper"]}), addon_vars(settings, "volcano", "present"),
-             etcd_remove_vars(["cp1"]), etcd_snapshot_vars({"snapshot_dir": "/var/lib/etcd-snapshots"}, {})]
+             etcd_remove_vars(["cp1"]), etcd_snapshot_vars(layout, {}),
+             etcd_timer_vars(layout, enabled=True, schedule="hourly", nodes={}),
+             etcd_restore_stage_vars(layout, source="s.db", staged="/s.db", status_argv={}),
+             etcd_restore_stop_vars(layout, {}), etcd_restore_data_vars(layout, {}),
+             etcd_restore_start_vars(layout, staged="/s.db", kinds={}),
+             etcd_member_remove_vars(layout, etcdctl=["etcdctl"], ids=["1"]), etcd_member_join_vars(layout, {})]
     return {name for variables in built for name in variables}
 
 

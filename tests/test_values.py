@@ -51,6 +51,9 @@ CASES: list[tuple[Shape, list[str], list[str]]] = [
     (values.USER_NAME, ["ubuntu", "svc.deploy"], ["", "a b", "root\n", "$(id)"]),
     (values.MD5, ["c58f30108f718f92721af3b95e74349a"], ["c58f", "c58f30108f718f92721af3b95e74349a\n"]),
     (values.GPU_MODEL, ["H100", "RTX 6000"], ["H100\n", " H100", ""]),
+    (values.SYSTEMD_CALENDAR, ["hourly", "*-*-* 00/6:00:00", "*:0/15", "2026-12-01 03:00"],
+     ["hourly\n", " hourly", "hourly; rm -rf /", "-", "*-*-* 03:00\nExecStart=/bin/sh", "every hour", "*:0/15 ",
+      "1 2 3 4", "*" * 65]),
 ]
 
 

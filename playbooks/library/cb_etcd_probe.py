@@ -179,7 +179,8 @@ def probe(params: dict) -> dict:
     report["ca_sha256"] = certificate_sha256(report["flags"].get("trusted-ca-file"))
     data_dir = report["flags"].get("data-dir")
     report["data_dir"] = data_dir_facts(data_dir)
-    report["backups"] = sorted(glob.glob(glob.escape(data_dir.rstrip("/")) + ".cb-before-*")) if data_dir else []
+    # Data directories a restore (.cb-before-<id>) or a replace (.cb-replaced-<id>) kept aside.
+    report["backups"] = sorted(glob.glob(glob.escape(data_dir.rstrip("/")) + ".cb-*")) if data_dir else []
     report["free_bytes"] = {"data_dir": disk_free(os.path.dirname(data_dir.rstrip("/"))) if data_dir else None,
                             "snapshot_dir": disk_free(params["snapshot_dir"])}
     report["snapshots"] = list_snapshots(params["snapshot_dir"])

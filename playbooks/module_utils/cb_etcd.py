@@ -335,6 +335,12 @@ def snapshot_status(status_argv: list[str], path: str) -> dict:
             "total_size": int(answer["totalSize"])}
 
 
+def file_status(status_argv: list[str], path: str) -> dict:
+    """A snapshot file on the node as a restore checks it: its size, SHA-256 and `snapshot status`."""
+    return {"path": path, "size": os.path.getsize(path), "sha256": _sha256(path),
+            "status": snapshot_status(status_argv, path)}
+
+
 def list_snapshots(directory: str) -> list[dict]:
     """The complete snapshots in `directory` (a .db with its .json record), oldest first."""
     found = []

@@ -113,7 +113,7 @@ def check_offline_bundle(settings: Settings, cluster: Cluster | None = None, *, 
         shown = "; ".join(verdict.problems[:5]) + (f"; and {len(verdict.problems) - 5} more"
                                                    if len(verdict.problems) > 5 else "")
         raise InputError(f"{where} does not verify: {shown}: rebuild or copy the bundle again "
-                         "(`bootstrap bundle verify` lists every problem)")
+                         "(`bootstrap bundle verify DIR` on the machine that holds it lists every problem)")
     assert verdict.contents is not None
     problems = missing_for(verdict.contents, settings, cluster)
     if problems:

@@ -57,6 +57,7 @@ from provision.inputs.values import (
     Registry,
     RegistryHost,
     RepositoryUrl,
+    SystemdCalendar,
     Text,
     Url,
 )
@@ -705,8 +706,12 @@ class FirewallSettings(_Section):
 
 
 class EtcdSettings(_Section):
-    # How many snapshots are kept: on this machine (`bootstrap etcd snapshot`) and on each control plane.
+    # How many snapshots are kept: on this machine (`bootstrap etcd snapshot`) and on each control plane (the timer).
     snapshot_keep: int = Field(default=5, ge=1, le=1000)
+    # Opt in: a systemd timer on each control plane takes a snapshot on `snapshot_schedule`, keeping the last N there.
+    snapshot_timer: bool = False
+    # When the timer fires: systemd's OnCalendar (hourly, daily, or an expression such as '*-*-* 00/6:00:00').
+    snapshot_schedule: SystemdCalendar = "hourly"
 
 
 class Settings(_Section):

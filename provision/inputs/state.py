@@ -25,6 +25,8 @@ from provision.inputs.values import NodeName, creatable_directory_problem
 
 STATE_DIR_ENV = "BOOTSTRAP_STATE_DIR"
 APP_NAME = "cluster-bootstrap"
+# Where `bootstrap etcd snapshot` keeps a cluster's snapshots, in its directory; `down` leaves them.
+ETCD_SNAPSHOTS_DIRNAME = "etcd-snapshots"
 
 
 def state_root() -> Path:
@@ -135,6 +137,11 @@ class ClusterState:
     # The Kubernetes release (1.36.4) of the kubeadm prepare installed on the first control plane, as its report
     # gave it: kubeadm init's kubernetesVersion (a bare minor in the settings is resolved here, never by kubeadm).
     kubernetes_version: str | None = None
+    # The control planes where the etcd snapshot timer is installed (so that turning it off removes it).
+    etcd_timer: list[str] = field(default_factory=list)
+    # A restore under way (id, snapshot, started): a restore killed midway and run again carries on under the same
+    # id, so the members' data from before it stays the one kept aside.
+    etcd_restore: dict[str, str] | None = None
 
     @classmethod
     def load(cls, cluster: Cluster) -> ClusterState:
@@ -149,7 +156,9 @@ class ClusterState:
                        phases={k: PhaseRecord(**v) for k, v in (data.get("phases") or {}).items()},
                        vip_interfaces=dict(data.get("vip_interfaces") or {}),
                        link_gbps=dict(data.get("link_gbps") or {}),
-                       kubernetes_version=data.get("kubernetes_version"))
+                       kubernetes_version=data.get("kubernetes_version"),
+                       etcd_timer=list(data.get("etcd_timer") or []),
+                       etcd_restore=data.get("etcd_restore") or None)
         except (ValueError, TypeError) as exc:
             raise BootstrapError(f"{path}: unreadable state ({exc}); delete it and re-run `bootstrap up`") from None
 
@@ -162,14 +171,26 @@ class ClusterState:
                                    "phases": {k: asdict(v) for k, v in self.phases.items()},
                                    "vip_interfaces": self.vip_interfaces,
                                    "link_gbps": self.link_gbps,
-                                   "kubernetes_version": self.kubernetes_version}, indent=2))
+                                   "kubernetes_version": self.kubernetes_version, "etcd_timer": self.etcd_timer,
+                                   "etcd_restore": self.etcd_restore}, indent=2))
         tmp.replace(path)
 
 
 def forget_cluster(cluster: Cluster) -> bool:
-    """Remove the cluster's directory (kubeconfig and state); True if there was one."""
+    """Remove the cluster's directory (kubeconfig and state), keeping its etcd snapshots (they may be all that is
+    left of it); True if there was anything to remove."""
     path = cluster_dir(cluster, create=False)
     if not path.exists():
         return False
-    shutil.rmtree(path)
-    return True
+    removed = False
+    for entry in path.iterdir():
+        if entry.name == ETCD_SNAPSHOTS_DIRNAME and entry.is_dir():
+            continue
+        if entry.is_dir() and not entry.is_symlink():
+            shutil.rmtree(entry)
+        else:
+            entry.unlink()
+        removed = True
+    if not any(path.iterdir()):
+        path.rmdir()
+    return removed

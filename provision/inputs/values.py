@@ -300,6 +300,14 @@ PLATFORM_KEY = _shape("a platform", r"[a-z][a-z0-9]*-[a-z0-9]+(?:\.[0-9]+)?",
                       "os-release ID and release joined by '-', lower case", "debian-12", max_length=40)
 GPU_MODEL = _shape("a GPU model name", r"[A-Za-z0-9](?:[A-Za-z0-9 ._-]{0,62}[A-Za-z0-9])?",
                    "letters, digits, ' ', '.', '_', '-', as in the device name", "H100", max_length=64)
+# systemd's OnCalendar: a shorthand, or an expression of digits, '*' and the separators, in at most three parts
+# (`systemd-analyze calendar` judges the rest on the node); nothing that could end the unit file's line.
+SYSTEMD_CALENDAR = _shape(
+    "a systemd calendar",
+    r"minutely|hourly|daily|weekly|monthly|quarterly|semiannually|yearly"
+    r"|(?=.*[0-9*])[0-9*:/,.~-]+(?: [0-9*:/,.~-]+){0,2}",
+    "hourly, daily, weekly, ..., or an OnCalendar expression of digits, '*', '-', ':', '/', ',', '.', '~'",
+    "'*-*-* 00/6:00:00'", max_length=64)
 
 
 # --- versions --------------------------------------------------------------------------------------------------
@@ -494,6 +502,7 @@ Md5 = Annotated[str, AfterValidator(lambda value: MD5.parse(value).lower())]
 Fingerprint = Annotated[str, AfterValidator(lambda value: FINGERPRINT.parse(value).upper())]
 PlatformKey = Annotated[str, AfterValidator(PLATFORM_KEY.parse)]
 GpuModel = Annotated[str, AfterValidator(GPU_MODEL.parse)]
+SystemdCalendar = Annotated[str, AfterValidator(SYSTEMD_CALENDAR.parse)]
 LocalPath = Annotated[str, AfterValidator(LOCAL_PATH.parse)]
 FiniteFloat = Annotated[float, Field(allow_inf_nan=False)]
 PositiveFloat = Annotated[float, Field(allow_inf_nan=False, gt=0)]
@@ -528,6 +537,7 @@ parse_interface_name = INTERFACE_NAME.parse
 parse_user_name = USER_NAME.parse
 parse_gpu_model = GPU_MODEL.parse
 parse_platform_key = PLATFORM_KEY.parse
+parse_systemd_calendar = SYSTEMD_CALENDAR.parse
 parse_local_path = LOCAL_PATH.parse
 
 

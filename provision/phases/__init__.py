@@ -5,14 +5,26 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+from provision.errors import BootstrapError
 from provision.inputs.addons import ADDON_ORDER
+from provision.inputs.inventory import Node
+from provision.nodes.etcd.report import EtcdSurvey
 from provision.phases import (
     addons,
     control_plane,
     drain,
+    etcd_member_join,
+    etcd_member_remove,
     etcd_probe,
     etcd_remove,
+    etcd_restore_api,
+    etcd_restore_check,
+    etcd_restore_data,
+    etcd_restore_stage,
+    etcd_restore_start,
+    etcd_restore_stop,
     etcd_snapshot,
+    etcd_timer,
     gpu,
     join,
     network,
@@ -28,13 +40,35 @@ from provision.phases.engine import Phase, PhaseContext, PhaseOutcome, PhaseResu
 PHASES: dict[str, Phase] = {p.name: p for p in (
     preflight.PHASE, prepare.PHASE, control_plane.PHASE, network.PHASE, join.PHASE, gpu.PHASE, *addons.PHASES,
     verify.PHASE, smoke.PHASE, drain.PHASE, etcd_remove.PHASE, reset.PHASE, etcd_probe.PHASE, etcd_snapshot.PHASE,
+    etcd_timer.PHASE, etcd_restore_check.PHASE, etcd_restore_stage.PHASE, etcd_restore_stop.PHASE,
+    etcd_restore_data.PHASE, etcd_restore_start.PHASE, etcd_restore_api.PHASE, etcd_member_remove.PHASE,
+    etcd_member_join.PHASE,
 )}
 
-UP_PHASES: tuple[str, ...] = ("preflight", "prepare", "control_plane", "network", "join", "gpu", *ADDON_ORDER,
-                              "verify", "smoke")
+UP_PHASES: tuple[str, ...] = ("preflight", "prepare", "control_plane", "network", "join", "etcd_timer", "gpu",
+                              *ADDON_ORDER, "verify", "smoke")
 NODE_ADD_PHASES: tuple[str, ...] = ("preflight", "prepare", "join", "gpu", "verify")
 RESET_PHASES: tuple[str, ...] = ("drain", "etcd", "reset")
 ETCD_SNAPSHOT_PHASES: tuple[str, ...] = ("etcd_probe", "etcd_snapshot")
+ETCD_LIST_PHASES: tuple[str, ...] = ("etcd_probe",)
+# `node replace NAME`: the member removed through a healthy one, then the join: etcd's own under systemd, kubeadm's
+# (the node's own phases) under static pods, where a reachable machine is reset first.
+REPLACE_REMOVE_PHASES: tuple[str, ...] = ("etcd_probe", "etcd_member_remove")
+REPLACE_JOIN_SYSTEMD_PHASES: tuple[str, ...] = ("etcd_member_join",)
+REPLACE_JOIN_KUBEADM_PHASES: tuple[str, ...] = ("drain", "reset", *NODE_ADD_PHASES)
+ETCD_RESTORE_PHASES: tuple[str, ...] = ("etcd_probe", "etcd_restore_check", "etcd_restore_stage", "etcd_restore_stop",
+                                        "etcd_restore_data", "etcd_restore_start", "etcd_restore_api")
+
+
+def replace_join_phases(survey: EtcdSurvey, node: Node) -> tuple[str, ...]:
+    """After `node replace NAME` took its member out of etcd: how the fresh machine joins, decided by how etcd runs
+    in this cluster; BootstrapError when the machine does not answer (its member is out; a re-run joins it)."""
+    if node.name not in survey.reports:
+        raise BootstrapError(f"{node.name}'s etcd member is out of etcd, but {node.name} does not answer "
+                             f"({survey.unreachable.get(node.name, 'no report')}): bring the fresh machine up at "
+                             f"{node.address} (change ansible_host in the inventory if its address changed), then run "
+                             f"`bootstrap node replace {node.name}` again")
+    return REPLACE_JOIN_SYSTEMD_PHASES if survey.kind() == "systemd" else REPLACE_JOIN_KUBEADM_PHASES
 
 
 def select_phases(names: Sequence[str], *, from_phase: str | None = None, only: str | None = None) -> list[Phase]:
@@ -47,5 +81,7 @@ def run_phases(phases: Sequence[Phase], ctx: PhaseContext) -> PipelineResult:
     return _engine.run_phases(PHASES, phases, ctx)
 
 
-__all__ = ["ETCD_SNAPSHOT_PHASES", "NODE_ADD_PHASES", "PHASES", "RESET_PHASES", "UP_PHASES", "Phase", "PhaseContext",
-           "PhaseOutcome", "PhaseResults", "PipelineResult", "resume_point", "run_phases", "select_phases"]
+__all__ = ["ETCD_LIST_PHASES", "ETCD_RESTORE_PHASES", "ETCD_SNAPSHOT_PHASES", "NODE_ADD_PHASES", "PHASES",
+           "REPLACE_JOIN_KUBEADM_PHASES", "REPLACE_JOIN_SYSTEMD_PHASES", "REPLACE_REMOVE_PHASES", "RESET_PHASES",
+           "UP_PHASES", "Phase", "PhaseContext", "PhaseOutcome", "PhaseResults", "PipelineResult",
+           "replace_join_phases", "resume_point", "run_phases", "select_phases"]

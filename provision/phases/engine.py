@@ -30,7 +30,9 @@ from provision.render.endpoint import endpoint_mode
 if TYPE_CHECKING:
     from provision.kube.drain import DrainResult
     from provision.kube.verify import VerifyReport
+    from provision.nodes.etcd.members import JoinPlan
     from provision.nodes.etcd.report import EtcdSurvey
+    from provision.nodes.etcd.restore import RestorePlan
     from provision.nodes.etcd.snapshot import LocalSnapshot
     from provision.nodes.preflight.run import PreflightReport
     from provision.nodes.prepare import PrepareResult
@@ -55,6 +57,8 @@ class PhaseResults:
     drain: DrainResult | None = None
     etcd: EtcdSurvey | None = None  # etcd_probe: every control plane's etcd
     etcd_snapshot: LocalSnapshot | None = None  # etcd_snapshot: the snapshot on this machine (path, revision, keys, hash)
+    etcd_restore: RestorePlan | None = None  # etcd_restore_check: what the restore does on each member
+    etcd_join: JoinPlan | None = None  # etcd_member_join: how the replaced control plane's member rejoins
 
 
 @dataclass(frozen=True)
@@ -63,6 +67,11 @@ class EtcdOptions:
 
     # `etcd snapshot --dir`: where the snapshot goes (None: the cluster's state directory).
     snapshot_dir: Path | None = None
+    # `etcd restore SNAPSHOT`: the snapshot, checked; and `--survivors`: the control planes restored (None: all).
+    restore: LocalSnapshot | None = None
+    survivors: tuple[str, ...] | None = None
+    # `node replace NAME`: the control plane replaced.
+    replace: str | None = None
 
 
 @dataclass
@@ -250,7 +259,9 @@ def run_phases(catalog: Mapping[str, Phase], phases: Sequence[Phase], ctx: Phase
     error: BootstrapError | None = None
     try:
         for index, phase in enumerate(phases):
-            for need in phase.needs:
+            # A phase with nothing to do needs nothing: its needs' providers are not run for it.
+            needs = () if phase.skip_reason and phase.skip_reason(ctx) else phase.needs
+            for need in needs:
                 provider = providers.get(need)
                 if satisfied(need, ctx) or provider is None or provider.name in planned[:index]:
                     continue

@@ -228,3 +228,53 @@ def etcd_snapshot_vars(layout: Mapping[str, Any], snapshot: Mapping[str, Any]) -
 def etcd_remove_vars(leaving: Sequence[str]) -> dict[str, Any]:
     """etcd_remove.yml: the control planes (node names) whose etcd members are removed."""
     return {"cb_etcd_leaving": list(leaving)}
+
+
+def etcd_timer_vars(layout: Mapping[str, Any], *, enabled: bool, schedule: str,
+                    nodes: Mapping[HostName, Mapping[str, Any]]) -> dict[str, Any]:
+    """etcd_timer.yml: whether the snapshot timer is on, its systemd calendar, and each control plane's
+    configuration by inventory host name (its Python, and the snapshot it takes, as etcd_snapshot_vars's); none
+    when the timer is being removed."""
+    return etcd_probe_vars(layout) | {"cb_etcd_timer": {"enabled": enabled, "schedule": schedule,
+                                                        "nodes": {host: dict(node) for host, node in nodes.items()}}}
+
+
+def etcd_restore_stage_vars(layout: Mapping[str, Any], *, source: str, staged: str,
+                            status_argv: Mapping[str, Sequence[str] | None]) -> dict[str, Any]:
+    """etcd_restore_stage.yml: the snapshot on this machine (`source`), where each member gets its copy (`staged`),
+    and by inventory host name the command that reads a snapshot's status there."""
+    return etcd_probe_vars(layout) | {"cb_etcd_stage": {
+        "source": source, "staged": staged,
+        "status_argv": {host: list(argv) if argv is not None else None for host, argv in status_argv.items()}}}
+
+
+def etcd_restore_stop_vars(layout: Mapping[str, Any], kinds: Mapping[str, str]) -> dict[str, Any]:
+    """etcd_restore_stop.yml: how etcd runs (static_pod, systemd) on each control plane it stops, by inventory host
+    name."""
+    return etcd_probe_vars(layout) | {"cb_etcd_kinds": dict(kinds)}
+
+
+def etcd_restore_data_vars(layout: Mapping[str, Any], members: Mapping[str, Mapping[str, Any]]) -> dict[str, Any]:
+    """etcd_restore_data.yml: each member's restore (the cb_etcd_restore module's arguments), by inventory host
+    name."""
+    return etcd_probe_vars(layout) | {"cb_etcd_restore_members": {host: dict(arguments)
+                                                                  for host, arguments in members.items()}}
+
+
+def etcd_restore_start_vars(layout: Mapping[str, Any], *, staged: str, kinds: Mapping[str, str]) -> dict[str, Any]:
+    """etcd_restore_start.yml: the staged copy it removes, and how etcd runs on each restored member (by inventory
+    host name)."""
+    return etcd_probe_vars(layout) | {"cb_etcd_start": {"staged": staged, "kinds": dict(kinds)}}
+
+
+def etcd_member_remove_vars(layout: Mapping[str, Any], *, etcdctl: Sequence[str],
+                            ids: Sequence[str]) -> dict[str, Any]:
+    """etcd_member_remove.yml: the healthy member's etcdctl command, and the ids of the members removed through
+    it."""
+    return etcd_probe_vars(layout) | {"cb_etcd_member_remove": {"etcdctl": list(etcdctl), "ids": list(ids)}}
+
+
+def etcd_member_join_vars(layout: Mapping[str, Any], join: Mapping[str, Any]) -> dict[str, Any]:
+    """etcd_member_join.yml: the join provision/nodes/etcd/members.py planned (the node and the helper by
+    inventory host name)."""
+    return etcd_probe_vars(layout) | {"cb_etcd_join": dict(join)}

@@ -277,3 +277,33 @@ def throttle(node: LabNode, rate: str | None) -> None:
     node.ssh("tc qdisc del dev eth0 root 2>/dev/null; true")
     if rate:
         node.ssh(f"tc qdisc add dev eth0 root tbf rate {rate} burst 32kbit latency 400ms")
+
+
+@dataclass
+class EtcdCluster:
+    """A lab whose every node is a control plane with a real etcd member, the inventory and settings that say so,
+    and the state directory on this machine the tests share (its snapshots), as one operator's would be."""
+
+    lab: Lab
+    etcd: LabEtcd
+    inventory: Path
+    config: Path
+    state: Path
+
+    @property
+    def snapshots_here(self) -> Path:
+        return self.state / "clusters" / f"n1@{self.lab.node('n1').ip}" / "etcd-snapshots"
+
+    def args(self, *command: str, config: Path | None = None) -> list[str]:
+        return [*command, "--inventory", str(self.inventory), "--config", str(config or self.config)]
+
+    def node_snapshots(self, name: str) -> list[str]:
+        out = self.lab.node(name).ssh("ls /var/lib/etcd-snapshots 2>/dev/null; true").stdout
+        return sorted(line for line in out.split() if line.endswith(".db"))
+
+    def healthy(self) -> None:
+        """Every member answers healthy, each listing all of them (what every test leaves behind)."""
+        nodes = list(self.lab.nodes)
+        self.etcd.wait_healthy(nodes)
+        for node in nodes:
+            assert self.etcd.member_names(node) == sorted(self.etcd.members), node.name

@@ -1,5 +1,6 @@
 """pytest fixtures for real lab nodes: `lab_factory` (labs of N nodes, of any flavour), `lab3` (one shared
-3-node bookworm lab) and `rpm_tree` (the signed RPM repositories RHEL-shaped labs use, built once a run).
+3-node bookworm lab), `etcd_cluster` (three control planes running a real etcd, shared by the etcd tests) and
+`rpm_tree` (the signed RPM repositories RHEL-shaped labs use, built once a run).
 
 Every lab made here is torn down at the end of the session. Tests that change a node in a way later tests
 would notice (hostname, listeners, fstab) should take their own lab from `lab_factory` or undo the change.
@@ -20,10 +21,11 @@ from pathlib import Path
 
 import pytest
 
+from tests.lab.etcd import EtcdCluster, LabEtcd, cluster_config, control_plane_inventory
 from tests.lab.lab import Lab, unavailable_reason
 from tests.lab.repos import RPM_TOOLS, RpmTree, build_rpm_tree
 
-LAB_FIXTURES = ("lab_factory", "lab3", "rpm_tree")
+LAB_FIXTURES = ("lab_factory", "lab3", "rpm_tree", "etcd_cluster")
 
 
 @pytest.fixture(scope="session")
@@ -59,6 +61,17 @@ def run_shared_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """A folder every session of this run shares: the run's base temporary folder, above each worker's own."""
     base = tmp_path_factory.getbasetemp()
     return base.parent if xdist_worker() else base
+
+
+@pytest.fixture(scope="session")
+def etcd_cluster(lab_factory: Callable[..., Lab], tmp_path_factory: pytest.TempPathFactory) -> EtcdCluster:
+    """Three nodes, each a control plane running a real etcd member (tests/lab/etcd.py), shared by the etcd tests
+    of the session: each test leaves it with three healthy members."""
+    lab = lab_factory(3)
+    etcd = LabEtcd.up(lab)
+    work = tmp_path_factory.mktemp("etcd-cluster")
+    return EtcdCluster(lab, etcd, control_plane_inventory(lab, work / "hosts.ini"),
+                       cluster_config(lab, work / "cluster.yaml", snapshot_keep=2), work / "state")
 
 
 @pytest.fixture(scope="session")

@@ -2,6 +2,7 @@
 served to the nodes (docs/offline.md)."""
 from __future__ import annotations
 
+import shlex
 import time
 from pathlib import Path
 from typing import Annotated
@@ -175,7 +176,7 @@ def register(app: typer.Typer) -> None:
         verdict = verify_directory(root, fingerprint=fingerprint)
         if not verdict.ok:
             raise InputError(f"{root} does not verify ({'; '.join(verdict.problems[:3])}): not serving it; "
-                             "`bootstrap bundle verify` lists every problem")
+                             f"`bootstrap bundle verify {shlex.quote(str(root))}` lists every problem")
         try:
             with serve(root, address, http_port, registry_port) as served:
                 console.print(f"serving {root} (signed by {verdict.fingerprint})", soft_wrap=True)

@@ -1,16 +1,22 @@
 """`bootstrap etcd snapshot`: a snapshot of the cluster's etcd, taken on a healthy control plane, checked, copied
-to this machine and checked again (docs/etcd.md)."""
+to this machine and checked again; `bootstrap etcd snapshots`: the snapshots here and on each control plane, and
+the snapshot timers; `bootstrap etcd restore SNAPSHOT`: etcd restored on every control plane (docs/etcd.md)."""
 from __future__ import annotations
 
 from pathlib import Path
 from typing import Annotated, Any
 
 import typer
+from rich.table import Table
 
-from provision.cli.options import NodeOptions, Output, OutputOption, node_options
+from provision.cli.commands.reset import confirm
+from provision.cli.options import NodeOptions, Output, OutputOption, YesOption, node_options
 from provision.cli.support import load_inputs, run_pipeline
 from provision.cli.views import console
-from provision.phases import ETCD_SNAPSHOT_PHASES, PhaseContext
+from provision.errors import InputError
+from provision.inputs.files import shown
+from provision.inputs.inventory import Cluster
+from provision.phases import ETCD_LIST_PHASES, ETCD_RESTORE_PHASES, ETCD_SNAPSHOT_PHASES, PhaseContext
 from provision.phases.engine import EtcdOptions
 
 
@@ -42,4 +48,98 @@ def register(app: typer.Typer) -> None:
         if taken is not None and output is Output.text:
             console.print(f"snapshot: {taken.path}", soft_wrap=True)
 
+    @etcd_app.command("snapshots")
+    @node_options
+    def snapshots(
+        nodes: NodeOptions,
+        directory: Annotated[Path | None, typer.Option(
+            "--dir", help="Also where `etcd snapshot --dir` put them (default: the cluster's state directory).",
+            show_default=False)] = None,
+        output: OutputOption = Output.text,
+    ) -> None:
+        """List the snapshots on this machine and on each control plane, and each control plane's snapshot timer."""
+        from provision.nodes.etcd.snapshot import default_directory, listing, local_snapshots
+
+        cluster, settings = load_inputs(nodes)
+        where = directory.expanduser().absolute() if directory else default_directory(cluster)
+
+        def listed(ctx: PhaseContext) -> dict[str, Any]:
+            survey = ctx.results.etcd
+            return listing(local_snapshots(where), survey) if survey is not None else {}
+
+        ctx = run_pipeline(ETCD_LIST_PHASES, cluster, settings, nodes, title="bootstrap etcd snapshots",
+                           output=output, extra=listed)
+        if output is Output.text:
+            print_listing(listed(ctx), where)
+
+    @etcd_app.command("restore")
+    @node_options
+    def restore(
+        nodes: NodeOptions,
+        snapshot: Annotated[str, typer.Argument(
+            help="A snapshot `bootstrap etcd snapshot` took: its path, or its name in the cluster's state directory.",
+            show_default=False)],
+        survivors: Annotated[str | None, typer.Option(
+            "--survivors", help="Restore onto these control planes only (comma-separated): quorum lost, the ones "
+                                "left; the others rejoin with `bootstrap node replace NAME`.", show_default=False)] = None,
+        yes: YesOption = False,
+        output: OutputOption = Output.text,
+    ) -> None:
+        """Restore etcd from a snapshot on every control plane: the API servers and etcd stop, each member's data is
+        restored (the old kept aside) with a new cluster token, etcd starts, the snapshot's keys are checked on
+        every member, then the API servers come back. Everything written after the snapshot is lost. Refused,
+        before any change, for a snapshot that fails its check or is another cluster's, and for a control plane
+        that does not answer. Re-run after an interruption, it finishes."""
+        from provision.nodes.etcd.snapshot import default_directory, load_snapshot
+
+        cluster, settings = load_inputs(nodes)
+        path = Path(snapshot).expanduser()
+        if not path.exists() and "/" not in snapshot:
+            path = default_directory(cluster) / snapshot
+        taken = load_snapshot(path)
+        chosen = parse_survivors(cluster, survivors)
+        where = ", ".join(chosen or [n.name for n in cluster.control_planes])
+        confirm(f"Restore etcd on {where} from {taken.record.name} (revision {taken.revision}, taken "
+                f"{taken.record.taken_at:%Y-%m-%d %H:%M} UTC)? The API servers stop meanwhile and everything written "
+                "since the snapshot is lost.", yes)
+        run_pipeline(ETCD_RESTORE_PHASES, cluster, settings, nodes, title=f"bootstrap etcd restore {taken.record.name}",
+                     output=output, etcd=EtcdOptions(restore=taken, survivors=chosen))
+
     app.add_typer(etcd_app, name="etcd")
+
+
+def parse_survivors(cluster: Cluster, text: str | None) -> tuple[str, ...] | None:
+    """--survivors: control planes of the inventory, named once each."""
+    if text is None:
+        return None
+    names = [part.strip() for part in text.split(",")]
+    planes = {n.name for n in cluster.control_planes}
+    for name in names:
+        if name not in planes:
+            raise InputError(f"--survivors: {shown(name)} is not a control plane of {cluster.inventory_path} "
+                             f"(they are {', '.join(sorted(planes))})")
+    if len(set(names)) != len(names):
+        raise InputError("--survivors names a control plane twice")
+    return tuple(n.name for n in cluster.control_planes if n.name in names)
+
+
+def print_listing(found: dict[str, Any], here: Path) -> None:
+    table = Table(box=None, pad_edge=False, header_style="bold")
+    for column in ("where", "snapshot", "taken (UTC)", "revision", "keys", "size"):
+        table.add_column(column, justify="right" if column in ("revision", "keys", "size") else "left")
+    rows = [("here", s) for s in found.get("here", [])]
+    rows += [(name, s) for name, node in found.get("nodes", {}).items() for s in node.get("snapshots", [])]
+    for where, snapshot in rows:
+        table.add_row(where, snapshot["name"], snapshot["taken_at"][:19].replace("T", " "), str(snapshot["revision"]),
+                      str(snapshot["keys"]), f"{snapshot['size'] >> 10} KiB")
+    console.print(table if rows else "no snapshots", soft_wrap=True)
+    console.print(f"here: {here}", soft_wrap=True)
+    for name, node in found.get("nodes", {}).items():
+        if "unreachable" in node:
+            console.print(f"{name}: did not answer ({node['unreachable']})", soft_wrap=True)
+            continue
+        timer = node["timer"]
+        state = ("on" if timer["enabled"] and timer["active"] else "installed, not running" if timer["installed"]
+                 else "off")
+        last = f", last run {timer['last_run']} ({timer['last_result']})" if timer.get("last_run") else ""
+        console.print(f"{name}: snapshot timer {state}{last}", soft_wrap=True)

@@ -1,5 +1,7 @@
 """`bootstrap node add NAME` and `bootstrap node remove NAME`: one worker or control plane joins or leaves a
-running cluster (a control plane leaving has its etcd member removed before its machine is reset)."""
+running cluster (a control plane leaving has its etcd member removed before its machine is reset);
+`bootstrap node replace NAME`: a dead or broken control plane's etcd member removed through a healthy one, and a
+fresh machine joined in its place (docs/etcd.md)."""
 from __future__ import annotations
 
 from typing import Annotated
@@ -11,7 +13,8 @@ from provision.cli.options import NodeOptions, Output, OutputOption, YesOption, 
 from provision.cli.support import load_inputs, run_pipeline
 from provision.errors import InputError
 from provision.inputs.inventory import Cluster
-from provision.phases import NODE_ADD_PHASES, RESET_PHASES
+from provision.phases import NODE_ADD_PHASES, REPLACE_REMOVE_PHASES, RESET_PHASES, replace_join_phases
+from provision.phases.engine import EtcdOptions
 
 NameArgument = Annotated[str, typer.Argument(help="The node's name, as in the inventory.", show_default=False)]
 
@@ -56,5 +59,33 @@ def register(app: typer.Typer) -> None:
         confirm(f"Drain {target}, delete it from the cluster and wipe it ({WHAT_RESET_REMOVES})?", yes)
         run_pipeline(RESET_PHASES, cluster, settings, nodes, title=f"bootstrap node remove {target}",
                      targets=(target,), output=output)
+
+    @node_app.command("replace")
+    @node_options
+    def replace(nodes: NodeOptions, name: NameArgument, yes: YesOption = False,
+                output: OutputOption = Output.text) -> None:
+        """Replace a control plane: its etcd member removed through a healthy member (the machine may be dead), then
+        the machine the inventory names for it (a fresh one, or the old one wiped) joined in its place. With
+        etcd's quorum lost, restore a snapshot onto the control planes left first (docs/etcd.md)."""
+        cluster, settings = load_inputs(nodes)
+        target = _target(cluster, name, "replace")
+        node = cluster.node(target)
+        if not node.is_control_plane:
+            raise InputError(f"{cluster.inventory_path}: '{target}' is a worker: `node replace` is for control "
+                             f"planes; replace a worker with `bootstrap node remove {target}`, then "
+                             f"`bootstrap node add {target}`")
+        confirm(f"Take {target}'s etcd member out of etcd and join the machine at {node.address} in its place (a "
+                f"machine that answers is wiped first: {WHAT_RESET_REMOVES})?", yes)
+        options = EtcdOptions(replace=target)
+        # Two runs: how the machine joins depends on what the first found. Their summaries go to stderr; with
+        # --output json, stdout carries the second's document, the first's outcomes under `etcd_member`.
+        first = run_pipeline(REPLACE_REMOVE_PHASES, cluster, settings, nodes, title=f"bootstrap node replace "
+                             f"{target}: etcd member", targets=(target,), etcd=options)
+        assert first.results.etcd is not None
+        removal = {name: first.state.phases[name].detail for name in REPLACE_REMOVE_PHASES
+                   if name in first.state.phases}
+        run_pipeline(replace_join_phases(first.results.etcd, node), cluster, settings, nodes,
+                     title=f"bootstrap node replace {target}: join", targets=(target,), output=output, etcd=options,
+                     extra=lambda _ctx: {"etcd_member": removal})
 
     app.add_typer(node_app, name="node")

@@ -22,12 +22,16 @@ def forget_local_cluster(cluster: Cluster) -> list[str]:
     """After the control plane is gone: drop this machine's kubeconfig, state and merged context."""
     from provision.inputs.state import forget_cluster
     from provision.kube.kubeconfig import default_context_name, unmerge_kubeconfig
+    from provision.nodes.etcd.snapshot import default_directory, local_snapshots
 
     notes = []
     if unmerge_kubeconfig(default_context_name(cluster)):
         notes.append(f"context '{default_context_name(cluster)}' removed from ~/.kube/config")
     if forget_cluster(cluster):
         notes.append("local kubeconfig and state removed")
+    kept = local_snapshots(default_directory(cluster))
+    if kept:
+        notes.append(f"{len(kept)} etcd snapshot{'s' if len(kept) > 1 else ''} kept in {default_directory(cluster)}")
     return notes
 
 

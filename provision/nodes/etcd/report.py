@@ -172,7 +172,7 @@ class EtcdReport(_Document):
     member: MemberState | None  # None: not asked (etcd stopped, or no etcdctl)
     ca_sha256: str | None
     data_dir: DataDir
-    backups: list[str]  # data directories a restore kept aside
+    backups: list[str]  # data directories a restore or a replace kept aside
     free_bytes: FreeBytes
     snapshots: list[dict[str, Any]]  # the node's snapshot records (snapshot.SnapshotRecord reads them)
     timer: Timer
@@ -229,12 +229,25 @@ class EtcdSurvey:
                 and self.reports[name].healthy]
 
     def members(self) -> list[Member]:
-        """etcd's members as the first healthy member lists them ([] when none answers)."""
-        for name in self.healthy():
+        """etcd's members as the first healthy member lists them, else as any member that answers lists them (a
+        member without quorum still lists them); [] when none does."""
+        answering = [*self.healthy(), *self.answering()]
+        for name in answering:
             member = self.reports[name].member
             if member is not None and member.members is not None:
                 return list(member.members)
         return []
+
+    def answering(self, exclude: tuple[str, ...] = ()) -> list[str]:
+        """Members whose etcd runs and answers for itself (its status), healthy or not: without a quorum no member
+        is healthy, and these are the ones left."""
+        found = []
+        for name in self.order:
+            report = self.reports.get(name)
+            if report is not None and name not in exclude and report.running and report.member is not None \
+                    and report.member.status is not None:
+                found.append(name)
+        return found
 
     def kind(self) -> Literal["static_pod", "systemd", "none"]:
         """How etcd runs in this cluster: as the reports that found one say (static pods win a disagreement)."""

@@ -18,16 +18,16 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
-from typing import Literal
+from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 from provision.errors import BootstrapError, InputError
 from provision.inputs.files import shown
 from provision.inputs.inventory import Cluster
-from provision.inputs.state import cluster_dir, private_dir
+from provision.inputs.state import ETCD_SNAPSHOTS_DIRNAME, cluster_dir, private_dir
+from provision.nodes.etcd.report import LAYOUT, EtcdSurvey
 
-SNAPSHOTS_DIRNAME = "etcd-snapshots"
 DB_SUFFIX = ".db"
 RECORD_SUFFIX = ".json"
 PART_SUFFIX = ".part"
@@ -124,7 +124,7 @@ def cluster_name(cluster: Cluster) -> str:
 
 
 def default_directory(cluster: Cluster) -> Path:
-    return cluster_dir(cluster, create=False) / SNAPSHOTS_DIRNAME
+    return cluster_dir(cluster, create=False) / ETCD_SNAPSHOTS_DIRNAME
 
 
 def record_path(db: Path) -> Path:
@@ -305,3 +305,23 @@ def identity_problems(record: SnapshotRecord, cluster_ca: Iterable[str | None]) 
         return [f"it was taken from another cluster (its etcd CA sha256:{record.ca_sha256[:16]}..., this cluster's "
                 f"sha256:{sorted(known)[0][:16]}...)"]
     return []
+
+
+def listing(local: list[LocalSnapshot], survey: EtcdSurvey) -> dict[str, Any]:
+    """What `bootstrap etcd snapshots` shows: this machine's snapshots, and each control plane's with its timer
+    (or why it did not answer). Records a node holds that this version cannot read are left out."""
+    nodes: dict[str, Any] = {}
+    for name in survey.order:
+        report = survey.reports.get(name)
+        if report is None:
+            nodes[name] = {"unreachable": survey.unreachable.get(name, "no report")}
+            continue
+        records = []
+        for raw in report.snapshots:
+            try:
+                record = SnapshotRecord.model_validate(raw)
+            except ValidationError:
+                continue
+            records.append(LocalSnapshot(Path(LAYOUT.snapshot_dir) / record.name, record).summary())
+        nodes[name] = {"snapshots": records, "timer": report.timer.model_dump()}
+    return {"here": [s.summary() for s in local], "nodes": nodes}

@@ -1,0 +1,35 @@
+"""etcd_restore_data (`bootstrap etcd restore`): on every member, the snapshot restored into a fresh data directory
+with its own name and peer URL, every member listed and a new cluster token, put in place of the old one, which is
+kept aside (module_utils/cb_etcd.py: restore_data_dir; re-runnable after a kill at any point)."""
+from __future__ import annotations
+
+from typing import Any
+
+from provision.errors import BootstrapError
+from provision.nodes.etcd.report import LAYOUT, module_documents
+from provision.phases.engine import Phase, PhaseContext
+from provision.phases.etcd_restore_check import plan
+from provision.render.playbook_vars import etcd_restore_data_vars
+
+RESULT_KEY = "cb_etcd_restore"
+
+
+def extra_vars(ctx: PhaseContext) -> dict[str, Any]:
+    members = plan(ctx).member_arguments()
+    return etcd_restore_data_vars(LAYOUT.as_dict(), {ctx.cluster.node(name).host: arguments
+                                                     for name, arguments in members.items()})
+
+
+def check(ctx: PhaseContext) -> str:
+    found = plan(ctx)
+    documents = module_documents(ctx.playbook_results[-1].run_dir, RESULT_KEY)
+    missing = [name for name in found.nodes if ctx.cluster.node(name).host not in documents]
+    if missing:
+        raise BootstrapError(f"etcd restore: {', '.join(missing)} did not report its restore; run it again")
+    backups = sorted({str(documents[ctx.cluster.node(name).host].get("backup")) for name in found.nodes})
+    return (f"restored on {', '.join(found.nodes)} as members of cluster token {found.token}; the data from before "
+            f"kept as {', '.join(backups)}")
+
+
+PHASE = Phase("etcd_restore_data", "restore the snapshot into each member's data directory", check,
+              playbook="etcd_restore_data.yml", extra_vars=extra_vars, limit=lambda ctx: plan(ctx).nodes)
