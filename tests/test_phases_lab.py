@@ -323,8 +323,9 @@ def test_gpu_nodes_are_labelled_and_the_device_plugin_applied(lab: Lab) -> None:
     assert first.ok, first.failures
     kubectl = calls(lab, "n1", "kubectl")
     labels = [c for c in kubectl if " label " in c]
-    assert labels == [f"--kubeconfig /etc/kubernetes/admin.conf label node {n} nvidia.com/gpu.present=true --overwrite"
-                      for n in ("n2", "n3")]
+    # MPS is off: the label MPS's control daemon selects is removed where an earlier run set it.
+    assert labels == [f"--kubeconfig /etc/kubernetes/admin.conf label node {n} nvidia.com/gpu.present=true "
+                      "nvidia.com/mps.capable- --overwrite" for n in ("n2", "n3")]
     assert kubectl[-1] == "--kubeconfig /etc/kubernetes/admin.conf apply -f /etc/kubernetes/addons/nvidia"
     plugin = lab.node("n1").ssh("cat /etc/kubernetes/addons/nvidia/20-nvidia-device-plugin.yaml").stdout
     assert f'image: "nvcr.io/nvidia/k8s-device-plugin:{DEVICE_PLUGIN_DEFAULT}"' in plugin
