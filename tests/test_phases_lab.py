@@ -218,18 +218,21 @@ def test_control_plane_pulls_images_then_inits_once_and_fetches_a_private_kubeco
 
 
 def test_a_pod_cidr_overlapping_a_node_network_is_refused_before_init(lab: Lab) -> None:
-    # n2 has a second network, 172.31.5.0/24, which the inventory does not show.
+    # n2 has a second network, 172.31.5.0/24, which the inventory does not show. Preflight reads every node's
+    # networks, so `up` stops there, before the control plane's phase runs.
     n2 = lab.node("n2")
     n2.ssh("ip link add cbextra type bridge && ip addr add 172.31.5.1/24 dev cbextra && ip link set cbextra up")
     before = calls(lab, "n1")
     try:
         ctx = context(lab, with_settings(lab, kubernetes={"pod_cidr": "172.31.0.0/16"}))
-        result = run_phases([PHASES["control_plane"]], ctx)
+        result = run_phases([PHASES["preflight"], PHASES["control_plane"]], ctx)
     finally:
         n2.ssh("ip link delete cbextra")
     assert result.error is not None
+    assert [o.status for o in result.outcomes][:1] == ["failed"]
     message = str(result.error)
-    assert "n2: interface cbextra has 172.31.5.1/24, which overlaps kubernetes.pod_cidr 172.31.0.0/16" in message
+    assert "n2: networks: interface cbextra has 172.31.5.1/24, which overlaps kubernetes.pod_cidr 172.31.0.0/16" \
+        in message
     assert "set kubernetes.pod_cidr in cluster.yaml to a range none of your nodes use" in message
     assert calls(lab, "n1") == before
 

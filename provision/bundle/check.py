@@ -22,11 +22,14 @@ from provision.nodes.sources_check import NodeTarget
 from provision.render.images import own_images
 
 
-def _read(source: str, name: str) -> bytes | None:
+def _read(source: str, name: str, *, required: bool) -> bytes | None:
+    """`name` under `source`, or None where it is not there. Where this machine cannot reach `source` at all, only a
+    source that must be a bundle (`required`: offline.bundle_fingerprint set) is refused: the nodes read
+    offline.source, not this machine, and preflight proves from the nodes that it answers."""
     try:
         return read_url(f"{source}/{name}")
     except FetchError as exc:
-        if "404" in str(exc) or "No such file" in str(exc):
+        if "404" in str(exc) or "No such file" in str(exc) or not required:
             return None
         raise InputError(f"offline.source {source}: {name} could not be read from this machine ({exc}): serve the "
                          "bundle where this machine reaches it too (bootstrap bundle serve)") from None
@@ -102,13 +105,14 @@ def check_offline_bundle(settings: Settings, cluster: Cluster | None = None, *, 
         return None
     else:
         base = source if local is None else local.as_uri()
-        manifest = _read(base, MANIFEST)
+        manifest = _read(base, MANIFEST, required=bool(pinned))
         if manifest is None:
             if pinned:
                 raise InputError(f"{where} has no {MANIFEST} and offline.bundle_fingerprint is set: point it at the "
                                  "bundle's server")
             return None
-        verdict = judge_manifest(manifest, _read(base, SIGNATURE), _read(base, PUBLIC_KEY), fingerprint=pinned)
+        verdict = judge_manifest(manifest, _read(base, SIGNATURE, required=True), _read(base, PUBLIC_KEY, required=True),
+                                 fingerprint=pinned)
     if not verdict.ok:
         shown = "; ".join(verdict.problems[:5]) + (f"; and {len(verdict.problems) - 5} more"
                                                    if len(verdict.problems) > 5 else "")

@@ -19,9 +19,9 @@ from __future__ import annotations
 
 import atexit
 import contextlib
-import importlib.util
 import os
 import shutil
+import sys
 import tempfile
 from collections.abc import Iterator, Mapping
 from pathlib import Path
@@ -61,10 +61,13 @@ _local_temp: Path | None = None
 
 
 def _collections_root() -> str:
-    """The folder holding the ansible_collections installed with the tool (the `ansible` package's)."""
-    spec = importlib.util.find_spec("ansible_collections")
-    locations = list(spec.submodule_search_locations or []) if spec else []
-    return str(Path(locations[0]).parent) if locations else str(NO_PLUGINS)
+    """The folder holding the ansible_collections installed with the tool (the `ansible` package's): found on
+    sys.path, not through the import system, where Ansible's own collection finder answers once a process has
+    started Ansible's plugin loader (provision/bundle/plan.py does)."""
+    for entry in sys.path:
+        if entry and (Path(entry) / "ansible_collections").is_dir():
+            return str(Path(entry))
+    return str(NO_PLUGINS)
 
 
 def local_temp() -> Path:
