@@ -104,7 +104,7 @@ def test_from_and_only_select_phases() -> None:
 
 
 def test_up_is_the_issue_order_and_node_add_reuses_its_phases() -> None:
-    assert UP_PHASES == ("preflight", "prepare", "control_plane", "network", "join", "gpu",
+    assert UP_PHASES == ("preflight", "prepare", "control_plane", "network", "join", "certs_timer", "gpu",
                          "volcano", "training_operator", "trainer", "verify", "smoke")
     assert set(NODE_ADD_PHASES) <= set(UP_PHASES)
     assert all(name in PHASES for name in UP_PHASES)
@@ -113,7 +113,9 @@ def test_up_is_the_issue_order_and_node_add_reuses_its_phases() -> None:
               for name in (addon, f"remove_{addon}")}
     assert playbooks == {"prepare": "prepare.yml", "control_plane": "control_plane.yml", "network": "network.yml",
                          "join": "join.yml", "gpu": "gpu_plugin.yml", "etcd": "etcd_remove.yml",
-                         "reset": "reset.yml"} | addons
+                         "reset": "reset.yml", "certs_timer": "certs_timer.yml", "certs_check": "certs_read.yml",
+                         "certs_renew": "certs_renew.yml", "upgrade_plan": "upgrade_versions.yml",
+                         "upgrade_repositories": "upgrade_repositories.yml"} | addons
     assert all((PLAYBOOKS_DIR / playbook).is_file() for playbook in playbooks.values())
 
 

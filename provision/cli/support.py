@@ -11,11 +11,21 @@ import typer
 
 from provision.cli.options import NodeOptions, Output
 from provision.cli.views import PhaseView, console, print_summary
+from provision.errors import InputError
 from provision.inputs.inventory import Cluster
 from provision.inputs.settings import Settings
 from provision.inputs.state import ClusterState, check_state_root, inputs_fingerprint
+from provision.inputs.upgrade import settings_behind
 from provision.inputs.validation import load_cluster, settings_warnings
-from provision.phases import UP_PHASES, PhaseContext, PipelineResult, resume_point, run_phases, select_phases
+from provision.phases import (
+    NODE_ADD_PHASES,
+    UP_PHASES,
+    PhaseContext,
+    PipelineResult,
+    resume_point,
+    run_phases,
+    select_phases,
+)
 
 
 def with_host_key_choice(settings: Settings, accept_new_host_keys: bool) -> Settings:
@@ -61,6 +71,22 @@ def pipeline_document(result: PipelineResult, command: str) -> dict[str, Any]:
     }
 
 
+def new_context(cluster: Cluster, settings: Settings, nodes: NodeOptions, view: PhaseView, *,
+                state: ClusterState | None = None, targets: tuple[str, ...] | None = None) -> PhaseContext:
+    """A run's context: the cluster's state, the connection choices, the live view's callbacks."""
+    return PhaseContext(cluster=cluster, settings=settings, state=state or ClusterState.load(cluster), nodes=targets,
+                        verbose=nodes.verbose, become_password=ask_become_password(nodes.ask_become_pass),
+                        on_progress=view.playbook, on_message=view.message, on_smoke_progress=view.smoke)
+
+
+def show_result(result: PipelineResult, title: str, output: Output, extra: dict[str, Any] | None = None) -> None:
+    """The summary: a table on stderr, or the one JSON document on stdout."""
+    if output is Output.json:
+        echo_json(pipeline_document(result, title) | (extra or {}))
+    else:
+        print_summary(result, title)
+
+
 def run_pipeline(phase_names: Sequence[str], cluster: Cluster, settings: Settings, nodes: NodeOptions, *, title: str,
                  from_phase: str | None = None, only: str | None = None, targets: tuple[str, ...] | None = None,
                  output: Output = Output.text, extra: Callable[[], dict[str, Any]] | None = None) -> PhaseContext:
@@ -68,6 +94,10 @@ def run_pipeline(phase_names: Sequence[str], cluster: Cluster, settings: Setting
     first failure. `extra`, called once the phases are done, adds fields to the JSON document. `up` without
     --from or --only resumes by itself where the state says the phases before completed with the same inputs."""
     state = ClusterState.load(cluster)
+    if tuple(phase_names) in (UP_PHASES, NODE_ADD_PHASES):
+        behind = settings_behind(settings, state.kubernetes)
+        if behind:
+            raise InputError(behind)
     view = PhaseView(nodes.verbose)
     if tuple(phase_names) == UP_PHASES and from_phase is None and only is None:
         resume = resume_point(UP_PHASES, state, inputs_fingerprint(cluster, settings, targets))
@@ -76,17 +106,12 @@ def run_pipeline(phase_names: Sequence[str], cluster: Cluster, settings: Setting
             view.message(f"resuming at {from_phase}: {', '.join(completed)} completed with these same inputs "
                          f"(--from {UP_PHASES[0]} runs every phase again)")
     phases = select_phases(tuple(phase_names), from_phase=from_phase, only=only)
-    ctx = PhaseContext(cluster=cluster, settings=settings, state=state, nodes=targets,
-                       verbose=nodes.verbose, become_password=ask_become_password(nodes.ask_become_pass),
-                       on_progress=view.playbook, on_message=view.message, on_smoke_progress=view.smoke)
+    ctx = new_context(cluster, settings, nodes, view, state=state, targets=targets)
     try:
         result = run_phases(phases, ctx)
     finally:
         view.stop()
-    if output is Output.json:
-        echo_json(pipeline_document(result, title) | (extra() if extra else {}))
-    else:
-        print_summary(result, title)
+    show_result(result, title, output, extra() if extra else None)
     if result.error is not None:
         failed = next((o.name for o in result.outcomes if o.status == "failed"), None)
         if failed and tuple(phase_names) == UP_PHASES:

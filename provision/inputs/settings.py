@@ -609,6 +609,20 @@ class VerifySettings(_Section):
         return _image(value, tagged=True)
 
 
+class UpgradeSettings(_Section):
+    # How long `bootstrap upgrade` waits for a node's pods to be evicted (a PodDisruptionBudget may hold one back)
+    # before it stops, naming the pod that blocks; the node stays cordoned and a re-run goes on from it.
+    drain_timeout_s: int = Field(default=300, ge=10, le=86400)
+
+
+class CertificatesSettings(_Section):
+    # A systemd timer on every control plane renews kubeadm's certificates (and restarts the control-plane static
+    # pods) once one of them expires within renew_before_days. Off: `bootstrap certs renew` does it when asked.
+    renew_timer: bool = False
+    # The renewal timer's threshold; `bootstrap certs check` warns about certificates below it too.
+    renew_before_days: int = Field(default=30, ge=1, le=300)
+
+
 class AnsibleSettings(_Section):
     # auto: Mitogen's mitogen_linear strategy when it is installed and supports this Ansible, else the stock one.
     # Mitogen costs far less controller CPU per task and host; stock is the fallback and the reference.
@@ -750,6 +764,8 @@ class Settings(_Section):
     smoke_test: SmokeTestSettings = Field(default_factory=SmokeTestSettings)
     addons: AddonsSettings = Field(default_factory=AddonsSettings)
     verify: VerifySettings = Field(default_factory=VerifySettings)
+    upgrade: UpgradeSettings = Field(default_factory=UpgradeSettings)
+    certificates: CertificatesSettings = Field(default_factory=CertificatesSettings)
     ssh: SshSettings = Field(default_factory=SshSettings)
     firewall: FirewallSettings = Field(default_factory=FirewallSettings)
     control_plane: ControlPlaneSettings = Field(default_factory=ControlPlaneSettings)

@@ -16,6 +16,7 @@ import shutil
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
+from typing import Any
 
 from provision.errors import BootstrapError, InputError
 from provision.inputs.inventory import Cluster
@@ -108,6 +109,41 @@ class PhaseRecord:
 
 
 @dataclass
+class NodeStage:
+    """Where one node is in its step of an upgrade (`bootstrap upgrade`)."""
+
+    # The release its step moves it to.
+    release: str
+    # cordoned (by the upgrade), drained, upgraded (its packages and kubeadm's part done), done (uncordoned, its
+    # kubelet reporting the release).
+    stage: str
+    # It was unschedulable before the upgrade cordoned it: it stays so afterwards.
+    was_unschedulable: bool = False
+
+
+@dataclass
+class UpgradeRecord:
+    """The upgrade under way (or the last one): what was asked, the release chosen for each minor (a re-run keeps
+    it), and each node's stage; a re-run reads it to finish the job."""
+
+    target: str
+    # "1.36" -> "1.36.4": the release each minor of the upgrade moves to, once chosen.
+    releases: dict[str, str] = field(default_factory=dict)
+    nodes: dict[str, NodeStage] = field(default_factory=dict)
+    # The steps as planned by the run that recorded them (each: minor, version, control planes, workers).
+    plan: list[dict[str, Any]] = field(default_factory=list)
+    finished: bool = False
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any] | None) -> UpgradeRecord | None:
+        if not data:
+            return None
+        return cls(target=str(data["target"]), releases=dict(data.get("releases") or {}),
+                   nodes={name: NodeStage(**stage) for name, stage in (data.get("nodes") or {}).items()},
+                   plan=list(data.get("plan") or []), finished=bool(data.get("finished")))
+
+
+@dataclass
 class ClusterState:
     # Node name -> GPUs preflight found (0 for none); None until preflight has run.
     gpus: dict[str, int] | None = None
@@ -122,6 +158,13 @@ class ClusterState:
     vip_interfaces: dict[str, str] = field(default_factory=dict)
     # Node name -> the link speed (Gb/s) multi-node training crosses there, where preflight could read it.
     link_gbps: dict[str, float] = field(default_factory=dict)
+    # The upgrade under way, or the last one (`bootstrap upgrade`).
+    upgrade: UpgradeRecord | None = None
+    # The release the cluster runs since its last finished upgrade: `up` and `node add` refuse settings older than
+    # it (their packages would move the nodes back).
+    kubernetes: str | None = None
+    # The certificate renewal timer is installed on the control planes (certificates.renew_timer).
+    certs_timer: bool = False
 
     @classmethod
     def load(cls, cluster: Cluster) -> ClusterState:
@@ -134,8 +177,10 @@ class ClusterState:
                        pythons={k: NodePython(**v) for k, v in (data.get("pythons") or {}).items()},
                        phases={k: PhaseRecord(**v) for k, v in (data.get("phases") or {}).items()},
                        vip_interfaces=dict(data.get("vip_interfaces") or {}),
-                       link_gbps=dict(data.get("link_gbps") or {}))
-        except (ValueError, TypeError) as exc:
+                       link_gbps=dict(data.get("link_gbps") or {}),
+                       upgrade=UpgradeRecord.from_dict(data.get("upgrade")),
+                       kubernetes=data.get("kubernetes"), certs_timer=bool(data.get("certs_timer")))
+        except (ValueError, TypeError, KeyError) as exc:
             raise BootstrapError(f"{path}: unreadable state ({exc}); delete it and re-run `bootstrap up`") from None
 
     def save(self, cluster: Cluster) -> None:
@@ -145,7 +190,9 @@ class ClusterState:
                                    "pythons": {k: asdict(v) for k, v in self.pythons.items()},
                                    "phases": {k: asdict(v) for k, v in self.phases.items()},
                                    "vip_interfaces": self.vip_interfaces,
-                                   "link_gbps": self.link_gbps}, indent=2))
+                                   "link_gbps": self.link_gbps,
+                                   "upgrade": asdict(self.upgrade) if self.upgrade else None,
+                                   "kubernetes": self.kubernetes, "certs_timer": self.certs_timer}, indent=2))
         tmp.replace(path)
 
 

@@ -1,15 +1,24 @@
-"""The phases of `up`, `node add`, `node remove`, `reset` and `down`: the engine (engine.py) and one module per
-phase, put in order here for each command. The listing of this folder reads as the steps of `up`."""
+"""The phases of `up`, `node add`, `node remove`, `reset`, `down`, `upgrade` and `certs`: the engine (engine.py)
+and one module per phase, put in order here for each command. The listing of this folder reads as the steps of
+`up`."""
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import replace
 
+from provision.errors import BootstrapError
 from provision.inputs.addons import ADDON_ORDER
+from provision.inputs.state import UpgradeRecord
+from provision.inputs.upgrade import UpgradePlan, step_settings
 from provision.phases import (
     addons,
+    certs_check,
+    certs_renew,
+    certs_timer,
     control_plane,
     drain,
     etcd_remove,
+    etcd_snapshot,
     gpu,
     join,
     network,
@@ -17,6 +26,10 @@ from provision.phases import (
     prepare,
     reset,
     smoke,
+    upgrade_control_planes,
+    upgrade_plan,
+    upgrade_repositories,
+    upgrade_workers,
     verify,
 )
 from provision.phases import engine as _engine
@@ -25,12 +38,22 @@ from provision.phases.engine import Phase, PhaseContext, PhaseOutcome, PhaseResu
 PHASES: dict[str, Phase] = {p.name: p for p in (
     preflight.PHASE, prepare.PHASE, control_plane.PHASE, network.PHASE, join.PHASE, gpu.PHASE, *addons.PHASES,
     verify.PHASE, smoke.PHASE, drain.PHASE, etcd_remove.PHASE, reset.PHASE,
+    upgrade_plan.PHASE, etcd_snapshot.PHASE, upgrade_repositories.PHASE, upgrade_control_planes.PHASE,
+    upgrade_workers.PHASE, certs_check.PHASE, certs_renew.PHASE, certs_timer.PHASE,
 )}
 
-UP_PHASES: tuple[str, ...] = ("preflight", "prepare", "control_plane", "network", "join", "gpu", *ADDON_ORDER,
-                              "verify", "smoke")
-NODE_ADD_PHASES: tuple[str, ...] = ("preflight", "prepare", "join", "gpu", "verify")
+UP_PHASES: tuple[str, ...] = ("preflight", "prepare", "control_plane", "network", "join", "certs_timer", "gpu",
+                              *ADDON_ORDER, "verify", "smoke")
+NODE_ADD_PHASES: tuple[str, ...] = ("preflight", "prepare", "join", "certs_timer", "gpu", "verify")
 RESET_PHASES: tuple[str, ...] = ("drain", "etcd", "reset")
+# `bootstrap upgrade`: the plan (only reads), then before anything changes the target's rules checked on every node
+# and the etcd snapshot; then each step of the plan (one minor); then the smoke test.
+UPGRADE_BEFORE: tuple[str, ...] = ("preflight", "etcd_snapshot")
+UPGRADE_STEP_PHASES: tuple[str, ...] = ("upgrade_repositories", "upgrade_control_planes", "upgrade_workers", "network",
+                                        "gpu", *ADDON_ORDER, "verify")
+UPGRADE_AFTER: tuple[str, ...] = ("smoke",)
+CERTS_CHECK_PHASES: tuple[str, ...] = ("certs_check",)
+CERTS_RENEW_PHASES: tuple[str, ...] = ("certs_renew", "certs_timer", "certs_check")
 
 
 def select_phases(names: Sequence[str], *, from_phase: str | None = None, only: str | None = None) -> list[Phase]:
@@ -43,5 +66,57 @@ def run_phases(phases: Sequence[Phase], ctx: PhaseContext) -> PipelineResult:
     return _engine.run_phases(PHASES, phases, ctx)
 
 
-__all__ = ["NODE_ADD_PHASES", "PHASES", "RESET_PHASES", "UP_PHASES", "Phase", "PhaseContext", "PhaseOutcome",
-           "PhaseResults", "PipelineResult", "resume_point", "run_phases", "select_phases"]
+def plan_upgrade_run(ctx: PhaseContext) -> PipelineResult:
+    """The upgrade_plan phase alone (`bootstrap upgrade --dry-run` stops after it): ctx.results.upgrade holds the
+    plan."""
+    return run_phases([PHASES["upgrade_plan"]], ctx)
+
+
+def _named(result: PipelineResult, suffix: str) -> list[PhaseOutcome]:
+    return [replace(o, name=f"{o.name} {suffix}") for o in result.outcomes] if suffix else list(result.outcomes)
+
+
+def run_upgrade(ctx: PhaseContext, plan: UpgradePlan) -> PipelineResult:
+    """The plan's phases in order, each step's with the settings of its release (kubernetes.version, and Calico
+    where it follows the versions table): its repositories first, which choose the release, then the rest. The
+    cluster's state records the plan, the release chosen for each minor and each node's stage, so a re-run planned
+    from what the cluster then runs finishes the job. Stops at the first failure."""
+    if ctx.upgrade is None:
+        raise BootstrapError("internal: run_upgrade needs the upgrade's options")
+    base = ctx.settings
+    record = ctx.state.upgrade
+    if record is None or record.finished:
+        record = UpgradeRecord(target=str(plan.target))
+    record.target = str(plan.target)
+    record.plan = [step.as_dict() for step in plan.steps]
+    ctx.state.upgrade = record
+    ctx.state.save(ctx.cluster)
+    final = replace(ctx, settings=step_settings(base, str(plan.target)))
+    first = run_phases([PHASES[name] for name in UPGRADE_BEFORE], final)
+    outcomes = list(first.outcomes)
+    if first.error:
+        return PipelineResult(outcomes, first.error)
+    for step in plan.steps:
+        label = f"({step.version})"
+        step_ctx = replace(ctx, settings=step_settings(base, step.version), step=step)
+        repositories = run_phases([PHASES["upgrade_repositories"]], step_ctx)
+        outcomes += _named(repositories, label)
+        if repositories.error:
+            return PipelineResult(outcomes, repositories.error)
+        release = record.releases[f"1.{step.minor}"]
+        chosen = replace(step_ctx, settings=step_settings(base, release), step=replace(step, version=release))
+        rest = run_phases([PHASES[name] for name in UPGRADE_STEP_PHASES[1:]], chosen)
+        outcomes += _named(rest, f"({release})")
+        if rest.error:
+            return PipelineResult(outcomes, rest.error)
+    record.finished = True
+    ctx.state.kubernetes = record.releases.get(f"1.{plan.target.minor}", ctx.state.kubernetes)
+    ctx.state.save(ctx.cluster)
+    last = run_phases([PHASES[name] for name in UPGRADE_AFTER], final)
+    return PipelineResult(outcomes + list(last.outcomes), last.error)
+
+
+__all__ = ["CERTS_CHECK_PHASES", "CERTS_RENEW_PHASES", "NODE_ADD_PHASES", "PHASES", "RESET_PHASES", "UPGRADE_AFTER",
+           "UPGRADE_BEFORE", "UPGRADE_STEP_PHASES", "UP_PHASES", "Phase", "PhaseContext", "PhaseOutcome",
+           "PhaseResults", "PipelineResult", "plan_upgrade_run", "resume_point", "run_phases", "run_upgrade",
+           "select_phases"]

@@ -27,8 +27,10 @@ from provision.nodes.runner import PlaybookResult, RunProgress, run_playbook
 from provision.render.endpoint import endpoint_mode
 
 if TYPE_CHECKING:
+    from provision.inputs.upgrade import ClusterVersions, Step, UpgradeOptions, UpgradePlan
     from provision.kube.drain import DrainResult
     from provision.kube.verify import VerifyReport
+    from provision.nodes.certs import CertsReport
     from provision.nodes.preflight.run import PreflightReport
     from provision.nodes.prepare import PrepareResult
     from provision.smoke.verdict import Verdict
@@ -48,6 +50,11 @@ class PhaseResults:
     verify: VerifyReport | None = None
     smoke: Verdict | None = None
     drain: DrainResult | None = None
+    # upgrade_plan: the versions read from the cluster and the plan made from them.
+    versions: ClusterVersions | None = None
+    upgrade: UpgradePlan | None = None
+    # certs_check: every control plane's certificates and their expiry.
+    certs: CertsReport | None = None
 
 
 @dataclass
@@ -63,6 +70,9 @@ class PhaseContext:
     on_message: Callable[[str], None] | None = None
     # The smoke test's live view (provision.smoke.driver.SmokeProgress).
     on_smoke_progress: Callable[[Any], None] | None = None
+    # `bootstrap upgrade`: what was asked, and the step its phases run for.
+    upgrade: UpgradeOptions | None = None
+    step: Step | None = None
     playbook_results: list[PlaybookResult] = field(default_factory=list)
     results: PhaseResults = field(default_factory=PhaseResults)
 
