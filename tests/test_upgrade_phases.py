@@ -84,6 +84,38 @@ def test_each_step_runs_its_phases_with_its_release_and_the_record_says_where_it
     assert unfinished is not None and not unfinished.finished
 
 
+def test_without_an_etcd_snapshot_the_upgrade_stops_before_anything_changes(cluster, monkeypatch) -> None:
+    ran: list[str] = []
+
+    def phase(name: str) -> Phase:
+        return Phase(name, name, lambda ctx: ran.append(name) or f"{name} done")
+    names = ("preflight", *UPGRADE_STEP_PHASES, "smoke")
+    monkeypatch.setattr(phases_module, "PHASES", {n: phase(n) for n in names} | {"etcd_snapshot": PHASES["etcd_snapshot"]})
+    plan = UpgradePlan(Release(35, 2), Target(36), (Step(36, "1.36", ("cp1",), ("w1", "w2")),))
+    ctx = PhaseContext(cluster=cluster, settings=Settings(), state=ClusterState(), upgrade=UpgradeOptions(Target(36)))
+    result = run_upgrade(ctx, plan)
+    assert ran == ["preflight"]
+    assert [(o.name, o.status) for o in result.outcomes] == [("preflight", "ok"), ("etcd_snapshot", "failed")]
+    assert str(result.error).startswith("etcd_snapshot: this build cannot take the etcd snapshot")
+
+
+def test_workers_go_one_at_a_time_or_parallel_at_a_time(cluster, monkeypatch: pytest.MonkeyPatch) -> None:
+    from provision.phases import upgrade_workers
+
+    batches: list[list[str]] = []
+    monkeypatch.setattr(upgrade_workers, "upgrade_nodes", lambda ctx, names: batches.append(list(names)))
+    monkeypatch.setattr(upgrade_workers, "finish_left_behind", lambda ctx, names: [])
+    state = ClusterState(upgrade=UpgradeRecord("1.36", {"1.36": "1.36.4"}))
+    step = Step(36, "1.36.4", (), ("w1", "w2", "w3"))
+    for parallel, expected in ((1, [["w1"], ["w2"], ["w3"]]), (2, [["w1", "w2"], ["w3"]])):
+        batches.clear()
+        ctx = PhaseContext(cluster=cluster, settings=Settings(), state=state, step=step,
+                           upgrade=UpgradeOptions(Target(36), parallel=parallel))
+        detail = upgrade_workers.check(ctx)
+        assert batches == expected
+        assert detail == f"w1, w2, w3 at 1.36.4, {'one' if parallel == 1 else parallel} at a time"
+
+
 def test_the_etcd_snapshot_refuses_until_this_build_can_take_one(cluster) -> None:
     ctx = PhaseContext(cluster=cluster, settings=Settings(), state=ClusterState(), upgrade=UpgradeOptions(Target(36)))
     refused = run_phases([PHASES["etcd_snapshot"]], ctx)

@@ -258,3 +258,26 @@ def test_settings_older_than_the_upgraded_cluster_are_named() -> None:
         "'1.37' in cluster.yaml (older packages would move its nodes back)")
     assert settings_behind(parse_settings({"kubernetes": {"version": "1.37"}}), "1.37.1") is None
     assert settings_behind(parse_settings({}), None) is None
+
+
+def test_the_whole_plan_is_shown_in_order_before_anything_changes() -> None:
+    from provision.cli.commands.upgrade import plan_lines
+    from provision.inputs.upgrade import UpgradeOptions
+
+    found, data = recorded("made-at-1.35.json")
+    cluster = Cluster(Path("hosts.ini"), tuple(Node(n, "10.0.0.1", "control_plane" if n in data["control_planes"]
+                                                    else "worker", "tester") for n in data["reports"]))
+    plan = plan_upgrade(found, target("1.37"), step=True)
+    lines = plan_lines(plan, cluster, Settings(), UpgradeOptions(Target(37), step=True))
+    assert lines[0] == "upgrade 1.35.2 -> 1.37 in 2 steps, one minor at a time"
+    assert lines[1] == ("first, before anything changes: preflight (the rules of 1.37 on every node: containerd, "
+                        "cgroups), then the etcd snapshot on n1, kept on this machine")
+    assert lines[2:5] == ["step 1.36 (its newest patch, as the repository offers it):",
+                          "  repositories moved to v1.36 on n1, n2, n3, n4",
+                          "  n1: drain, kubeadm, kubeadm upgrade plan, kubeadm upgrade apply, kubelet and kubectl, API "
+                          "server and etcd healthy, uncordon"]
+    assert lines[-1] == "last: the smoke test"
+    skipped = plan_lines(plan, cluster, Settings.model_validate({"smoke_test": {"enabled": False}}),
+                         UpgradeOptions(Target(37), skip_etcd_snapshot=True))
+    assert "the etcd snapshot skipped (--skip-etcd-snapshot: you took one)" in skipped[1]
+    assert skipped[-1] == "last: no smoke test (smoke_test.enabled is false)"

@@ -12,7 +12,7 @@
   node's kubelet configuration marked with it.
 - `kubeadm certs renew all`: every certificate but the CAs issued again for a year.
 - the kubelet as a service: records the release it started with (what its Node reports, through the stand-in
-  API: tests/support/fake_cluster.py) and sleeps.
+  API: tests/lab/cluster_api.py) and sleeps.
 - `kubectl get --raw=/readyz` (ok while the kube-apiserver manifest is in place), `exec etcd-* -- etcdctl member
   list / endpoint health` (from /var/lib/cb-standin/etcd-members), `apply` (unchanged).
 - crictl (installed by the tests: `CRICTL`): `pods --label component=X --state ready -q` lists a pod while X's

@@ -1,16 +1,18 @@
-"""A running cluster on lab nodes, as `bootstrap up` would have left it, for the upgrade and certificate tests.
+"""A running cluster on lab nodes, as `bootstrap up` would have left it, for the upgrade and certificate tests and
+the upgrade's benchmark (bench/upgrade.py).
 
-The nodes are real (tests/lab/); Kubernetes on them is the lab's stand-ins (tests/lab/kube_acting.py) installed from
-the stand-in repositories (tests/lab/repos.py: one repository per minor, pushed to every node and named by
+The nodes are real (tests/lab/lab.py); Kubernetes on them is the lab's stand-ins (tests/lab/kube_acting.py) installed
+from the stand-in repositories (tests/lab/repos.py: one repository per minor, pushed to every node and named by
 mirrors.kubernetes_repo as a file:// mirror), held as prepare holds them, the cluster formed by the stand-in
-`kubeadm init` and `join`. The API is the stand-in API server (tests/support/fake_cluster.py), whose admin
-kubeconfig is where `up` leaves the operator's. `bootstrap` runs through its real entry point, in this process.
+`kubeadm init` and `join`. The API is the stand-in API server (tests/lab/cluster_api.py), whose admin kubeconfig is
+where `up` leaves the operator's. `bootstrap` runs as a user runs it: `python -m provision`, a process of its own.
 """
 from __future__ import annotations
 
 import contextlib
 import os
 import subprocess
+import sys
 from collections.abc import Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
@@ -23,10 +25,9 @@ from provision.inputs.inventory import load_inventory
 from provision.inputs.state import ClusterState
 from provision.kube.kubeconfig import admin_kubeconfig_path
 from tests.lab import kube_acting
+from tests.lab.cluster_api import ExecApiServer, FakeCluster
 from tests.lab.lab import Lab
 from tests.lab.repos import OFFLINE_DIR, build_kubernetes_repos, write_config
-from tests.support.fake_cluster import ExecApiServer, FakeCluster
-from tests.support.refusal import Outcome, run_main
 
 # What the stand-in repositories publish: minor -> its patches (the newest is what a bare minor installs).
 PUBLISHED = {"1.35": (1, 2), "1.36": (3, 4), "1.37": (1,)}
@@ -38,6 +39,19 @@ URIs: {uri}
 Suites: /
 Signed-By: /etc/apt/keyrings/cb-kubernetes.asc
 """
+
+
+@dataclass(frozen=True)
+class Outcome:
+    """What one `bootstrap` run left: its exit code, stdout and stderr."""
+
+    code: int
+    stdout: str
+    stderr: str
+
+    @property
+    def lines(self) -> list[str]:
+        return [line for line in self.stderr.splitlines() if line.strip()]
 
 
 @dataclass(frozen=True)
@@ -67,9 +81,14 @@ class KubeLab:
     def nodes(self) -> tuple[str, ...]:
         return (*self.control_planes, *self.workers)
 
-    def bootstrap(self, *args: str, timeout_s: int = 900) -> Outcome:
-        return run_main("--state-dir", str(self.state_dir), *args, "-i", str(self.lab.inventory_path),
-                        "-c", str(self.config), timeout_s=timeout_s)
+    def command(self, *args: str) -> list[str]:
+        """`bootstrap ARGS` for this cluster (its state directory, inventory and settings)."""
+        return [sys.executable, "-m", "provision", "--state-dir", str(self.state_dir), *args,
+                "-i", str(self.lab.inventory_path), "-c", str(self.config)]
+
+    def bootstrap(self, *args: str, timeout_s: int = 1800) -> Outcome:
+        done = subprocess.run(self.command(*args), capture_output=True, text=True, timeout=timeout_s)
+        return Outcome(done.returncode, done.stdout, done.stderr)
 
     def settings(self, **sections: dict[str, Any]) -> Path:
         """The cluster's cluster.yaml with these sections merged in."""
@@ -203,7 +222,8 @@ def form_cluster(lab: Lab, work: Path, control_planes: Sequence[str], workers: S
         return [line.split()[1] for line in lab.node(first).ssh(f"cat {kube_acting.STATE}/etcd-members")
                 .stdout.splitlines() if line.strip()]
 
-    server = ExecApiServer(lambda pod, command: "").start()
+    server = ExecApiServer(lambda pod, command: "")
+    server.start()
     kube.fake = FakeCluster(server, tuple(control_planes), tuple(workers), kubelet=kube.running_kubelet,
                             api_version=api_version, etcd_members=etcd_members).install()
     path = kube.admin_kubeconfig()

@@ -1,4 +1,5 @@
-"""A running cluster's API, as the stand-in API server serves it to the upgrade and certificate tests on lab nodes.
+"""A running cluster's API, as the stand-in API server (tests/support/apiserver.py) serves it for a cluster of lab
+nodes (tests/lab/cluster.py): the upgrade and certificate tests, and the upgrade's benchmark.
 
 The nodes are real lab machines with the stand-in kubeadm, kubelet and kubectl (tests/lab/kube_acting.py); what
 the API says about them is read from them when asked: the API server's version is the image of the first control
