@@ -34,7 +34,7 @@ from tests.support.kube_objects import crd, deployment, pod
 
 RELEASE_IMAGES = {
     "volcano": "docker.io/volcanosh/vc-scheduler:v1.15.2",
-    "training_operator": "kubeflow/training-operator:v1-855e096",
+    "training_operator": "ghcr.io/kubeflow/training-v1/training-operator:v1-93c5489",
     "trainer": "ghcr.io/kubeflow/trainer/trainer-controller-manager:v2.3.0",
 }
 
@@ -50,14 +50,14 @@ def test_upstream_sources_are_the_pinned_releases() -> None:
     assert part_source(settings, "trainer", "runtimes") == (
         "kustomize", "https://github.com/kubeflow/trainer.git/manifests/overlays/runtimes?ref=v2.3.0")
     assert part_source(settings, "training_operator", "standalone") == (
-        "kustomize", "https://github.com/kubeflow/training-operator.git/manifests/overlays/standalone?ref=v1.9.3")
+        "kustomize", "https://github.com/kubeflow/trainer.git/manifests/overlays/standalone?ref=v1.9.4")
     pinned = parse_settings({"addons": {"volcano_version": "v1.14.2"}})
     assert "/v1.14.2/installer/" in part_source(pinned, "volcano", "installer")[1]
 
 
 def test_the_cn_profile_the_offline_source_and_a_mirror_move_every_release() -> None:
     cn = parse_settings({"mirrors": {"profile": "cn"}})
-    assert part_source(cn, "volcano", "installer")[1].startswith("https://mirrors.tuna.tsinghua.edu.cn/github-raw/")
+    assert part_source(cn, "volcano", "installer")[1].startswith("https://files.m.daocloud.io/raw.githubusercontent.com/")
     offline = parse_settings({"offline": {"source": "/srv/cb"}})
     mirrored = parse_settings({"mirrors": {"addon_manifests": "https://files.lan/addons"}})
     for name in ADDON_ORDER:
@@ -95,6 +95,33 @@ def test_images_follow_the_offline_registry() -> None:
     assert {"name": "registry.k8s.io/jobset/jobset", "newName": "registry.lan:5000/jobset/jobset"} in trainer
 
 
+def test_offline_moves_the_training_operator_image_its_release_names() -> None:
+    # Since v1.9.2 the standalone overlay's Deployment names ghcr.io/kubeflow/training-v1/training-operator: a
+    # rewrite of the old Docker Hub name matches nothing, and the nodes would reach for ghcr.io offline.
+    settings = parse_settings({"offline": {"source": "/srv/cb", "image_repository": "registry.lan:5000"}})
+    images = yaml.safe_load(addon_plan(settings, "training_operator").parts[0].kustomization)["images"]
+    assert {"name": "ghcr.io/kubeflow/training-v1/training-operator",
+            "newName": "registry.lan:5000/kubeflow/training-v1/training-operator"} in images
+
+
+@pytest.mark.parametrize("minor,warned", [("1.35", False), ("1.36", True), ("1.37", True)])
+def test_volcano_outside_its_tested_kubernetes_range_is_installed_with_a_warning_naming_it(
+        tmp_path: Path, minor: str, warned: bool) -> None:
+    from provision.inputs.validation import settings_warnings
+    settings = parse_settings({"kubernetes": {"version": minor}, "addons": {"enabled": ["volcano", "trainer"]}})
+    warnings = settings_warnings(settings)
+    volcano = [w for w in warnings if "Volcano" in w]
+    assert bool(volcano) is warned
+    if warned:
+        assert "Volcano v1.15.2 is tested with Kubernetes 1.23-1.35" in volcano[0] and f"not {minor}" in volcano[0]
+    # The Trainer documents 1.31 and newer: no warning for any supported minor.
+    assert not [w for w in warnings if "Trainer" in w]
+    # A release pinned in the settings has a range the table does not know: nothing is claimed about it.
+    pinned = parse_settings({"kubernetes": {"version": minor}, "addons": {"enabled": ["volcano"],
+                                                                          "volcano_version": "v1.16.0"}})
+    assert not [w for w in settings_warnings(pinned) if "Volcano" in w]
+
+
 @pytest.mark.skipif(shutil.which("kubectl") is None, reason="needs kubectl (its built-in kustomize)")
 def test_kustomize_itself_moves_the_images_of_a_release(tmp_path: Path) -> None:
     settings = parse_settings({"offline": {"source": "/srv/cb", "image_repository": "registry.lan:5000"}})
@@ -118,6 +145,8 @@ def test_every_addon_names_its_release_source_and_what_proves_it_up() -> None:
     for name in ADDON_ORDER:
         addon = ADDONS[name]
         assert f"| `{name}` | {addon.title} | `{addon.version}` |" in docs, name
+        assert f"- {addon.title.removesuffix(' v1').removesuffix(' v2')} {addon.version}: Kubernetes " \
+               f"{addon.kubernetes_text()} (" in docs, name
         for thing in (*addon.crds, *addon.deployments, addon.namespace):
             assert f"`{thing}`" in docs, thing
 
@@ -335,7 +364,7 @@ def test_a_release_the_control_plane_cannot_fetch_is_named_with_the_fix(control_
                                       "cb_addon_timeout_s": 5})
     assert not result.ok
     message = result.failures[0].message
-    assert "cp1 cannot fetch training_operator v1.9.3" in message and "exit status 128" in message
+    assert "cp1 cannot fetch training_operator v1.9.4" in message and "exit status 128" in message
     assert "set mirrors.addon_manifests" in message and "offline.source" in message
 
 

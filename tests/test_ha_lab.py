@@ -23,6 +23,7 @@ from provision.nodes.runner import PlaybookResult, run_playbook
 from provision.phases import PHASES, RESET_PHASES, PhaseContext, run_phases
 from tests.lab.lab import Lab
 from tests.support.kube_stand_ins import CA_HASH, CERTIFICATE_KEY, TOKEN, install_command, leaked
+from tests.support.node_reports import installed_release
 
 CONTROL_PLANES = ("n1", "n2", "n3")
 DIR_AVAILABLE = "--ignore-preflight-errors=DirAvailable--etc-kubernetes-manifests"
@@ -86,7 +87,9 @@ def order(lab: Lab, names: tuple[str, ...]) -> list[str]:
 
 def context(lab: Lab, settings: Settings, **kwargs: Any) -> PhaseContext:
     cluster = load_inventory(lab.inventory_path)
-    return PhaseContext(cluster=cluster, settings=settings, state=ClusterState.load(cluster), **kwargs)
+    state = ClusterState.load(cluster)
+    state.kubernetes_version = installed_release(settings)  # prepare's decision (the kubeadm here is a fake)
+    return PhaseContext(cluster=cluster, settings=settings, state=state, **kwargs)
 
 
 def play(phase: str, ctx: PhaseContext) -> PlaybookResult:

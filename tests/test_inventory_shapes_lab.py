@@ -15,6 +15,7 @@ from provision.nodes.runner import run_playbook
 from provision.phases import PHASES, PhaseContext
 from tests.lab.lab import Lab
 from tests.support.kube_stand_ins import install_command, leaked
+from tests.support.node_reports import installed_release
 
 NODE_NAMES = Path(__file__).resolve().parent / "playbooks" / "node_names.yml"
 
@@ -52,6 +53,7 @@ def test_ip_address_host_names_with_k8s_nodename_become_hostnames_and_kubeadm_no
     for node in (master, worker):
         node.ssh(install_command(f"{master.ip}:6443"))
     ctx = PhaseContext(cluster=cluster, settings=settings, state=ClusterState.load(cluster))
+    ctx.state.kubernetes_version = installed_release(settings)  # prepare's decision (the kubeadm here is a fake)
     for phase in ("control_plane", "join"):
         definition = PHASES[phase]
         assert definition.playbook and definition.extra_vars

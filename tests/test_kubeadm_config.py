@@ -18,6 +18,7 @@ from provision.inputs import versions
 from provision.inputs.inventory import load_inventory
 from provision.inputs.settings import parse_settings
 from provision.render.kubeadm_config import init_config_documents, node_ip, render_init_config
+from tests.support.node_reports import installed_release
 
 # --- the kubeadm API, as field sets -----------------------------------------------------------------------
 # A schema is one of: STR, INT, BOOL (scalars); MAP_STR / MAP_BOOL (free keys); [schema] (a list of it);
@@ -121,9 +122,10 @@ def inventory(tmp_path: Path, text: str | None = None) -> Path:
 
 def render(tmp_path: Path, settings: dict[str, Any] | None = None, hosts: str | None = None) -> list[dict[str, Any]]:
     cluster = load_inventory(inventory(tmp_path, hosts))
-    text = render_init_config(cluster, parse_settings(settings or {}))
+    parsed = parse_settings(settings or {})
+    text = render_init_config(cluster, parsed, installed_release(parsed))
     documents = list(yaml.safe_load_all(text))
-    assert documents == init_config_documents(cluster, parse_settings(settings or {}))
+    assert documents == init_config_documents(cluster, parsed, installed_release(parsed))
     return documents
 
 
@@ -170,8 +172,8 @@ def test_the_schemas_catch_fields_of_the_other_version() -> None:
 
 
 def test_nothing_is_rendered_in_v1beta3(tmp_path: Path) -> None:
-    text = "".join(render_init_config(load_inventory(inventory(tmp_path)), parse_settings({"kubernetes": {"version": v}}))
-                   for v in VERSIONS)
+    text = "".join(render_init_config(load_inventory(inventory(tmp_path)), parse_settings({"kubernetes": {"version": v}}),
+                                      installed_release(parse_settings({"kubernetes": {"version": v}}))) for v in VERSIONS)
     assert "v1beta3" not in text and "timeoutForControlPlane" not in text
     assert text.count("apiVersion: kubeadm.k8s.io/v1beta4") == 2 * len(VERSIONS)
 
@@ -199,8 +201,9 @@ def test_values_come_from_the_settings(tmp_path: Path, version: str) -> None:
     assert cluster["imageRepository"] == "harbor.example.com/k8s"
     assert cluster["controlPlaneEndpoint"] == "10.20.0.10:6443"
     assert {"cp1", "10.20.0.10"} <= set(cluster["apiServer"]["certSANs"])
-    # A bare minor leaves the version to the installed kubeadm (no lookup on dl.k8s.io).
-    assert "kubernetesVersion" not in cluster
+    # A bare minor is resolved to the release installed on the control plane (prepare's report), never left to
+    # kubeadm, whose default "stable-1" is a lookup on dl.k8s.io.
+    assert cluster["kubernetesVersion"] == f"v{versions.kubernetes_release(int(version[2:])).latest_patch}"
     assert docs["KubeletConfiguration"]["cgroupDriver"] == "systemd"
     assert docs["KubeProxyConfiguration"]["mode"] == "ipvs"
     assert docs["KubeProxyConfiguration"]["clusterCIDR"] == "10.32.0.0/16"
@@ -219,6 +222,15 @@ def test_values_come_from_the_settings(tmp_path: Path, version: str) -> None:
 def test_an_exact_release_is_pinned(tmp_path: Path) -> None:
     docs = by_kind(render(tmp_path, {"kubernetes": {"version": "1.36.4"}}))
     assert docs["ClusterConfiguration"]["kubernetesVersion"] == "v1.36.4"
+
+
+@pytest.mark.parametrize("version", VERSIONS)
+def test_kubeadm_is_always_given_the_exact_release_installed(tmp_path: Path, version: str) -> None:
+    cluster = load_inventory(inventory(tmp_path))
+    docs = by_kind(init_config_documents(cluster, parse_settings({"kubernetes": {"version": version}}), "1.36.7"))
+    assert docs["ClusterConfiguration"]["kubernetesVersion"] == "v1.36.7"
+    with pytest.raises(ValueError, match="exact release"):
+        init_config_documents(cluster, parse_settings({"kubernetes": {"version": version}}), "1.36")
 
 
 @pytest.mark.parametrize("settings,expected", [
@@ -241,13 +253,13 @@ def test_node_ip_host_variable_beats_ansible_host_and_a_host_name_leaves_it_to_k
     cluster = load_inventory(inventory(tmp_path, hosts))
     assert node_ip(cluster.node("cp1")) == "192.168.56.10"
     assert node_ip(cluster.node("w1")) is None
-    docs = by_kind(init_config_documents(cluster, parse_settings({})))
+    docs = by_kind(init_config_documents(cluster, parse_settings({}), "1.36.4"))
     assert docs["InitConfiguration"]["localAPIEndpoint"]["advertiseAddress"] == "192.168.56.10"
     # The operator reaches the API server on the public address, the nodes on the private one: both certified.
     assert {"203.0.113.7", "192.168.56.10"} <= set(docs["ClusterConfiguration"]["apiServer"]["certSANs"])
 
     named = load_inventory(inventory(tmp_path, "[control_plane]\ncp1 ansible_host=cp1.example.com\n"))
-    docs = by_kind(init_config_documents(named, parse_settings({})))
+    docs = by_kind(init_config_documents(named, parse_settings({}), "1.36.4"))
     assert "localAPIEndpoint" not in docs["InitConfiguration"]
     assert "kubeletExtraArgs" not in docs["InitConfiguration"]["nodeRegistration"]
     assert "controlPlaneEndpoint" not in docs["ClusterConfiguration"]

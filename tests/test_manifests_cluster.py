@@ -94,7 +94,7 @@ def test_device_plugin_image_version_and_runtime_follow_the_settings() -> None:
 
 
 @pytest.mark.parametrize("image,expected", [
-    ("quay.io/calico/node:v3.33.1", "registry.local:5000/calico/node:v3.33.1"),
+    ("quay.io/calico/node:v3.33.0", "registry.local:5000/calico/node:v3.33.0"),
     ("nvcr.io/nvidia/k8s-device-plugin:v0.20.1", "registry.local:5000/nvidia/k8s-device-plugin:v0.20.1"),
     ("localhost:5000/x/y:1", "registry.local:5000/x/y:1"),
     ("busybox:1.36", "registry.local:5000/busybox:1.36"),
@@ -132,12 +132,25 @@ def test_calico_follows_the_kubernetes_minor(version: str) -> None:
 def test_calico_mirror_and_offline_sources() -> None:
     calico = versions.KUBERNETES_RELEASES[-1].calico
     assert calico_source(parse_settings({"mirrors": {"profile": "cn"}})).url == \
-        f"https://mirrors.tuna.tsinghua.edu.cn/github-raw/projectcalico/calico/{calico}/manifests/calico.yaml"
+        f"https://files.m.daocloud.io/raw.githubusercontent.com/projectcalico/calico/{calico}/manifests/calico.yaml"
     offline = calico_source(parse_settings(SETTINGS["offline"]))
     assert offline.url == f"file:///srv/offline/calico/{calico}/manifests/calico.yaml"
     images = yaml.safe_load(offline.kustomization["kustomization.yaml"])["images"]
+    # What Calico 3.33's manifests/calico.yaml references: the consolidated `calico` image (install-cni,
+    # upgrade-ipam, kube-controllers) and `node` (ebpf-bootstrap, calico-node); cni and kube-controllers are gone.
     assert images == [{"name": f"quay.io/calico/{name}", "newName": f"registry.local:5000/calico/{name}"}
-                      for name in ("cni", "node", "kube-controllers")]
+                      for name in ("calico", "node")]
+
+
+@pytest.mark.parametrize("version,names", [("v3.31.7", ("cni", "node", "kube-controllers")),
+                                           ("v3.32.1", ("cni", "node", "kube-controllers")),
+                                           ("v3.33.1", ("calico", "node"))])
+def test_offline_moves_the_images_each_calico_line_references(version: str, names: tuple[str, ...]) -> None:
+    minor = {"3.31": "1.35", "3.32": "1.35", "3.33": "1.36"}[version[1:5]]
+    settings = parse_settings({**SETTINGS["offline"], "kubernetes": {"version": minor}, "calico": {"version": version}})
+    kustomization = yaml.safe_load(calico_source(settings).kustomization["kustomization.yaml"])
+    assert {i["name"]: i["newName"] for i in kustomization["images"]} == {
+        f"quay.io/calico/{n}": f"registry.local:5000/calico/{n}" for n in names}
 
 
 def _registry(image: str) -> str:

@@ -91,3 +91,72 @@ def test_a_package_repository_may_be_a_directory_on_the_nodes() -> None:
     assert resolve_sources(local).kubernetes_repo == "file:///srv/cb-offline/kubernetes"
     with pytest.raises(InputError, match="is not an absolute path on the nodes"):
         parse_settings({"mirrors": {"kubernetes_repo": "file://srv/../etc"}})
+
+
+# --- a profile names only what its mirrors carry ----------------------------------------------------------------
+
+CN = {"mirrors": {"profile": "cn"}, "addons": {"enabled": ["volcano", "training_operator", "trainer"]}}
+
+
+def _repository(image: str) -> tuple[str, str]:
+    """'ghcr.io/kube-vip/kube-vip:v1.2.4' -> ('ghcr.io', 'kube-vip/kube-vip'); Docker Hub's short names in full."""
+    name = image.split("@")[0]
+    first, _, rest = name.partition("/")
+    registry, path = (first, rest) if rest and ("." in first or ":" in first) else ("docker.io", name)
+    path = path.rsplit(":", 1)[0] if ":" in path.rsplit("/", 1)[-1] else path
+    return registry, path if "/" in path or registry != "docker.io" else f"library/{path}"
+
+
+def every_pulled_image(settings) -> list[str]:  # type: ignore[no-untyped-def]
+    """Every image a cluster with these settings pulls whose name the settings decide (the control-plane images
+    and pause come from image_repository): Calico's, kube-vip, the local API proxy, the device plugin, the DNS
+    probe, the smoke test's, and the enabled add-ons'."""
+    from provision.inputs import versions
+    from provision.inputs.addons import ADDONS
+    from provision.render.manifests import calico_images
+    gpu, plane = settings.gpu, settings.control_plane
+    return [*calico_images(settings), plane.kube_vip_image, plane.proxy_image,
+            f"{gpu.device_plugin_image}:{gpu.device_plugin_version}", settings.verify.dns_probe_image,
+            *(s.image for s in versions.SMOKE_IMAGES),
+            *(image for name in settings.addons.enabled for image in ADDONS[name].images)]
+
+
+def test_cn_names_no_file_its_mirror_does_not_carry() -> None:
+    from provision.inputs.sources import mirror_carries
+    from provision.render.addons import part_source
+    from provision.render.manifests import calico_source
+    settings = parse_settings(CN)
+    urls = [calico_source(settings).url, part_source(settings, "volcano", "installer")[1]]
+    sources = resolve_sources(settings)
+    urls += [sources.os_repo, sources.docker_repo, sources.kubernetes_repo, sources.nvidia_cuda_repo,
+             sources.nvidia_toolkit_repo, sources.pip_index, sources.cifar10_archive]
+    # Each is under a mirror the table knows, and that mirror carries its path (TUNA's github-raw has neither
+    # Calico's manifest nor Volcano's installer).
+    assert {url: mirror_carries(url) for url in urls} == dict.fromkeys(urls, True)
+
+
+def test_cn_mirrors_every_registry_an_image_comes_from_with_a_mirror_that_serves_it() -> None:
+    from provision.inputs.sources import registry_mirror_carries
+    settings = parse_settings(CN)
+    mirrors = resolve_sources(settings).registry_mirrors
+    unserved = []
+    for image in every_pulled_image(settings):
+        registry, repository = _repository(image)
+        # kube-vip, the Trainer and the Training Operator come from ghcr.io: kube-vip is pulled before
+        # `kubeadm init` can reach the VIP, so without a mirror there the control plane never forms.
+        if not any(registry_mirror_carries(m, repository) for m in mirrors.get(registry, [])):
+            unserved.append(image)
+    assert unserved == []
+
+
+def test_the_mirror_tables_say_what_they_say() -> None:
+    from provision.inputs.sources import mirror_carries, registry_mirror_carries
+    assert mirror_carries("https://mirrors.tuna.tsinghua.edu.cn/github-raw/projectcalico/calico/v3.33.1/manifests/"
+                          "calico.yaml") is False
+    assert mirror_carries("https://mirrors.tuna.tsinghua.edu.cn/github-raw/docker/docker-install/master/install.sh")
+    assert mirror_carries("https://example.com/x") is None
+    assert registry_mirror_carries("https://ghcr.m.daocloud.io", "kubeflow/training-v1/training-operator")
+    assert registry_mirror_carries("https://quay.m.daocloud.io", "calico/node")
+    assert registry_mirror_carries("https://quay.m.daocloud.io", "calico/x/y") is False
+    assert registry_mirror_carries("https://docker.m.daocloud.io", "library/nginx") is False
+    assert registry_mirror_carries("https://hub.example.com", "library/nginx") is None

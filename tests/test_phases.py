@@ -113,9 +113,10 @@ def test_up_is_the_issue_order_and_node_add_reuses_its_phases() -> None:
               for name in (addon, f"remove_{addon}")}
     assert playbooks == {"prepare": "prepare.yml", "control_plane": "control_plane.yml", "network": "network.yml",
                          "join": "join.yml", "gpu": "gpu_plugin.yml", "etcd": "etcd_remove.yml",
-                         "reset": "reset.yml", "certs_timer": "certs_timer.yml", "certs_check": "certs_read.yml",
-                         "certs_renew": "certs_renew.yml", "upgrade_plan": "upgrade_versions.yml",
-                         "upgrade_repositories": "upgrade_repositories.yml"} | addons
+                         "reset": "reset.yml", "etcd_probe": "etcd_probe.yml",
+                         "etcd_snapshot": "etcd_snapshot.yml", "certs_timer": "certs_timer.yml",
+                         "certs_check": "certs_read.yml", "certs_renew": "certs_renew.yml",
+                         "upgrade_plan": "upgrade_versions.yml", "upgrade_repositories": "upgrade_repositories.yml"} | addons
     assert all((PLAYBOOKS_DIR / playbook).is_file() for playbook in playbooks.values())
 
 
@@ -143,6 +144,19 @@ def test_a_need_from_a_phase_that_changes_nodes_is_not_run_behind_the_users_back
     assert isinstance(result.error, InputError)
     assert "run `bootstrap up --from control_plane`" in str(result.error)
     assert [(o.name, o.status) for o in result.outcomes] == [("network", "not run")]
+
+
+def test_kubeadm_init_waits_for_the_release_prepare_found_installed(cluster, monkeypatch) -> None:
+    # control_plane renders kubeadm's kubernetesVersion from what prepare decided; a cluster whose prepare never
+    # reported is refused before any playbook runs, not handed to kubeadm to guess (dl.k8s.io's stable-1).
+    ran: list[str] = []
+    monkeypatch.setattr("provision.phases.engine.run_playbook", lambda *a, **k: ran.append(a[0]))
+    ctx = context(cluster)
+    result = run_phases(select_phases(UP_PHASES, only="control_plane"), ctx)
+    assert ran == []
+    assert isinstance(result.error, InputError)
+    assert "needs what phase prepare makes (kubernetes_version)" in str(result.error)
+    assert "`bootstrap up --from prepare`" in str(result.error)
 
 
 def test_prepare_alone_runs_preflight_first_and_tells_the_playbook_the_gpu_nodes_it_found(

@@ -50,6 +50,7 @@ def test_adding_a_control_plane_behind_local_proxies_runs_the_join_on_every_node
 def test_kube_vip_is_rendered_for_the_interface_preflight_found_on_each_control_plane(cluster: Cluster) -> None:
     ctx = context(cluster, VIP)
     ctx.state.vip_interfaces = {"cp1": "eth1", "cp2": "eth1", "cp3": "ens4"}
+    ctx.state.kubernetes_version = "1.36.4"  # what prepare found installed
     kube_vip = PHASES["control_plane"].extra_vars(ctx)["cb_kube_vip"]  # type: ignore[misc]
     assert kube_vip["manifest_path"] == "/etc/kubernetes/manifests/kube-vip.yaml"
 

@@ -26,6 +26,7 @@ from provision.nodes.runner import PlaybookResult, run_playbook
 from provision.phases import PHASES, PhaseContext, run_phases
 from provision.render.kubeadm_config import render_init_config
 from tests.lab.lab import Lab
+from tests.support.node_reports import installed_release
 
 ALPHABET = string.ascii_lowercase + string.digits
 TOKEN = "".join(secrets.choice(ALPHABET) for _ in range(6)) + "." + "".join(secrets.choice(ALPHABET) for _ in range(16))
@@ -130,8 +131,10 @@ def isolated_state(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
 
 def context(lab: Lab, settings: Settings | None = None) -> PhaseContext:
     cluster = load_inventory(lab.inventory_path)
-    return PhaseContext(cluster=cluster, settings=settings or load_settings(lab.config_path),
-                        state=ClusterState.load(cluster))
+    settings = settings or load_settings(lab.config_path)
+    state = ClusterState.load(cluster)
+    state.kubernetes_version = installed_release(settings)
+    return PhaseContext(cluster=cluster, settings=settings, state=state)
 
 
 def play(phase: str, ctx: PhaseContext, limit: list[str] | None = None) -> PlaybookResult:
@@ -186,6 +189,8 @@ def test_an_init_that_leaves_no_admin_kubeconfig_is_named(lab: Lab) -> None:
 
 def test_control_plane_pulls_images_then_inits_once_and_fetches_a_private_kubeconfig(lab: Lab) -> None:
     ctx = context(lab)
+    kubeadm_release = ctx.state.kubernetes_version
+    assert kubeadm_release is not None
     first = play("control_plane", ctx)
     assert first.ok, first.failures
     assert calls(lab, "n1") == ["config images pull --config /etc/kubernetes/kubeadm-config.yaml",
@@ -196,7 +201,8 @@ def test_control_plane_pulls_images_then_inits_once_and_fetches_a_private_kubeco
     n1 = lab.node("n1")
     assert n1.ssh("stat -c %a /etc/kubernetes/kubeadm-config.yaml /root/.kube/config").stdout.split() == ["600", "600"]
     written = n1.ssh("cat /etc/kubernetes/kubeadm-config.yaml").stdout
-    assert written == render_init_config(ctx.cluster, ctx.settings)
+    assert written == render_init_config(ctx.cluster, ctx.settings, kubeadm_release)
+    assert f"kubernetesVersion: v{kubeadm_release}\n" in written
     assert re.findall(r"^apiVersion: (kubeadm\.k8s\.io/\S+)$", written, re.M) == ["kubeadm.k8s.io/v1beta4"] * 2
     # The lab's nodes are cgroup v1 (this host's kernel) and its settings accept that: both halves of the opt-out.
     assert "failCgroupV1: false" in written and "- SystemVerification" in written
@@ -299,12 +305,13 @@ def test_calico_from_an_offline_source_is_customised_and_applied_once(lab: Lab) 
 
 def test_calico_download_failure_names_the_url_and_the_setting(lab: Lab) -> None:
     cluster: Cluster = load_inventory(lab.inventory_path)
-    ctx = PhaseContext(cluster=cluster, settings=with_settings(lab, calico={"version": "v3.33.0"}),
+    # A release other than the default, so that the copy the test above left on n1 is not it.
+    ctx = PhaseContext(cluster=cluster, settings=with_settings(lab, calico={"version": "v3.32.1"}),
                        state=ClusterState.load(cluster))
     result = play("network", ctx)
     assert not result.ok
     message = result.failures[-1].message
-    assert "cannot download Calico's manifest from https://raw.githubusercontent.com/projectcalico/calico/v3.33.0" in message
+    assert "cannot download Calico's manifest from https://raw.githubusercontent.com/projectcalico/calico/v3.32.1" in message
     assert "mirrors.calico_manifest" in message and "offline.source" in message
     assert result.elapsed_s < 120
 

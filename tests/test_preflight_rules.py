@@ -207,7 +207,7 @@ def test_an_unknown_nvidia_device_is_warned_not_guessed() -> None:
 
 
 def test_an_explicit_cuda_13_smoke_image_on_pascal_is_refused_and_the_default_follows_the_gpu() -> None:
-    image = "docker.io/pytorch/pytorch:2.15.0-cuda13.0-cudnn9-runtime"
+    image = "docker.io/pytorch/pytorch:2.14.1-cuda13.0-cudnn9-runtime"
     name, problem, detail, fix = gpu(0x1B80, smoke_test={"image": image})[0]
     assert name == "smoke_image" and problem
     assert "built for CUDA 13, which Pascal GPUs cannot run (CUDA 12 at most)" in detail

@@ -73,6 +73,8 @@ def test_a_ready_node_has_no_problems() -> None:
     ({"packages": {"kubeadm": {"installed": False}}}, "kubeadm is not installed"),
     ({"packages": {"kubelet": {"held": False}, "kubectl": {"held": False}}}, "kubelet, kubectl not held"),
     ({"units": {"kubelet": {"enabled": "disabled"}}}, "the kubelet is not enabled at boot"),
+    ({"kubeadm_version": "1.36.4-1.1"}, "kubeadm 1.36.4 is installed, but kubernetes.version is 1.35"),
+    ({"kubeadm_version": "placeholder"}, "the installed kubeadm's version 'placeholder' is not a Kubernetes release"),
     ({"package_plan": {"conntrack": False, "socat": False}}, "conntrack, socat not installed"),
     ({"gpu_node": True, "nvidia_gpus": 0,
       "containerd": dump(('default_runtime_name = "runc"', 'default_runtime_name = "nvidia"'), extra=NVIDIA)},
@@ -84,6 +86,25 @@ def test_a_ready_node_has_no_problems() -> None:
 def test_each_unready_fact_is_named(changes: dict[str, Any], problem: str) -> None:
     problems = check_node("n1", report(**changes), RECORDED)
     assert len(problems) == 1 and problem in problems[0], problems
+
+
+def test_prepare_decides_the_release_kubeadm_init_is_given_from_the_control_planes_report(tmp_path: Path) -> None:
+    # A bare minor in the settings: the release is the kubeadm package the control plane got (dpkg's 1.35.2-1.1,
+    # rpm's 1.35.2), decided once by prepare, so kubeadm never asks dl.k8s.io for "stable-1".
+    from provision.inputs.inventory import load_inventory
+    from provision.nodes.prepare import kubernetes_version
+    hosts = tmp_path / "hosts.ini"
+    hosts.write_text("[control_plane]\ncp1 ansible_host=10.0.0.1\n[workers]\nw1 ansible_host=10.0.0.2\n")
+    cluster = load_inventory(hosts)
+    reports = {"cp1": report(kubeadm_version="1.35.2-1.1"), "w1": report(kubeadm_version="1.35.3")}
+    assert kubernetes_version(reports, cluster) == "1.35.2"
+    assert kubernetes_version({"w1": reports["w1"]}, cluster) is None
+    assert check_node("n1", report(kubeadm_version="1.35.2"), RECORDED) == []
+    pinned = parse_settings({"kubernetes": {"version": "1.35.2"},
+                             "container_runtime": {"containerd_source": "distribution"}})
+    assert check_node("n1", report(kubeadm_version="1.35.2-1.1"), pinned) == []
+    assert "kubeadm 1.35.3 is installed, but kubernetes.version is 1.35.2" in \
+        check_node("n1", report(kubeadm_version="1.35.3-1.1"), pinned)[0]
 
 
 def test_docker_is_only_required_when_installed() -> None:
@@ -99,7 +120,7 @@ def test_a_gpu_node_with_its_gpus_and_nvidias_runtime_is_ready() -> None:
 
 def test_the_sandbox_image_is_the_one_kubeadm_of_the_chosen_minor_uses() -> None:
     # The recorded node was prepared for 1.35 (pause 3.10.1); 1.36's kubeadm uses 3.10.2.
-    problems = check_node("n1", report(), Settings())
+    problems = check_node("n1", report(kubeadm_version="1.36.4-1.1"), Settings())
     assert problems == ["containerd runs with plugins.'io.containerd.grpc.v1.cri'.sandbox_image = "
                         "'registry.k8s.io/pause:3.10.1', expected 'registry.k8s.io/pause:3.10.2' (`containerd config "
                         "dump`; is another file under /etc/containerd overriding prepare's?)"]
@@ -122,9 +143,9 @@ def test_reports_are_found_in_the_runs_saved_events_by_the_modules_key_whatever_
 
 
 def test_a_report_this_version_cannot_read_names_the_host(tmp_path: Path) -> None:
-    write_events(tmp_path, [("n1", "Report", {"cb_report": recorded_document() | {"schema": 4}})])
+    write_events(tmp_path, [("n1", "Report", {"cb_report": recorded_document() | {"schema": 5}})])
     with pytest.raises(BootstrapError, match=r"^prepare: n1 sent a report of its state that this version .* \(schema: "
-                                             r".*schema 4.*\); the playbooks and the Python package"):
+                                             r".*schema 5.*\); the playbooks and the Python package"):
         read_reports(tmp_path)
 
 

@@ -16,8 +16,10 @@ from ansible.parsing.dataloader import DataLoader
 from ansible.template import Templar, trust_as_template
 
 from provision.inputs.inventory import Cluster, Node
+from provision.inputs.platforms import PLATFORMS, Platform
 from provision.inputs.settings import parse_settings
 from provision.nodes.preflight.probe import NVIDIA_VENDOR
+from provision.nodes.sources_check import NodeTarget, package_indexes
 from provision.render.kubeadm_config import CRI_SOCKET
 from provision.render.playbook_vars import playbook_vars, prepare_vars
 from provision.resources import PLAYBOOKS_DIR
@@ -140,6 +142,17 @@ def test_rhel_family_repositories_point_at_upstream_by_default(os: str) -> None:
     assert r("container_runtime_sandbox_image") == "registry.k8s.io/pause:3.10.2"
 
 
+@pytest.mark.parametrize("os", ["rocky8", "rocky9", "rhel9"])
+def test_the_cuda_repository_is_trusted_by_its_package_signatures_not_a_metadata_signature_it_lacks(os: str) -> None:
+    # NVIDIA's cuda-rhel<N>.repo sets gpgcheck=1 and no repo_gpgcheck: its repodata carries no repomd.xml.asc to
+    # check, and dnf with repo_gpgcheck refuses such a repository outright.
+    r = Rendered(os)
+    assert r("nvidia_cuda_repo.gpgcheck | default(true)") is True
+    assert r("nvidia_cuda_repo.repo_gpgcheck | default(true) | bool") is False
+    # The toolkit's repository is the other way round, as NVIDIA's own file says: signed metadata, unsigned packages.
+    assert r("nvidia_toolkit_repo.repo_gpgcheck | default(true) | bool") is True
+
+
 @pytest.mark.parametrize("os", ["rocky8", "rocky9"])
 def test_rhel_family_repositories_switch_to_aliyun_tsinghua_and_ustc_with_the_cn_profile(os: str) -> None:
     r = Rendered(os, CN)
@@ -194,8 +207,8 @@ def test_rhel_driver_toolkit_and_kubernetes_package_specs() -> None:
                                                     "kernel-headers"]
     # NVIDIA's own default where preflight named no generation: the open kernel modules.
     assert rocky("nvidia_driver_packages") == ["@nvidia-driver:580-open"]
-    assert rocky("nvidia_toolkit_install") == ["nvidia-container-toolkit-1.19.1-1", "nvidia-container-toolkit-base-1.19.1-1",
-                                               "libnvidia-container-tools-1.19.1-1", "libnvidia-container1-1.19.1-1"]
+    assert rocky("nvidia_toolkit_install") == ["nvidia-container-toolkit-1.20.0-1", "nvidia-container-toolkit-base-1.20.0-1",
+                                               "libnvidia-container-tools-1.20.0-1", "libnvidia-container1-1.20.0-1"]
     assert rocky("kubernetes_packages_install") == ["kubeadm-1.36.4", "kubelet-1.36.4", "kubectl-1.36.4"]
     assert rocky("nvidia_initramfs_command") == "dracut --force"
     # RHEL itself has no epel-release in its own repositories: EPEL is a documented prerequisite there.
@@ -309,7 +322,7 @@ def test_debian_family_sources_for_both_profiles() -> None:
                                                            "docker-buildx-plugin", "docker-compose-plugin"]
     assert debian("kubernetes_packages_install") == ["kubeadm=1.36.4-*", "kubelet=1.36.4-*", "kubectl=1.36.4-*"]
     assert debian("kubernetes_packages_repo.uri") == "https://pkgs.k8s.io/core:/stable:/v1.36/deb/"
-    assert debian("nvidia_toolkit_install")[0] == "nvidia-container-toolkit=1.19.1-1"
+    assert debian("nvidia_toolkit_install")[0] == "nvidia-container-toolkit=1.20.0-1"
     no_docker = Rendered("ubuntu2204", {"container_runtime": {"install_docker": False}})
     assert no_docker("container_runtime_packages.docker") == ["containerd.io"]
     assert no_docker("container_runtime_packages.distribution") == ["containerd", "runc"]
@@ -489,3 +502,41 @@ def test_debian_13_gets_nvidias_debian13_tree_with_its_key_and_the_docker_client
     assert trixie("nvidia_cuda_repo.key_url").endswith("/debian13/x86_64/8793F200.pub")
     assert trixie("container_runtime_packages.distribution") == ["containerd", "runc", "docker.io", "docker-cli"]
     assert Rendered("debian12")("container_runtime_packages.distribution") == ["containerd", "runc", "docker.io"]
+
+
+# --- the sources check asks for what the roles will install from ----------------------------------------------
+
+@pytest.mark.parametrize("os_name,node", [("rocky9", "Rocky Linux 9"), ("rocky8", "Rocky Linux 8"),
+                                          ("debian12", "Debian 12")])
+@pytest.mark.parametrize("settings", [{}, {"mirrors": {"profile": "cn"}}, {"offline": {"source": "/srv/offline"}}])
+def test_the_indexes_asked_for_are_those_of_the_repositories_the_roles_write(os_name: str, node: str,
+                                                                            settings: dict[str, Any]) -> None:
+    # The roles compose each repository's address from the same sources (their vars); a drift between the two
+    # would prove one source and install from another.
+    rendered = Rendered(os_name, settings)
+    parsed = parse_settings(settings)
+    row = next(p for p in PLATFORMS if isinstance(p, Platform) and p.name.startswith(node))
+    worker = Node(name="n1", host="n1", address="127.0.0.1", role="worker", user="root")
+    target = NodeTarget(worker, row, codename=rendered("ansible_distribution_release"),
+                        release=str(rendered("ansible_distribution_major_version")), gpu=True)
+    found = {i.name: i.url for i in package_indexes(parsed, target)}
+    arch = "x86_64"
+    for name, var in (("Kubernetes packages", "kubernetes_packages_repo"), ("Docker packages", "container_runtime_docker_repo"),
+                      ("NVIDIA CUDA packages", "nvidia_cuda_repo"),
+                      ("NVIDIA container toolkit packages", "nvidia_toolkit_repo")):
+        uri = str(rendered(f"{var}.uri")).replace("$basearch", arch).rstrip("/")
+        if os_name.startswith("debian"):
+            suite = rendered(f"{var}.suites | default('')")
+            expected = f"{uri}/dists/{suite}/InRelease" if suite and suite != "/" else f"{uri}/InRelease"
+        else:
+            expected = f"{uri}/repodata/repomd.xml"
+        assert found[name] == expected, name
+    # The OS mirror, where the settings name one (cn, offline): the archive the roles point the node's lists at.
+    os_indexes = [url for name, url in ((i.name, i.url) for i in package_indexes(parsed, target)) if name == "OS packages"]
+    if not settings:
+        assert os_indexes == []
+    elif os_name.startswith("debian"):
+        assert os_indexes == [f"{rendered('os_prep_apt_archive')}/dists/{target.codename}/InRelease"]
+    else:
+        base = f"{rendered('os_prep_rpm_mirror_base')}/{target.release}"
+        assert os_indexes == [f"{base}/BaseOS/x86_64/os/repodata/repomd.xml", f"{base}/AppStream/x86_64/os/repodata/repomd.xml"]

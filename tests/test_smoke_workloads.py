@@ -208,7 +208,12 @@ def test_a_trainjob_under_volcano_gets_its_podgroup_from_the_trainer(tmp_path: P
     assert "PodGroup" not in [kind for kind, _ in posts(api)]
     runtime = [r.json for r in api.requests_to("POST") if (r.json or {}).get("kind") == "TrainingRuntime"][-1]
     assert runtime["spec"]["podGroupPolicy"] == {"volcano": {}}
-    assert runtime["metadata"]["annotations"] == {"scheduling.volcano.sh/queue-name": "cluster-bootstrap"}
+    # Trainer v2.3's Volcano plugin takes the PodGroup's queue from the runtime's JobSet template
+    # (spec.template.metadata.annotations, or a TrainJob's runtimePatches); an annotation on either object's own
+    # metadata is never read, and the gang would wait in Volcano's `default` queue.
+    assert runtime["spec"]["template"]["metadata"]["annotations"] == {"scheduling.volcano.sh/queue-name": "cluster-bootstrap"}
+    trainjob = next(r.json for r in api.requests_to("POST") if (r.json or {}).get("kind") == "TrainJob")
+    assert "annotations" not in runtime["metadata"] and "annotations" not in trainjob["metadata"]
 
 
 def test_volcano_asked_for_but_absent_names_the_addon(tmp_path: Path) -> None:

@@ -93,6 +93,15 @@ def test_what_kubeadm_would_refuse_is_refused_before_any_change(kube: KubeLab) -
     unchanged(kube)
 
 
+def test_the_etcd_snapshot_comes_first_and_without_one_nothing_changes(kube: KubeLab) -> None:
+    # The stand-ins run no etcd (its static pod is a manifest only): no member answers, so no snapshot can be taken.
+    outcome = kube.bootstrap("upgrade", "--to", "1.36", "--yes")
+    assert outcome.code == 1 and outcome.lines[-1].startswith("error: etcd"), outcome.stderr
+    state = kube.state()
+    assert state.phases["etcd_snapshot"].status == "failed" and "upgrade_repositories" not in state.phases
+    unchanged(kube)
+
+
 def order(kube: KubeLab, since: float = 0.0) -> list[str]:
     """The nodes' upgrade calls and the API's cordons, evictions and uncordons, in the order they happened."""
     interesting = ("upgrade apply", "upgrade node", "upgrade plan", "certs renew")
@@ -181,7 +190,7 @@ def test_killed_among_the_workers_the_upgrade_is_finished_by_a_rerun_and_a_secon
         assert "/v1.36/deb/" in source
     assert kube.fake.unschedulable == dict.fromkeys(kube.nodes, False)
     state = kube.state()
-    assert state.kubernetes == "1.36.4" and state.upgrade is not None and state.upgrade.finished
+    assert state.kubernetes_version == "1.36.4" and state.upgrade is not None and state.upgrade.finished
     assert {n: (s.release, s.stage) for n, s in state.upgrade.nodes.items()} == dict.fromkeys(kube.nodes,
                                                                                              ("1.36.4", "done"))
     assert "set kubernetes.version: '1.36' in" in again.stderr
@@ -195,5 +204,5 @@ def test_killed_among_the_workers_the_upgrade_is_finished_by_a_rerun_and_a_secon
     # Settings left at 1.35 would move the nodes back: `up` refuses them, before any connection.
     behind = kube.bootstrap("up")
     assert behind.code == 2 and behind.lines[-1] == (
-        "error: kubernetes.version is 1.35, but `bootstrap upgrade` moved the cluster to 1.36.4: set "
+        "error: kubernetes.version is 1.35, but the cluster runs 1.36.4 (`bootstrap upgrade` moves it forward): set "
         "kubernetes.version: '1.36' in cluster.yaml (older packages would move its nodes back)")

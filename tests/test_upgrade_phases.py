@@ -53,7 +53,7 @@ def test_each_step_runs_its_phases_with_its_release_and_the_record_says_where_it
             return f"{name} done"
         return Phase(name, name, check)
 
-    names = ("preflight", "etcd_snapshot", *UPGRADE_STEP_PHASES, "smoke")
+    names = ("preflight", "etcd_probe", "etcd_snapshot", *UPGRADE_STEP_PHASES, "smoke")
     monkeypatch.setattr(phases_module, "PHASES", {n: phase(n) for n in names})
     plan = UpgradePlan(Release(35, 2), Target(37), (Step(36, "1.36", ("cp1",), ("w1", "w2")),
                                                     Step(37, "1.37", ("cp1",), ("w1", "w2"))))
@@ -62,13 +62,13 @@ def test_each_step_runs_its_phases_with_its_release_and_the_record_says_where_it
     result = run_upgrade(ctx, plan)
     assert result.ok, result.error
     step_phases = [n for n in UPGRADE_STEP_PHASES if n != "upgrade_repositories"]
-    assert ran == [("preflight", "1.37"), ("etcd_snapshot", "1.37"), ("upgrade_repositories", "1.36"),
+    assert ran == [("preflight", "1.37"), ("etcd_probe", "1.37"), ("etcd_snapshot", "1.37"), ("upgrade_repositories", "1.36"),
                    *[(n, "1.36.4") for n in step_phases], ("upgrade_repositories", "1.37"),
                    *[(n, "1.37.4") for n in step_phases], ("smoke", "1.37")]
-    assert [o.name for o in result.outcomes][:4] == ["preflight", "etcd_snapshot", "upgrade_repositories (1.36)",
-                                                     "upgrade_control_planes (1.36.4)"]
+    assert [o.name for o in result.outcomes][:5] == ["preflight", "etcd_probe", "etcd_snapshot",
+                                                     "upgrade_repositories (1.36)", "upgrade_control_planes (1.36.4)"]
     saved = ClusterState.load(cluster)
-    assert saved.upgrade is not None and saved.upgrade.finished and saved.kubernetes == "1.37.4"
+    assert saved.upgrade is not None and saved.upgrade.finished and saved.kubernetes_version == "1.37.4"
     assert saved.upgrade.releases == {"1.36": "1.36.4", "1.37": "1.37.4"}
     assert [s["minor"] for s in saved.upgrade.plan] == ["1.36", "1.37"]
 
@@ -84,19 +84,32 @@ def test_each_step_runs_its_phases_with_its_release_and_the_record_says_where_it
     assert unfinished is not None and not unfinished.finished
 
 
-def test_without_an_etcd_snapshot_the_upgrade_stops_before_anything_changes(cluster, monkeypatch) -> None:
+def test_the_etcd_snapshot_comes_first_and_a_failed_one_stops_the_upgrade_before_anything_changes(
+        cluster, monkeypatch: pytest.MonkeyPatch) -> None:
     ran: list[str] = []
 
-    def phase(name: str) -> Phase:
-        return Phase(name, name, lambda ctx: ran.append(name) or f"{name} done")
-    names = ("preflight", *UPGRADE_STEP_PHASES, "smoke")
-    monkeypatch.setattr(phases_module, "PHASES", {n: phase(n) for n in names} | {"etcd_snapshot": PHASES["etcd_snapshot"]})
+    def phase(name: str, *, fail: bool = False) -> Phase:
+        def check(ctx: PhaseContext) -> str:
+            ran.append(name)
+            if fail:
+                raise BootstrapError("etcd snapshot: no healthy etcd member to take it from")
+            return f"{name} done"
+        return Phase(name, name, check)
+    names = ("preflight", "etcd_probe", *UPGRADE_STEP_PHASES, "smoke")
+    monkeypatch.setattr(phases_module, "PHASES", {n: phase(n) for n in names} | {"etcd_snapshot": phase(
+        "etcd_snapshot", fail=True)})
     plan = UpgradePlan(Release(35, 2), Target(36), (Step(36, "1.36", ("cp1",), ("w1", "w2")),))
     ctx = PhaseContext(cluster=cluster, settings=Settings(), state=ClusterState(), upgrade=UpgradeOptions(Target(36)))
     result = run_upgrade(ctx, plan)
-    assert ran == ["preflight"]
-    assert [(o.name, o.status) for o in result.outcomes] == [("preflight", "ok"), ("etcd_snapshot", "failed")]
-    assert str(result.error).startswith("etcd_snapshot: this build cannot take the etcd snapshot")
+    assert ran == ["preflight", "etcd_probe", "etcd_snapshot"]
+    assert str(result.error) == "etcd snapshot: no healthy etcd member to take it from"
+    # The operator took one: etcd is not even read.
+    ran.clear()
+    ctx.upgrade = UpgradeOptions(Target(36), skip_etcd_snapshot=True)
+    skipped = run_upgrade(ctx, plan)
+    assert skipped.ok and ran[:2] == ["preflight", "upgrade_repositories"]
+    assert [(o.name, o.status, o.detail) for o in skipped.outcomes[:2]] == [
+        ("preflight", "ok", "preflight done"), ("etcd_snapshot", "skipped", "--skip-etcd-snapshot: the operator took one")]
 
 
 def test_workers_go_one_at_a_time_or_parallel_at_a_time(cluster, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -116,21 +129,8 @@ def test_workers_go_one_at_a_time_or_parallel_at_a_time(cluster, monkeypatch: py
         assert detail == f"w1, w2, w3 at 1.36.4, {'one' if parallel == 1 else parallel} at a time"
 
 
-def test_the_etcd_snapshot_refuses_until_this_build_can_take_one(cluster) -> None:
-    ctx = PhaseContext(cluster=cluster, settings=Settings(), state=ClusterState(), upgrade=UpgradeOptions(Target(36)))
-    refused = run_phases([PHASES["etcd_snapshot"]], ctx)
-    assert [o.status for o in refused.outcomes] == ["failed"]
-    assert str(refused.error) == (
-        "etcd_snapshot: this build cannot take the etcd snapshot an upgrade begins with yet (`bootstrap etcd snapshot` "
-        "is not in it): take one on cp1 yourself (`etcdctl snapshot save`, docs/upgrade.md), then re-run with "
-        "--skip-etcd-snapshot; nothing was changed")
-    ctx.upgrade = UpgradeOptions(Target(36), skip_etcd_snapshot=True)
-    skipped = run_phases([PHASES["etcd_snapshot"]], ctx)
-    assert [(o.status, o.detail) for o in skipped.outcomes] == [("skipped", "--skip-etcd-snapshot: the operator took one")]
-
-
 def test_the_upgrade_record_survives_the_state_file(cluster) -> None:
-    state = ClusterState(kubernetes="1.36.4", certs_timer=True, upgrade=UpgradeRecord(
+    state = ClusterState(kubernetes_version="1.36.4", certs_timer=True, upgrade=UpgradeRecord(
         "1.37", {"1.37": "1.37.1"}, {"w1": NodeStage("1.37.1", "drained", was_unschedulable=True)},
         [{"minor": "1.37", "version": "1.37", "control_planes": ["cp1"], "workers": ["w1"]}]))
     state.save(cluster)

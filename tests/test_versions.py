@@ -35,6 +35,13 @@ def validate(tmp_path: Path, settings: str) -> subprocess.CompletedProcess[str]:
 
 # --- the docs and `config show` come from the table -----------------------------------------------------------
 
+def test_the_docs_say_when_the_table_was_checked() -> None:
+    text = SETTINGS_DOC.read_text()
+    day = v.CHECKED_ON.isoformat()
+    assert f"## Versions chosen on {day}\n" in text and f"was checked on {day} against" in text
+    assert f"(#versions-chosen-on-{day})" in text
+
+
 @pytest.mark.parametrize("name", sorted(versions_doc.BLOCKS))
 def test_the_docs_version_tables_are_the_versions_table(name: str) -> None:
     block = versions_doc.block_re(name).search(SETTINGS_DOC.read_text())
@@ -56,10 +63,10 @@ def test_config_show_prints_the_new_defaults() -> None:
     assert result.returncode == 0, result.stderr
     shown = yaml.safe_load(result.stdout)
     assert shown["kubernetes"]["version"] == "1.36" and shown["kubelet"]["allow_cgroup_v1"] is False
-    assert shown["calico"]["version"] == "v3.33.1"
-    assert shown["gpu"].items() >= {"driver_branch": "580", "container_toolkit_version": "1.19.1",
+    assert shown["calico"]["version"] == "v3.33.0"
+    assert shown["gpu"].items() >= {"driver_branch": "580", "container_toolkit_version": "1.20.0",
                                     "device_plugin_version": "v0.20.1"}.items()
-    assert shown["smoke_test"]["image"] == "docker.io/pytorch/pytorch:2.15.0-cuda13.0-cudnn9-runtime"
+    assert shown["smoke_test"]["image"] == "docker.io/pytorch/pytorch:2.14.1-cuda13.0-cudnn9-runtime"
     resolved = shown["resolved_versions"]
     assert resolved["kubeadm_api"] == "kubeadm.k8s.io/v1beta4"
     assert resolved["sandbox_image"] == "registry.k8s.io/pause:3.10.2"
@@ -148,11 +155,11 @@ def test_versions_read_from_packages(version: str, expected: tuple[int, ...]) ->
     ("kubernetes:\n  version: '1.34.2'\n", ["1.34.2 is past its end of life (2026-10-27)"]),
     ("kubernetes:\n  version: '1.38'\n", ["1.38 is newer than any release", "kubernetes.allow_untested_versions: true"]),
     ("calico:\n  version: v3.31.7\n", ["calico.version", "3.31 was tested with Kubernetes 1.32-1.35, not 1.36",
-                                       "use v3.33.1"]),
+                                       "use v3.33.0"]),
     ("calico:\n  version: v3.28.2\n", ["Calico v3.28.2 is not in the versions table"]),
     ("gpu:\n  driver_branch: '565'\n", ["gpu.driver_branch", "'565' is not in the versions table", "580"]),
     ("gpu:\n  driver_branch: '535'\n", ["'535' is past its end of life (2026-06)"]),
-    ("gpu:\n  container_toolkit_version: 1.17.3\n", ["gpu.container_toolkit_version", "older than 1.19.0", "1.19.1"]),
+    ("gpu:\n  container_toolkit_version: 1.17.3\n", ["gpu.container_toolkit_version", "older than 1.19.0", "1.20.0"]),
     ("gpu:\n  device_plugin_version: v0.14.0\n", ["gpu.device_plugin_version", "use v0.20.1"]),
     ("gpu:\n  driver_branch: '470'\n", ["smoke_test.image", "CUDA 13 needs driver 580 or newer",
                                         "a CUDA 11 image"]),

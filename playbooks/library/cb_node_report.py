@@ -3,7 +3,7 @@
 
 The document is what provision/nodes/reports.py validates (its `schema` must be the one that model reads) and
 provision/nodes/prepare.py judges: hostname, swap, kernel modules, sysctls, systemd units, containerd's
-effective configuration and CRI plugin, crictl, the Kubernetes packages and their holds, and the NVIDIA GPUs
+effective configuration and CRI plugin, crictl, the Kubernetes packages, their holds and kubeadm's installed version, and the NVIDIA GPUs
 the driver sees. It only reads: changed is always false, and check mode reports the same.
 """
 from __future__ import annotations
@@ -58,7 +58,7 @@ options:
 
 # The version of the document's shape, and the key it is returned under: provision/nodes/reports.py reads
 # exactly this version, and finds the document by this key.
-SCHEMA = 3
+SCHEMA = 4
 REPORT_KEY = "cb_report"
 
 _FSTAB_SWAP_RE = re.compile(r"^[^#\s]\S*\s+\S+\s+swap\s")
@@ -185,6 +185,15 @@ def planned_packages(module: AnsibleModule, specs: list[str]) -> dict[str, bool 
     return {spec: found.get(spec) for spec in specs}
 
 
+def installed_version(module: AnsibleModule, name: str) -> str | None:
+    """The version the package database holds for package `name` (dpkg: 1.36.4-1.1, rpm: 1.36.4), or None."""
+    if shutil.which("dpkg-query"):
+        ok, out = _output(module, ["dpkg-query", "-W", "-f", "${Version}", name])
+    else:
+        ok, out = _output(module, ["rpm", "-q", "--qf", "%{VERSION}", name])
+    return out.strip() or None if ok else None
+
+
 def report(module: AnsibleModule) -> dict[str, object]:
     params = module.params
     # As containerd prints it: Python reads and judges it (provision/nodes/containerd_config.py).
@@ -211,6 +220,8 @@ def report(module: AnsibleModule) -> dict[str, object]:
         "packages": {name: {"installed": shutil.which(name) is not None, "held": name in held}
                      for name in params["packages"]},
         "package_plan": planned_packages(module, params["package_plan"]),
+        # The kubeadm installed: Python decides kubeadm's kubernetesVersion from it (never a lookup on dl.k8s.io).
+        "kubeadm_version": installed_version(module, "kubeadm"),
         "gpu_node": params["gpu_node"],
         "nvidia_gpus": gpus,
     }

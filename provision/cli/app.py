@@ -19,7 +19,7 @@ from provision.inputs.state import STATE_DIR_ENV
 
 # One module per command under provision/cli/commands/, each exposing register(app).
 COMMAND_MODULES: tuple[str, ...] = ("init", "config", "lab", "preflight", "prepare", "smoke_test", "up", "reset",
-                                    "node", "addons", "upgrade", "certs", "completion")
+                                    "node", "addons", "etcd", "upgrade", "certs", "completion")
 
 HELP = """bootstrap: turn machines you can reach over SSH into a Kubernetes cluster with working NVIDIA GPUs.
 

@@ -26,6 +26,7 @@ from provision.phases import (
     run_phases,
     select_phases,
 )
+from provision.phases.engine import EtcdOptions
 
 
 def with_host_key_choice(settings: Settings, accept_new_host_keys: bool) -> Settings:
@@ -72,11 +73,13 @@ def pipeline_document(result: PipelineResult, command: str) -> dict[str, Any]:
 
 
 def new_context(cluster: Cluster, settings: Settings, nodes: NodeOptions, view: PhaseView, *,
-                state: ClusterState | None = None, targets: tuple[str, ...] | None = None) -> PhaseContext:
+                state: ClusterState | None = None, targets: tuple[str, ...] | None = None,
+                etcd: EtcdOptions | None = None) -> PhaseContext:
     """A run's context: the cluster's state, the connection choices, the live view's callbacks."""
     return PhaseContext(cluster=cluster, settings=settings, state=state or ClusterState.load(cluster), nodes=targets,
                         verbose=nodes.verbose, become_password=ask_become_password(nodes.ask_become_pass),
-                        on_progress=view.playbook, on_message=view.message, on_smoke_progress=view.smoke)
+                        on_progress=view.playbook, on_message=view.message, on_smoke_progress=view.smoke,
+                        etcd=etcd or EtcdOptions())
 
 
 def show_result(result: PipelineResult, title: str, output: Output, extra: dict[str, Any] | None = None) -> None:
@@ -89,13 +92,15 @@ def show_result(result: PipelineResult, title: str, output: Output, extra: dict[
 
 def run_pipeline(phase_names: Sequence[str], cluster: Cluster, settings: Settings, nodes: NodeOptions, *, title: str,
                  from_phase: str | None = None, only: str | None = None, targets: tuple[str, ...] | None = None,
-                 output: Output = Output.text, extra: Callable[[], dict[str, Any]] | None = None) -> PhaseContext:
+                 output: Output = Output.text, extra: Callable[[PhaseContext], dict[str, Any]] | None = None,
+                 etcd: EtcdOptions | None = None) -> PhaseContext:
     """Run the phases with the live view, then show the summary (table, or JSON on stdout), then raise the
-    first failure. `extra`, called once the phases are done, adds fields to the JSON document. `up` without
-    --from or --only resumes by itself where the state says the phases before completed with the same inputs."""
+    first failure. `extra`, called with the run's context once the phases are done, adds fields to the JSON
+    document; `etcd` is what the etcd commands ask of their phases. `up` without --from or --only resumes by
+    itself where the state says the phases before completed with the same inputs."""
     state = ClusterState.load(cluster)
     if tuple(phase_names) in (UP_PHASES, NODE_ADD_PHASES):
-        behind = settings_behind(settings, state.kubernetes)
+        behind = settings_behind(settings, state.kubernetes_version)
         if behind:
             raise InputError(behind)
     view = PhaseView(nodes.verbose)
@@ -106,12 +111,12 @@ def run_pipeline(phase_names: Sequence[str], cluster: Cluster, settings: Setting
             view.message(f"resuming at {from_phase}: {', '.join(completed)} completed with these same inputs "
                          f"(--from {UP_PHASES[0]} runs every phase again)")
     phases = select_phases(tuple(phase_names), from_phase=from_phase, only=only)
-    ctx = new_context(cluster, settings, nodes, view, state=state, targets=targets)
+    ctx = new_context(cluster, settings, nodes, view, state=state, targets=targets, etcd=etcd)
     try:
         result = run_phases(phases, ctx)
     finally:
         view.stop()
-    show_result(result, title, output, extra() if extra else None)
+    show_result(result, title, output, extra(ctx) if extra else None)
     if result.error is not None:
         failed = next((o.name for o in result.outcomes if o.status == "failed"), None)
         if failed and tuple(phase_names) == UP_PHASES:

@@ -52,8 +52,27 @@ class Addon:
     deployments: tuple[str, ...]
     # Upstream image names without tags, as the manifests spell them (Docker Hub ones both ways).
     images: tuple[str, ...]
+    # The Kubernetes minors the pinned release is tested or documented with (low, high; high None: no upper bound
+    # published), and where that range is written. A minor outside it is installed with a warning naming it.
+    kubernetes: tuple[int, int | None] = (0, None)
+    kubernetes_source: str = ""
     # Cluster-scoped objects the add-on phase also checks, as (plural.group/version, name).
     objects: tuple[tuple[str, str], ...] = ()
+
+    def kubernetes_text(self) -> str:
+        """'1.23-1.35', or '1.31 and newer'."""
+        low, high = self.kubernetes
+        return f"1.{low}-1.{high}" if high is not None else f"1.{low} and newer"
+
+    def kubernetes_problem(self, minor: int) -> str | None:
+        """Why the pinned release is not known to run on Kubernetes 1.<minor> (the range it was tested with), or
+        None."""
+        low, high = self.kubernetes
+        if low <= minor and (high is None or minor <= high):
+            return None
+        return (f"{self.title} {self.version} is tested with Kubernetes {self.kubernetes_text()} "
+                f"({self.kubernetes_source}), not 1.{minor}: it is installed anyway; pin a release whose range covers "
+                f"1.{minor} when one exists, or leave {self.name} out of addons.enabled")
 
 
 ADDONS: dict[AddonName, Addon] = {
@@ -68,18 +87,26 @@ ADDONS: dict[AddonName, Addon] = {
         images=("volcanosh/vc-webhook-manager", "volcanosh/vc-controller-manager", "volcanosh/vc-scheduler",
                 "docker.io/volcanosh/vc-webhook-manager", "docker.io/volcanosh/vc-controller-manager",
                 "docker.io/volcanosh/vc-scheduler"),
+        # The v1.15 row of the README's compatibility table (release-1.15 branch) stops at 1.35; master's adds
+        # 1.36, unreleased as v1.16 when this was checked.
+        kubernetes=(23, 35),
+        kubernetes_source="volcano-sh/volcano README, Kubernetes compatibility, v1.15 row",
     ),
     "training_operator": Addon(
         name="training_operator", title="Kubeflow Training Operator v1", provides="PyTorchJob (kubeflow.org/v1)",
-        version="v1.9.3",
-        version_source="https://pkg.go.dev/github.com/kubeflow/training-operator (v1.9.3, 2025-07-17; "
-                       "maintenance only upstream)",
+        version="v1.9.4",
+        version_source="https://github.com/kubeflow/trainer/releases/tag/v1.9.4 (2026-08-18, release-1.9 "
+                       "maintenance: Kubernetes 1.36 dependencies; the repository was renamed from training-operator)",
         namespace="kubeflow",
         parts=(Part("standalone", "kustomize",
-                    "https://github.com/kubeflow/training-operator.git/manifests/overlays/standalone?ref={version}"),),
+                    "https://github.com/kubeflow/trainer.git/manifests/overlays/standalone?ref={version}"),),
         crds=("pytorchjobs.kubeflow.org",),
         deployments=("training-operator",),
-        images=("kubeflow/training-operator", "docker.io/kubeflow/training-operator"),
+        # Since v1.9.2 manifests/base/deployment.yaml names the image under ghcr.io (v1.9.1 and older:
+        # kubeflow/training-operator on Docker Hub).
+        images=("ghcr.io/kubeflow/training-v1/training-operator",),
+        kubernetes=(28, None),
+        kubernetes_source="kubeflow/trainer docs/legacy-v1/installation.md: Kubernetes >= 1.28",
     ),
     "trainer": Addon(
         name="trainer", title="Kubeflow Trainer v2", provides="TrainJob, ClusterTrainingRuntime torch-distributed",
@@ -95,6 +122,8 @@ ADDONS: dict[AddonName, Addon] = {
               "clustertrainingruntimes.trainer.kubeflow.org", "jobsets.jobset.x-k8s.io"),
         deployments=("kubeflow-trainer-controller-manager", "jobset-controller-manager"),
         images=("ghcr.io/kubeflow/trainer/trainer-controller-manager", "registry.k8s.io/jobset/jobset"),
+        kubernetes=(31, None),
+        kubernetes_source="kubeflow/trainer docs/operator-guides/installation.md: Kubernetes >= 1.31",
         objects=(("clustertrainingruntimes.trainer.kubeflow.org/v1alpha1", "torch-distributed"),),
     ),
 }

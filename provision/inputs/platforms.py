@@ -45,6 +45,10 @@ class CudaRepo:
 
     directory: str
     key: str
+    # Whether the repository signs its metadata (repodata/repomd.xml.asc), so dnf may check it (repo_gpgcheck).
+    # NVIDIA's own cuda-<distro>.repo files set only gpgcheck=1 (package signatures) [read], so none is assumed;
+    # apt repositories always carry a signed InRelease, which apt checks whatever this says.
+    signed_metadata: bool = False
 
 
 @dataclass(frozen=True)
@@ -364,7 +368,8 @@ def role_rows(rows: Iterable[Row] = PLATFORMS) -> list[dict[str, Any]]:
         found.append(common | {
             "family": row.family, "package_manager": row.package_manager, "package_set": row.package_set,
             "python": row.python, "docker_repo": row.docker_repo,
-            "cuda": {"directory": row.cuda.directory, "key": row.cuda.key} if row.cuda else None,
+            "cuda": {"directory": row.cuda.directory, "key": row.cuda.key,
+                     "signed_metadata": row.cuda.signed_metadata} if row.cuda else None,
             "no_cuda_reason": row.no_cuda_reason, "epel": row.epel, "note": row.note,
             "os_mirror": {"files": row.os_mirror.files, "path": row.os_mirror.path} if row.os_mirror else None,
             "ansible_core": ".".join(map(str, row.min_ansible_core)),

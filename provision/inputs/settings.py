@@ -753,6 +753,11 @@ class FirewallSettings(_Section):
     mode: Literal["open-ports", "disable", "leave"] = "open-ports"
 
 
+class EtcdSettings(_Section):
+    # How many snapshots are kept: on this machine (`bootstrap etcd snapshot`) and on each control plane.
+    snapshot_keep: int = Field(default=5, ge=1, le=1000)
+
+
 class Settings(_Section):
     kubernetes: KubernetesSettings = Field(default_factory=KubernetesSettings)
     kubelet: KubeletSettings = Field(default_factory=KubeletSettings)
@@ -772,6 +777,7 @@ class Settings(_Section):
     packages: PackagesSettings = Field(default_factory=PackagesSettings)
     downloads: DownloadsSettings = Field(default_factory=DownloadsSettings)
     ansible: AnsibleSettings = Field(default_factory=AnsibleSettings)
+    etcd: EtcdSettings = Field(default_factory=EtcdSettings)
 
     @model_validator(mode="before")
     @classmethod

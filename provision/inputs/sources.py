@@ -42,6 +42,8 @@ class Sources:
         return asdict(self)
 
 
+DAOCLOUD_FILES = "https://files.m.daocloud.io"
+
 PROFILES: dict[MirrorProfile, dict[str, object]] = {
     MirrorProfile.default: {
         "os_repo": None,
@@ -65,22 +67,91 @@ PROFILES: dict[MirrorProfile, dict[str, object]] = {
         "nvidia_cuda_repo": "https://mirrors.aliyun.com/nvidia-cuda",
         "nvidia_toolkit_repo": "https://mirrors.ustc.edu.cn/libnvidia-container/stable",
         "image_repository": "registry.aliyuncs.com/google_containers",
-        "calico_manifest": "https://mirrors.tuna.tsinghua.edu.cn/github-raw/projectcalico/calico",
+        # TUNA's github-raw carries only a short fixed list (tuna/tunasync-scripts github-raw.py), neither Calico
+        # nor Volcano: DaoCloud's file mirror proxies any raw.githubusercontent.com path.
+        "calico_manifest": f"{DAOCLOUD_FILES}/raw.githubusercontent.com/projectcalico/calico",
         "pip_index": "https://pypi.tuna.tsinghua.edu.cn/simple",
         # Baidu's copy of the same archive (same md5), the one PaddlePaddle's datasets download.
         "cifar10_archive": "https://dataset.bj.bcebos.com/cifar/cifar-10-python.tar.gz",
-        # The host calico_manifest uses above. The Kubeflow add-ons come from git (kustomize): no mirror of
-        # github.com is known here, so they need addon_manifests (docs/addons.md) where GitHub is out of reach.
-        "github_raw": "https://mirrors.tuna.tsinghua.edu.cn/github-raw",
+        # The mirror calico_manifest uses above. The Kubeflow add-ons come from git (kustomize): the file mirror
+        # serves plain GETs, not git's protocol, so they need addon_manifests (docs/addons.md) where GitHub is out
+        # of reach.
+        "github_raw": f"{DAOCLOUD_FILES}/raw.githubusercontent.com",
         "addon_manifests": None,
+        # DaoCloud's registry mirrors, one per upstream registry (DaoCloud/public-image-mirror README); they
+        # serve only what its allows.txt lists (REGISTRY_MIRROR_CARRIES below: the paths this release pulls).
         "registry_mirrors": {
             "docker.io": ["https://docker.m.daocloud.io"],
             "quay.io": ["https://quay.m.daocloud.io"],
             "nvcr.io": ["https://nvcr.m.daocloud.io"],
             "registry.k8s.io": ["https://k8s.m.daocloud.io"],
+            # kube-vip (pulled before `kubeadm init` can reach a VIP), the Trainer and the Training Operator.
+            "ghcr.io": ["https://ghcr.m.daocloud.io"],
         },
     },
 }
+
+
+# --- what the public mirrors carry ------------------------------------------------------------------------------
+# A mirror that lacks a path fails in the middle of `up`; these say what each mirror a profile names is known to
+# serve, as read in the mirror's own lists, and the tests hold every source a profile renders to them. The sources
+# check (nodes/sources_check.py) proves the same from the nodes before anything changes.
+
+# URL prefix -> the paths under it the mirror serves: "" for every path of the upstream it mirrors whole.
+MIRROR_CARRIES: dict[str, tuple[str, ...]] = {
+    # Aliyun's and USTC's mirrors of whole repositories (their help pages: docker-ce, kubernetes-new, nvidia-cuda,
+    # libnvidia-container), and TUNA's PyPI mirror.
+    "https://mirrors.aliyun.com": ("",),
+    "https://mirrors.ustc.edu.cn/libnvidia-container": ("",),
+    "https://pypi.tuna.tsinghua.edu.cn/simple": ("",),
+    "https://dataset.bj.bcebos.com/cifar": ("cifar-10-python.tar.gz",),
+    # TUNA's github-raw: the fixed list of tuna/tunasync-scripts github-raw.py (stackage, rosdep, llvm.sh,
+    # Docker's install.sh), nothing else.
+    "https://mirrors.tuna.tsinghua.edu.cn/github-raw": (
+        "fpco/stackage-content/master/stack/", "ros/rosdistro/master/", "opencollab/llvm-jenkins.debian.net/master/",
+        "docker/docker-install/master/"),
+    # DaoCloud's file mirror: any upstream URL under files.m.daocloud.io/<host>/<path>, fetched on first use
+    # (DaoCloud/public-binary-files-mirror; OpenCIDN/httpmirror blocks only listed suffixes).
+    DAOCLOUD_FILES: ("raw.githubusercontent.com/", "github.com/"),
+}
+
+# Registry mirror -> the repositories it serves, as its allow list spells them (`*`: one path segment, `**`: any
+# depth), limited to the ones this release's images live in (DaoCloud/public-image-mirror allows.txt, 2026-08).
+REGISTRY_MIRROR_CARRIES: dict[str, tuple[str, ...]] = {
+    "https://docker.m.daocloud.io": ("library/busybox", "library/haproxy", "pytorch/*", "volcanosh/*", "nvidia/*",
+                                     "calico/*", "kubeflow/*"),
+    "https://quay.m.daocloud.io": ("calico/*",),
+    "https://nvcr.m.daocloud.io": ("**",),
+    "https://k8s.m.daocloud.io": ("**",),
+    "https://ghcr.m.daocloud.io": ("kube-vip/**", "kubeflow/**"),
+}
+
+
+def mirror_carries(url: str) -> bool | None:
+    """Whether the mirror `url` is under is known to carry its path: True or False, None for a URL under no
+    mirror the table knows (an upstream, or the user's own)."""
+    for base, paths in MIRROR_CARRIES.items():
+        if url == base or url.startswith(base + "/"):
+            path = url[len(base):].lstrip("/")
+            return any(path.startswith(prefix) for prefix in paths)
+    return None
+
+
+def registry_mirror_carries(mirror: str, repository: str) -> bool | None:
+    """Whether registry `mirror` serves `repository` (the image's path on its registry, without tag: library/haproxy,
+    kubeflow/trainer/trainer-controller-manager); None for a mirror the table does not know."""
+    patterns = REGISTRY_MIRROR_CARRIES.get(mirror.rstrip("/"))
+    if patterns is None:
+        return None
+    parts = repository.split("/")
+    for pattern in patterns:
+        wanted = pattern.split("/")
+        if wanted[-1] == "**":
+            if parts[:len(wanted) - 1] == wanted[:-1] and len(parts) >= len(wanted):
+                return True
+        elif len(parts) == len(wanted) and all(w in ("*", p) for w, p in zip(wanted, parts, strict=True)):
+            return True
+    return False
 
 
 def resolve_sources(settings: Settings) -> Sources:

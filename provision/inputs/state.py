@@ -158,11 +158,11 @@ class ClusterState:
     vip_interfaces: dict[str, str] = field(default_factory=dict)
     # Node name -> the link speed (Gb/s) multi-node training crosses there, where preflight could read it.
     link_gbps: dict[str, float] = field(default_factory=dict)
-    # The upgrade under way, or the last one (`bootstrap upgrade`).
+    # The Kubernetes release (1.36.4) of the kubeadm prepare installed on the first control plane, as its report
+    # gave it: kubeadm init's kubernetesVersion (a bare minor in the settings is resolved here, never by kubeadm).
+    kubernetes_version: str | None = None
+    # The upgrade under way, or the last one (`bootstrap upgrade`); a finished one moves kubernetes_version.
     upgrade: UpgradeRecord | None = None
-    # The release the cluster runs since its last finished upgrade: `up` and `node add` refuse settings older than
-    # it (their packages would move the nodes back).
-    kubernetes: str | None = None
     # The certificate renewal timer is installed on the control planes (certificates.renew_timer).
     certs_timer: bool = False
 
@@ -178,8 +178,8 @@ class ClusterState:
                        phases={k: PhaseRecord(**v) for k, v in (data.get("phases") or {}).items()},
                        vip_interfaces=dict(data.get("vip_interfaces") or {}),
                        link_gbps=dict(data.get("link_gbps") or {}),
-                       upgrade=UpgradeRecord.from_dict(data.get("upgrade")),
-                       kubernetes=data.get("kubernetes"), certs_timer=bool(data.get("certs_timer")))
+                       kubernetes_version=data.get("kubernetes_version"),
+                       upgrade=UpgradeRecord.from_dict(data.get("upgrade")), certs_timer=bool(data.get("certs_timer")))
         except (ValueError, TypeError, KeyError) as exc:
             raise BootstrapError(f"{path}: unreadable state ({exc}); delete it and re-run `bootstrap up`") from None
 
@@ -191,8 +191,9 @@ class ClusterState:
                                    "phases": {k: asdict(v) for k, v in self.phases.items()},
                                    "vip_interfaces": self.vip_interfaces,
                                    "link_gbps": self.link_gbps,
+                                   "kubernetes_version": self.kubernetes_version,
                                    "upgrade": asdict(self.upgrade) if self.upgrade else None,
-                                   "kubernetes": self.kubernetes, "certs_timer": self.certs_timer}, indent=2))
+                                   "certs_timer": self.certs_timer}, indent=2))
         tmp.replace(path)
 
 

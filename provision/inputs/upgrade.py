@@ -101,14 +101,15 @@ class UpgradeOptions:
 
 
 def settings_behind(settings: Settings, cluster_release: str | None) -> str | None:
-    """Why settings whose kubernetes.version is older than the release a finished upgrade left the cluster at
-    cannot be used to prepare or join nodes (their packages would move nodes back), or None."""
+    """Why settings whose kubernetes.version is an older minor than the cluster runs (the state's record: what
+    prepare installed, or a finished upgrade moved it to) cannot be used to prepare or join nodes (their packages
+    would move nodes back), or None."""
     release = Release.parse(cluster_release)
     if release is None or settings.kubernetes.minor_number >= release.minor:
         return None
-    return (f"kubernetes.version is {settings.kubernetes.version}, but `bootstrap upgrade` moved the cluster to "
-            f"{release}: set kubernetes.version: '1.{release.minor}' in cluster.yaml (older packages would move its "
-            "nodes back)")
+    return (f"kubernetes.version is {settings.kubernetes.version}, but the cluster runs {release} (`bootstrap "
+            f"upgrade` moves it forward): set kubernetes.version: '1.{release.minor}' in cluster.yaml (older packages "
+            "would move its nodes back)")
 
 
 @dataclass(frozen=True)

@@ -2,11 +2,13 @@
 from __future__ import annotations
 
 import ipaddress
+from collections.abc import Iterable
 from dataclasses import replace
 from pathlib import Path
 
 from provision.errors import InputError
 from provision.inputs import versions
+from provision.inputs.addons import ADDONS, AddonName
 from provision.inputs.dialects import IGNORED_VARIABLES, SETTING_VARIABLES
 from provision.inputs.files import shown
 from provision.inputs.inventory import Cluster, load_inventory, node_ip_addresses
@@ -135,7 +137,20 @@ def settings_warnings(settings: Settings) -> list[str]:
         warnings.append(f"Kubernetes {kube.minor} is newer than the versions table "
                         f"(checked {versions.CHECKED_ON.isoformat()}); it runs with the choices made for "
                         f"{versions.KUBERNETES_RELEASES[-1].name}")
+    warnings += addon_warnings(settings, settings.addons.enabled)
     return warnings
+
+
+def addon_warnings(settings: Settings, names: Iterable[AddonName]) -> list[str]:
+    """For each add-on named whose pinned release is the table's, the Kubernetes range it is tested with when the
+    chosen minor is outside it (a release pinned in the settings has a range the table does not know)."""
+    found = []
+    for name in names:
+        addon = ADDONS[name]
+        problem = addon.kubernetes_problem(settings.kubernetes.minor_number)
+        if problem and settings.addons.version(name) == addon.version:
+            found.append(f"addons: {problem}")
+    return found
 
 
 def load_cluster(inventory: Path, config: Path | None) -> tuple[Cluster, Settings]:

@@ -11,7 +11,7 @@ import re
 from dataclasses import dataclass
 from datetime import date
 
-CHECKED_ON = date(2026, 11, 23)
+CHECKED_ON = date(2026, 11, 25)
 
 
 def parse_version(text: str) -> tuple[int, ...]:
@@ -31,14 +31,18 @@ SOURCES: dict[str, str] = {
     "containerd": "Kubernetes v1.35 release blog (kubernetes/website #53498); containerd RELEASES.md; "
                   "packages.debian.org/src:containerd; docker/packaging #454",
     "kubeadm": "kubernetes/kubernetes #136016 (v1beta3 removed); KEP-5573 (failCgroupV1)",
-    "Calico": "https://github.com/projectcalico/calico/releases/tag/v3.33.1; "
-              "docs.tigera.io requirements; projectcalico/calico #10025 (quay.io)",
+    "Calico": "projectcalico/calico release-v3.33 manifests/calico.yaml (images); v3.33.0's manifest and images "
+              "pinned by digest in public code (no v3.33.1 found on 2026-11-25); docs.tigera.io requirements; "
+              "projectcalico/calico #10025 (quay.io)",
     "NVIDIA driver": "docs.nvidia.com/datacenter/tesla/drivers (supported drivers and CUDA toolkit versions; "
                      "CUDA toolkit, driver and architecture matrix; kernel modules)",
     "GPU generations": "NVIDIA/gpu-admin-tools gpu/devid_chips.py",
-    "container toolkit": "NVIDIA/nvidia-container-toolkit CHANGELOG (v1.17.4, v1.18.1, v1.19.1); NVIDIA/nvkind #76",
+    "container toolkit": "NVIDIA/nvidia-container-toolkit CHANGELOG (v1.17.4, v1.18.1, v1.19.1, v1.20.0 tagged "
+                         "2026-08-12; 1.20.1 seen only as gpu-operator v26.7.1's image); NVIDIA/nvkind #76",
     "device plugin": "NVIDIA/k8s-device-plugin #2057 (v0.20.1)",
-    "PyTorch": "PyPI torch 2.15.0 and 2.14.1; pytorch/pytorch #190385 (2.15 drops CUDA 12.6)",
+    "PyTorch": "PyPI torch 2.14.1 and 2.15.0; Docker Hub pytorch/pytorch 2.14.1-cuda13.0- and 2.14.1-cuda12.6-"
+               "cudnn9-runtime, both referenced in public code (no 2.15.0 image tag found on 2026-11-25); "
+               "pytorch/pytorch #190385 (2.15 drops CUDA 12.6)",
     "kube-vip": "https://github.com/kube-vip/kube-vip/releases/tag/v1.2.4 (kube-vip/helm-charts #112, #113)",
     "HAProxy": "haproxy.org (3.2 LTS, maintained to 2030-Q2; 3.2.19 the newest patch confirmed here); "
                "the Docker official image's -alpine variant",
@@ -73,9 +77,9 @@ class KubernetesRelease:
 
 KUBERNETES_RELEASES: tuple[KubernetesRelease, ...] = (
     # Kubernetes 1.35 release blog (kubernetes/website #53498): the last release for containerd 1.x.
-    KubernetesRelease(35, date(2027, 2, 28), "1.35.9", "3.10.1", "v3.33.1", (1,), (2, 0)),
-    KubernetesRelease(36, date(2027, 6, 28), "1.36.4", "3.10.2", "v3.33.1", (2, 0), (2, 0)),
-    KubernetesRelease(37, date(2027, 10, 28), "1.37.1", "3.10.2", "v3.33.1", (2, 0), (2, 0)),
+    KubernetesRelease(35, date(2027, 2, 28), "1.35.9", "3.10.1", "v3.33.0", (1,), (2, 0)),
+    KubernetesRelease(36, date(2027, 6, 28), "1.36.4", "3.10.2", "v3.33.0", (2, 0), (2, 0)),
+    KubernetesRelease(37, date(2027, 10, 28), "1.37.1", "3.10.2", "v3.33.0", (2, 0), (2, 0)),
 )
 KUBERNETES_DEFAULT = "1.36"
 # Minors past their end of life (kubernetes/website data/releases/eol.yaml; 1.33 and 1.34 from their release pages).
@@ -181,15 +185,33 @@ def containerd_verdict(minor: int, version: tuple[int, ...]) -> ContainerdVerdic
 
 # Calico line -> the Kubernetes minors Tigera tested it with (docs.tigera.io requirements, per release line).
 CALICO_KUBERNETES: dict[str, tuple[int, int]] = {"3.31": (32, 35), "3.32": (34, 36), "3.33": (35, 37)}
-# Since 3.30 Calico's images are on quay.io (projectcalico/calico #10025); calico.yaml names these three.
+# Since 3.30 Calico's images are on quay.io (projectcalico/calico #10025).
 CALICO_REGISTRY = "quay.io/calico"
-CALICO_IMAGES = ("cni", "node", "kube-controllers")
+# The images each line's manifests/calico.yaml names (read in the release branches' manifests): 3.33 folded the CNI
+# installer, the IPAM upgrade and kube-controllers into one `calico` image beside `node`.
+CALICO_IMAGES: dict[str, tuple[str, ...]] = {
+    "3.31": ("cni", "node", "kube-controllers"),
+    "3.32": ("cni", "node", "kube-controllers"),
+    "3.33": ("calico", "node"),
+}
+
+
+def calico_line(version: str) -> str:
+    """'v3.33.1' -> '3.33'."""
+    return ".".join(version.lstrip("v").split(".")[:2])
+
+
+def calico_images(version: str) -> tuple[str, ...]:
+    """The images Calico `version`'s manifest references, as quay.io names them (the newest line's for a line the
+    table does not know; calico_problem refuses those anyway)."""
+    return tuple(f"{CALICO_REGISTRY}/{name}"
+                 for name in CALICO_IMAGES.get(calico_line(version), CALICO_IMAGES[max(CALICO_IMAGES)]))
 
 
 def calico_problem(version: str, minor: int) -> str | None:
     """Why Calico `version` (a tag, v3.33.1) does not go with Kubernetes 1.<minor>, or None. A minor newer than
     the table (allowed as untested) is not held to the tested ranges."""
-    line = ".".join(version.lstrip("v").split(".")[:2])
+    line = calico_line(version)
     wanted = kubernetes_release(minor).calico
     if line not in CALICO_KUBERNETES:
         return (f"Calico {version} is not in the versions table (lines {', '.join(sorted(CALICO_KUBERNETES))}): "
@@ -304,8 +326,9 @@ def module_flavour(generations: list[GpuGeneration]) -> str:
 # --- NVIDIA container toolkit and device plugin ----------------------------------------------------------------
 
 # 1.17.4 reads containerd's configuration version 3; 1.18.1 writes its drop-in where containerd looks
-# (conf.d); 1.19 is the line this release was checked with (NVIDIA/nvidia-container-toolkit CHANGELOG).
-CONTAINER_TOOLKIT_DEFAULT = "1.19.1"
+# (conf.d); 1.20.0 (2026-08-12) fills in runtime_type where a containerd runtime entry lacks it and keeps
+# modified configurations from reverting (NVIDIA/nvidia-container-toolkit CHANGELOG).
+CONTAINER_TOOLKIT_DEFAULT = "1.20.0"
 CONTAINER_TOOLKIT_MINIMUM = (1, 19, 0)
 # NVIDIA/k8s-device-plugin #2057 (2026-09-22).
 DEVICE_PLUGIN_DEFAULT = "v0.20.1"
@@ -333,10 +356,11 @@ class SmokeImage:
     oldest_generation: str
 
 
-# PyTorch 2.15 (on PyPI) builds CUDA 13.0 and 13.2 only (pytorch/pytorch #190385): Turing and newer. CUDA 13.0 is
-# the level driver 580 runs natively. GPUs before Turing keep 2.14, the last release with CUDA 12.6 builds.
+# CUDA 13 builds target Turing and newer; CUDA 13.0 is the level driver 580 runs natively. GPUs before Turing run
+# CUDA 12.6 builds. torch 2.15.0 is on PyPI, but no 2.15.0 image tag was found in any public reference (and 2.15
+# drops CUDA 12.6, pytorch/pytorch #190385): both images are 2.14.1, whose tags are.
 SMOKE_IMAGES: tuple[SmokeImage, ...] = (
-    SmokeImage("docker.io/pytorch/pytorch:2.15.0-cuda13.0-cudnn9-runtime", "2.15.0", "13.0", "Turing"),
+    SmokeImage("docker.io/pytorch/pytorch:2.14.1-cuda13.0-cudnn9-runtime", "2.14.1", "13.0", "Turing"),
     SmokeImage("docker.io/pytorch/pytorch:2.14.1-cuda12.6-cudnn9-runtime", "2.14.1", "12.6", "Maxwell"),
 )
 SMOKE_IMAGE_DEFAULT = SMOKE_IMAGES[0].image

@@ -83,9 +83,33 @@ def check_node(host: str, report: NodeReport, settings: Settings) -> list[str]:
         problems.append(f"{', '.join(missing)} not installed")
     if report.unit("kubelet").enabled != "enabled":
         problems.append("the kubelet is not enabled at boot")
+    problems += kubeadm_version_problems(report, settings)
     if report.gpu_node and not report.nvidia_gpus:
         problems.append("it is a GPU node but nvidia-smi lists no GPU")
     return problems
+
+
+def kubeadm_version_problems(report: NodeReport, settings: Settings) -> list[str]:
+    """Why the kubeadm installed on the node cannot be the one kubernetes.version asks for: kubeadm init is given
+    exactly the release installed (kubernetesVersion), so it must be readable and agree with the settings."""
+    wanted = settings.kubernetes.version
+    found = report.kubeadm_release
+    if report.kubeadm_version is None:
+        return []  # reported above as not installed
+    if found is None:
+        return [f"the installed kubeadm's version '{report.kubeadm_version}' is not a Kubernetes release "
+                "(`dpkg -l kubeadm` / `rpm -q kubeadm` on the node)"]
+    if found != wanted and not found.startswith(f"{wanted}."):
+        return [f"kubeadm {found} is installed, but kubernetes.version is {wanted}: remove the held kubeadm, "
+                "kubelet and kubectl packages from the node (or `bootstrap reset` it) and run prepare again"]
+    return []
+
+
+def kubernetes_version(reports: Mapping[str, NodeReport], cluster: Cluster) -> str | None:
+    """The Kubernetes release kubeadm init is given: the kubeadm installed on the first control plane, from its
+    report (None when it was not among the nodes prepared)."""
+    report = reports.get(cluster.control_plane.name)
+    return report.kubeadm_release if report is not None else None
 
 
 def read_reports(run_dir: Path) -> dict[str, NodeReport]:

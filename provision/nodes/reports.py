@@ -6,8 +6,10 @@ from __future__ import annotations
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
+from provision.inputs.versions import parse_version
+
 # The module's SCHEMA: bumped together with it when the document's shape changes.
-NODE_REPORT_SCHEMA = 3
+NODE_REPORT_SCHEMA = 4
 # The key the module returns the document under; events carrying it are node reports, whatever the task's title.
 NODE_REPORT_KEY = "cb_report"
 
@@ -56,6 +58,9 @@ class NodeReport(_Document):
     # Every package prepare installs on the node (its one spec each, as the roles name it) -> installed at a
     # matching version; None where the package database cannot say (a dnf module stream).
     package_plan: dict[str, bool | None]
+    # The installed kubeadm package's version as the package database writes it (1.36.4-1.1, 1.36.4); None when
+    # it is not installed.
+    kubeadm_version: str | None
     gpu_node: bool  # the play prepared it as a GPU node
     nvidia_gpus: int | None  # GPUs `nvidia-smi -L` lists; None when nvidia-smi is not installed
 
@@ -65,6 +70,12 @@ class NodeReport(_Document):
         if value != NODE_REPORT_SCHEMA:
             raise ValueError(f"schema {value}, but this version of cluster-bootstrap reads schema {NODE_REPORT_SCHEMA}")
         return value
+
+    @property
+    def kubeadm_release(self) -> str | None:
+        """The installed kubeadm as a Kubernetes release, 1.36.4; None when it is not installed or unreadable."""
+        found = parse_version(self.kubeadm_version or "")
+        return ".".join(map(str, found)) if len(found) == 3 else None
 
     def unit(self, name: str) -> Unit:
         return self.units.get(name, Unit(active="", enabled=""))

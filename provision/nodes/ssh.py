@@ -21,7 +21,7 @@ import subprocess
 import threading
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Protocol
+from typing import BinaryIO, Protocol
 
 import paramiko
 from fabric import Connection
@@ -292,6 +292,41 @@ class SshShell:
         if sudo and self.node.user != "root" and outcome.exit_code != 0:
             self._raise_for_sudo(outcome.stderr)
         return outcome
+
+    def fetch(self, remote: str, local: BinaryIO, *, sudo: bool = False, timeout_s: float = 3600) -> int:
+        """Stream a file on the node (read as root through sudo when asked) into `local` as it arrives, bytes as
+        they are: a copy cut short leaves what arrived, never more. Returns the bytes copied; raises SshError
+        when the node cannot read the file or the connection breaks."""
+        self.open()
+        assert self._connection is not None
+        reader = f"cat -- {shlex.quote(remote)}"
+        password = None
+        if sudo and self.node.user != "root":
+            if self._become_password is None:
+                reader = f"sudo -n -- {reader}"
+            else:
+                reader, password = f"sudo -S -p '' -- {reader}", self._become_password
+        copied = 0
+        try:
+            stdin, stdout, stderr = self._connection.client.exec_command(reader, timeout=timeout_s)
+            if password is not None:
+                # sudo reads the password a byte at a time up to the newline; cat reads no input.
+                stdin.write(password + "\n")
+                stdin.flush()
+            stdin.channel.shutdown_write()
+            for block in iter(lambda: stdout.read(1 << 20), b""):
+                local.write(block)
+                copied += len(block)
+            code = stdout.channel.recv_exit_status()
+            errors = stderr.read().decode(errors="replace")
+        except (paramiko.SSHException, OSError, EOFError) as exc:
+            raise SshError(self.where, f"the SSH connection broke while copying {remote} "
+                           f"({exc or type(exc).__name__})") from None
+        if code != 0:
+            if sudo and self.node.user != "root":
+                self._raise_for_sudo(errors)
+            raise SshError(self.where, f"cannot read {remote}: {' '.join(errors.split())[-200:] or f'exit {code}'}")
+        return copied
 
     def check_sudo(self) -> None:
         """Raise one line when sudo needs a password we do not have, or rejects the one given."""

@@ -1,6 +1,6 @@
-"""The phases of `up`, `node add`, `node remove`, `reset`, `down`, `upgrade` and `certs`: the engine (engine.py)
-and one module per phase, put in order here for each command. The listing of this folder reads as the steps of
-`up`."""
+"""The phases of `up`, `node add`, `node remove`, `reset`, `down`, the etcd commands, `upgrade` and `certs`: the
+engine (engine.py) and one module per phase, put in order here for each command. The listing of this folder reads
+as the steps of `up`."""
 from __future__ import annotations
 
 from collections.abc import Sequence
@@ -17,6 +17,7 @@ from provision.phases import (
     certs_timer,
     control_plane,
     drain,
+    etcd_probe,
     etcd_remove,
     etcd_snapshot,
     gpu,
@@ -37,18 +38,20 @@ from provision.phases.engine import Phase, PhaseContext, PhaseOutcome, PhaseResu
 
 PHASES: dict[str, Phase] = {p.name: p for p in (
     preflight.PHASE, prepare.PHASE, control_plane.PHASE, network.PHASE, join.PHASE, gpu.PHASE, *addons.PHASES,
-    verify.PHASE, smoke.PHASE, drain.PHASE, etcd_remove.PHASE, reset.PHASE,
-    upgrade_plan.PHASE, etcd_snapshot.PHASE, upgrade_repositories.PHASE, upgrade_control_planes.PHASE,
-    upgrade_workers.PHASE, certs_check.PHASE, certs_renew.PHASE, certs_timer.PHASE,
+    verify.PHASE, smoke.PHASE, drain.PHASE, etcd_remove.PHASE, reset.PHASE, etcd_probe.PHASE, etcd_snapshot.PHASE,
+    upgrade_plan.PHASE, upgrade_repositories.PHASE, upgrade_control_planes.PHASE, upgrade_workers.PHASE,
+    certs_check.PHASE, certs_renew.PHASE, certs_timer.PHASE,
 )}
 
 UP_PHASES: tuple[str, ...] = ("preflight", "prepare", "control_plane", "network", "join", "certs_timer", "gpu",
                               *ADDON_ORDER, "verify", "smoke")
 NODE_ADD_PHASES: tuple[str, ...] = ("preflight", "prepare", "join", "certs_timer", "gpu", "verify")
 RESET_PHASES: tuple[str, ...] = ("drain", "etcd", "reset")
+ETCD_SNAPSHOT_PHASES: tuple[str, ...] = ("etcd_probe", "etcd_snapshot")
 # `bootstrap upgrade`: the plan (only reads), then before anything changes the target's rules checked on every node
-# and the etcd snapshot; then each step of the plan (one minor); then the smoke test.
-UPGRADE_BEFORE: tuple[str, ...] = ("preflight", "etcd_snapshot")
+# and the etcd snapshot (etcd read first: the snapshot's source is a healthy member); then each step of the plan (one
+# minor); then the smoke test.
+UPGRADE_BEFORE: tuple[str, ...] = ("preflight", *ETCD_SNAPSHOT_PHASES)
 UPGRADE_STEP_PHASES: tuple[str, ...] = ("upgrade_repositories", "upgrade_control_planes", "upgrade_workers", "network",
                                         "gpu", *ADDON_ORDER, "verify")
 UPGRADE_AFTER: tuple[str, ...] = ("smoke",)
@@ -92,8 +95,11 @@ def run_upgrade(ctx: PhaseContext, plan: UpgradePlan) -> PipelineResult:
     ctx.state.upgrade = record
     ctx.state.save(ctx.cluster)
     final = replace(ctx, settings=step_settings(base, str(plan.target)))
-    first = run_phases([PHASES[name] for name in UPGRADE_BEFORE], final)
+    skip = ctx.upgrade.skip_etcd_snapshot
+    first = run_phases([PHASES[name] for name in UPGRADE_BEFORE if not (skip and name in ETCD_SNAPSHOT_PHASES)], final)
     outcomes = list(first.outcomes)
+    if skip:
+        outcomes.append(PhaseOutcome("etcd_snapshot", "skipped", 0.0, "--skip-etcd-snapshot: the operator took one"))
     if first.error:
         return PipelineResult(outcomes, first.error)
     for step in plan.steps:
@@ -110,13 +116,15 @@ def run_upgrade(ctx: PhaseContext, plan: UpgradePlan) -> PipelineResult:
         if rest.error:
             return PipelineResult(outcomes, rest.error)
     record.finished = True
-    ctx.state.kubernetes = record.releases.get(f"1.{plan.target.minor}", ctx.state.kubernetes)
+    # What the first control plane's kubeadm now is, as prepare records it: a later `up` or `node add` builds on it.
+    ctx.state.kubernetes_version = record.releases.get(f"1.{plan.target.minor}", ctx.state.kubernetes_version)
     ctx.state.save(ctx.cluster)
     last = run_phases([PHASES[name] for name in UPGRADE_AFTER], final)
     return PipelineResult(outcomes + list(last.outcomes), last.error)
 
 
-__all__ = ["CERTS_CHECK_PHASES", "CERTS_RENEW_PHASES", "NODE_ADD_PHASES", "PHASES", "RESET_PHASES", "UPGRADE_AFTER",
+__all__ = ["CERTS_CHECK_PHASES", "CERTS_RENEW_PHASES", "ETCD_SNAPSHOT_PHASES", "NODE_ADD_PHASES", "PHASES",
+           "RESET_PHASES", "UPGRADE_AFTER",
            "UPGRADE_BEFORE", "UPGRADE_STEP_PHASES", "UP_PHASES", "Phase", "PhaseContext", "PhaseOutcome",
            "PhaseResults", "PipelineResult", "plan_upgrade_run", "resume_point", "run_phases", "run_upgrade",
            "select_phases"]

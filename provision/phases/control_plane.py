@@ -38,10 +38,15 @@ def kube_vip_vars(ctx: PhaseContext) -> dict[str, Any]:
 
 
 def extra_vars(ctx: PhaseContext) -> dict[str, Any]:
-    return {"cb_kubeadm_config": render_init_config(ctx.cluster, ctx.settings),
+    kube_vip = kube_vip_vars(ctx)
+    version = ctx.state.kubernetes_version
+    if version is None:
+        raise BootstrapError("the Kubernetes release prepare installed is not known for this cluster: run "
+                             "`bootstrap up --from prepare`")
+    return {"cb_kubeadm_config": render_init_config(ctx.cluster, ctx.settings, version),
             "cb_kubeadm_config_path": CONFIG_PATH,
             "cb_kubeconfig_fetch_dest": str(fetched_kubeconfig_path(ctx.cluster)),
-            "cb_kube_vip": kube_vip_vars(ctx)}
+            "cb_kube_vip": kube_vip}
 
 
 def check(ctx: PhaseContext) -> str:
@@ -61,4 +66,4 @@ def check(ctx: PhaseContext) -> str:
 
 
 PHASE = Phase("control_plane", "kubeadm init and the admin kubeconfig", check, playbook="control_plane.yml",
-              extra_vars=extra_vars, needs=("vip_interfaces",), provides=("kubeconfig",))
+              extra_vars=extra_vars, needs=("kubernetes_version", "vip_interfaces"), provides=("kubeconfig",))

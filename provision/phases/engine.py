@@ -31,14 +31,18 @@ if TYPE_CHECKING:
     from provision.kube.drain import DrainResult
     from provision.kube.verify import VerifyReport
     from provision.nodes.certs import CertsReport
+    from provision.nodes.etcd.report import EtcdSurvey
+    from provision.nodes.etcd.snapshot import LocalSnapshot
     from provision.nodes.preflight.run import PreflightReport
     from provision.nodes.prepare import PrepareResult
     from provision.smoke.verdict import Verdict
 
 Status = Literal["ok", "failed", "skipped", "not run"]
 # A need is satisfied by the phase that provides it (in this run or an earlier one). vip_interfaces: where each
-# control plane announces the VIP (kube-vip's manifests are rendered with it).
-Need = Literal["gpus", "kubeconfig", "vip_interfaces"]
+# control plane announces the VIP (kube-vip's manifests are rendered with it); etcd: every control plane's etcd as
+# the probe found it in this run (never left by an earlier run: etcd changes by itself); kubernetes_version: the
+# release of the kubeadm prepare installed on the first control plane (kubeadm init's kubernetesVersion).
+Need = Literal["gpus", "kubeconfig", "vip_interfaces", "etcd", "kubernetes_version"]
 
 
 @dataclass
@@ -55,6 +59,16 @@ class PhaseResults:
     upgrade: UpgradePlan | None = None
     # certs_check: every control plane's certificates and their expiry.
     certs: CertsReport | None = None
+    etcd: EtcdSurvey | None = None  # etcd_probe: every control plane's etcd
+    etcd_snapshot: LocalSnapshot | None = None  # etcd_snapshot: the snapshot on this machine (path, revision, keys, hash)
+
+
+@dataclass(frozen=True)
+class EtcdOptions:
+    """What the etcd commands ask of their phases."""
+
+    # `etcd snapshot --dir`: where the snapshot goes (None: the cluster's state directory).
+    snapshot_dir: Path | None = None
 
 
 @dataclass
@@ -75,6 +89,9 @@ class PhaseContext:
     step: Step | None = None
     playbook_results: list[PlaybookResult] = field(default_factory=list)
     results: PhaseResults = field(default_factory=PhaseResults)
+    etcd: EtcdOptions = field(default_factory=EtcdOptions)
+    # The phases this run is to run (set by run_phases): preflight proves the sources those will use.
+    planned: tuple[str, ...] = ()
 
     def say(self, message: str) -> None:
         if self.on_message:
@@ -107,6 +124,8 @@ class Phase:
     # It takes nodes apart (drain, reset): once it starts, the recorded outcomes of the other phases no longer
     # describe the nodes, and `up` must not resume after them.
     undoes: bool = False
+    # Runs before the playbook and refuses (raises BootstrapError) what must not start: nothing has changed yet.
+    before: Callable[[PhaseContext], None] | None = None
 
 
 @dataclass(frozen=True)
@@ -169,6 +188,10 @@ def satisfied(need: Need, ctx: PhaseContext) -> bool:
     if need == "vip_interfaces":
         return (endpoint_mode(ctx.cluster, ctx.settings) != "vip" or ctx.settings.control_plane.interface is not None
                 or all(n.name in ctx.state.vip_interfaces for n in ctx.cluster.control_planes))
+    if need == "etcd":
+        return ctx.results.etcd is not None
+    if need == "kubernetes_version":
+        return ctx.state.kubernetes_version is not None
     return admin_kubeconfig_path(ctx.cluster).exists()
 
 
@@ -178,6 +201,8 @@ def _run_one(phase: Phase, ctx: PhaseContext) -> PhaseOutcome:
         return PhaseOutcome(phase.name, "skipped", 0.0, reason)
     started = time.monotonic()
     try:
+        if phase.before:
+            phase.before(ctx)
         if phase.playbook:
             ctx.say(f"{phase.name}: running {phase.playbook}")
             limit = phase.limit(ctx) if phase.limit else None
@@ -228,6 +253,7 @@ def run_phases(catalog: Mapping[str, Phase], phases: Sequence[Phase], ctx: Phase
     only reads (preflight); otherwise the run is refused with the phase to start from."""
     outcomes: list[PhaseOutcome] = []
     planned = [p.name for p in phases]
+    ctx.planned = tuple(planned)
     providers = {need: phase for phase in catalog.values() for need in phase.provides}
     fingerprint = inputs_fingerprint(ctx.cluster, ctx.settings, ctx.nodes)
     error: BootstrapError | None = None

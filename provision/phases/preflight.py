@@ -3,7 +3,8 @@ VIP, link speeds and the Python each node runs Ansible with."""
 from __future__ import annotations
 
 from provision.errors import BootstrapError
-from provision.nodes.preflight.run import run_preflight
+from provision.nodes.preflight.run import PreflightReport, run_preflight
+from provision.nodes.sources_check import check_sources
 from provision.phases.engine import Phase, PhaseContext
 
 
@@ -28,9 +29,29 @@ def check(ctx: PhaseContext) -> str:
         more = (f" (and {len(report.blocking) - 1} more; `bootstrap preflight` lists them)"
                 if len(report.blocking) > 1 else "")
         raise BootstrapError(f"preflight: {report.blocking[0].describe()}{more}")
+    sources = prove_sources(ctx, report)
     total = sum(gpus.get(n, 0) for n in ctx.target_nodes)
     warned = f", {len(report.warnings)} warnings" if report.warnings else ""
-    return f"{len(ctx.target_nodes)} nodes ready to prepare, {total} GPUs found{warned}"
+    return f"{len(ctx.target_nodes)} nodes ready to prepare, {total} GPUs found{warned}{sources}"
+
+
+def prove_sources(ctx: PhaseContext, report: PreflightReport) -> str:
+    """Request, from the nodes, the index of every repository and manifest the phases planned after this one will
+    fetch (prepare: the packages; network: Calico's manifest; an add-on phase: its release), before any of them
+    changes a node. Raises BootstrapError with one line per source that fails."""
+    packages, calico = "prepare" in ctx.planned, "network" in ctx.planned
+    addons = tuple(name for name in ctx.settings.addons.enabled if name in ctx.planned)
+    if not packages and not calico and not addons:
+        return ""
+    settings = ctx.settings.model_copy(update={"addons": ctx.settings.addons.model_copy(update={"enabled": addons})})
+    found = check_sources(ctx.cluster, settings, report.sources_targets, become_password=ctx.become_password,
+                          packages=packages, calico=calico)
+    lines = found.lines()
+    if lines:
+        raise BootstrapError("preflight: sources this run needs fail from the nodes (nothing was changed; "
+                             "`bootstrap config check-sources` asks again):\n" + "\n".join(lines))
+    asked = sum(len(answers) for answers in found.answers.values())
+    return f", {asked} source indexes answered"
 
 
 PHASE = Phase("preflight", "check every node can take part", check, provides=("gpus", "vip_interfaces"),

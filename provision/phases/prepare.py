@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from provision.nodes.prepare import PrepareResult, check_prepared
+from provision.nodes.prepare import PrepareResult, check_prepared, kubernetes_version
 from provision.phases.engine import Phase, PhaseContext
 from provision.render.playbook_vars import prepare_vars
 
@@ -16,10 +16,13 @@ def extra_vars(ctx: PhaseContext) -> dict[str, Any]:
 
 def check(ctx: PhaseContext) -> str:
     result = ctx.playbook_results[-1]
-    ctx.results.prepare = PrepareResult(result, check_prepared(result, ctx.cluster, ctx.settings, ctx.nodes))
+    reports = check_prepared(result, ctx.cluster, ctx.settings, ctx.nodes)
+    ctx.results.prepare = PrepareResult(result, reports)
+    # Decided here, once: the release kubeadm init is given (the settings may name only the minor).
+    ctx.state.kubernetes_version = kubernetes_version(reports, ctx.cluster) or ctx.state.kubernetes_version
     return f"{len(result.tally)} nodes ready for kubeadm, {sum(result.changed.values())} changes"
 
 
 PHASE = Phase("prepare", "packages, containerd, kubelet, NVIDIA stack", check, playbook="prepare.yml",
               extra_vars=extra_vars, limit=lambda ctx: list(ctx.nodes) if ctx.nodes is not None else None,
-              needs=("gpus",), checks_playbook=True)
+              needs=("gpus",), provides=("kubernetes_version",), checks_playbook=True)

@@ -6,6 +6,7 @@ control-plane wait is InitConfiguration.timeouts.
 """
 from __future__ import annotations
 
+import re
 from typing import Any
 
 import yaml
@@ -38,8 +39,11 @@ def _args(pairs: dict[str, str]) -> list[dict[str, str]]:
     return [{"name": name, "value": value} for name, value in pairs.items()]
 
 
-def init_config_documents(cluster: Cluster, settings: Settings) -> list[dict[str, Any]]:
-    """InitConfiguration, ClusterConfiguration, KubeletConfiguration and KubeProxyConfiguration, as mappings."""
+def init_config_documents(cluster: Cluster, settings: Settings, kubernetes_version: str) -> list[dict[str, Any]]:
+    """InitConfiguration, ClusterConfiguration, KubeletConfiguration and KubeProxyConfiguration, as mappings, for
+    `kubernetes_version`: the release (1.36.4) of the kubeadm installed on the control plane."""
+    if not re.fullmatch(r"1\.[0-9]+\.[0-9]+", kubernetes_version, re.ASCII):
+        raise ValueError(f"kubeadm is given an exact release, not {kubernetes_version!r}")
     kube = settings.kubernetes
     api_version = versions.KUBEADM_API_VERSION
     control_plane = cluster.control_plane
@@ -95,10 +99,9 @@ def init_config_documents(cluster: Cluster, settings: Settings) -> list[dict[str
         },
         "apiServer": api_server,
     }
-    # A bare minor ("1.36") means the newest patch the package repository had: kubeadm then defaults to its
-    # own version, which needs no lookup on dl.k8s.io (offline and mirrored installs have none).
-    if kube.version.count(".") == 2:
-        cluster_config["kubernetesVersion"] = f"v{kube.version}"
+    # Always the exact release installed: without one kubeadm takes "stable-1" and asks dl.k8s.io for it (a
+    # timeout offline, and online a release the mirror or the installed kubeadm may not have).
+    cluster_config["kubernetesVersion"] = f"v{kubernetes_version}"
     if endpoint.control_plane_endpoint:
         cluster_config["controlPlaneEndpoint"] = endpoint.control_plane_endpoint
 
@@ -120,9 +123,10 @@ def init_config_documents(cluster: Cluster, settings: Settings) -> list[dict[str
     return [init, cluster_config, kubelet, kube_proxy]
 
 
-def render_init_config(cluster: Cluster, settings: Settings) -> str:
+def render_init_config(cluster: Cluster, settings: Settings, kubernetes_version: str) -> str:
     """The multi-document YAML file `kubeadm init --config` reads."""
-    return yaml.safe_dump_all(init_config_documents(cluster, settings), sort_keys=False, explicit_start=True)
+    return yaml.safe_dump_all(init_config_documents(cluster, settings, kubernetes_version), sort_keys=False,
+                              explicit_start=True)
 
 
 def endpoint_change_problem(cluster_configuration: str, cluster: Cluster, settings: Settings) -> str | None:

@@ -68,10 +68,9 @@ class CalicoSource:
 
 
 def calico_images(settings: Settings) -> dict[str, str]:
-    """Calico's images as its release manifest names them -> where they are pulled from (moved to
+    """The images the pinned Calico release's manifest names -> where they are pulled from (moved to
     offline.image_repository when one is set, else unchanged: quay.io, mirrored by containerd's registry mirrors)."""
-    return {f"{versions.CALICO_REGISTRY}/{name}": image_ref(settings, f"{versions.CALICO_REGISTRY}/{name}")
-            for name in versions.CALICO_IMAGES}
+    return {image: image_ref(settings, image) for image in versions.calico_images(settings.calico.version)}
 
 
 def calico_source(settings: Settings) -> CalicoSource:

@@ -21,3 +21,12 @@ def recorded_settings() -> Settings:
     sandbox image it was given is 1.35's (a check with today's default minor would call the node unready)."""
     return parse_settings({"kubernetes": {"version": "1.35"},
                            "container_runtime": {"containerd_source": "distribution"}})
+
+
+def installed_release(settings: Settings) -> str:
+    """The Kubernetes release prepare would have found installed for these settings and decided (kubeadm init's
+    kubernetesVersion), where the tests have no package to read it from: the pinned release, or for a bare minor
+    the newest patch the versions table saw (what the package repository would have offered)."""
+    from provision.inputs.versions import kubernetes_release
+    version = settings.kubernetes.version
+    return version if version.count(".") == 2 else kubernetes_release(settings.kubernetes.minor_number).latest_patch

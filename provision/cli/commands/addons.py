@@ -11,12 +11,13 @@ from rich.text import Text
 
 from provision.cli.commands.reset import confirm
 from provision.cli.options import NodeOptions, Output, OutputOption, YesOption, node_options
-from provision.cli.support import echo_json, load_inputs, run_pipeline
+from provision.cli.support import echo_json, load_inputs, run_pipeline, warn
 from provision.cli.views import console
 from provision.errors import InputError
 from provision.inputs.addons import ADDON_ORDER, ADDONS, AddonName
 from provision.inputs.inventory import Cluster
 from provision.inputs.settings import Settings
+from provision.inputs.validation import addon_warnings
 
 NamesArgument = Annotated[list[str], typer.Argument(
     help=f"Add-ons: {', '.join(ADDON_ORDER)}.", show_default=False, metavar="NAME...")]
@@ -85,6 +86,8 @@ def register(app: typer.Typer) -> None:
         chosen = addon_names(names)
         cluster, settings = load_inputs(nodes)
         _require_cluster(cluster, str(nodes.inventory))
+        # The ones addons.enabled lists were warned about with the settings.
+        warn(addon_warnings(settings, [name for name in chosen if name not in settings.addons.enabled]))
         run_pipeline(chosen, cluster, _with_enabled(settings, chosen), nodes, output=output,
                      title=f"bootstrap addons install {' '.join(chosen)}")
 

@@ -1,4 +1,5 @@
-"""`bootstrap config show|validate`: the effective settings, and a check of inventory + settings."""
+"""`bootstrap config show|validate|check-sources`: the effective settings, a check of inventory + settings, and the
+sources proven from the nodes."""
 from __future__ import annotations
 
 import typer
@@ -6,13 +7,16 @@ import yaml
 from rich.syntax import Syntax
 from rich.table import Table
 
-from provision.cli.options import ConfigOption, InventoryOption, Output, OutputOption
-from provision.cli.support import echo_json, warn
+from provision.cli.options import ConfigOption, InventoryOption, NodeOptions, Output, OutputOption, node_options
+from provision.cli.support import ask_become_password, echo_json, load_inputs, warn
 from provision.cli.views import literal_console
+from provision.errors import BootstrapError
 from provision.inputs import versions
 from provision.inputs.settings import Settings, load_settings
 from provision.inputs.sources import resolve_sources
 from provision.inputs.validation import load_cluster, settings_warnings
+from provision.nodes.preflight.run import run_preflight
+from provision.nodes.sources_check import check_sources
 
 
 def resolved_versions(settings: Settings) -> dict[str, object]:
@@ -78,5 +82,35 @@ def register(app: typer.Typer) -> None:
         literal_console().print(table)
         typer.echo(f"Kubernetes {settings.kubernetes.version}, pods {settings.kubernetes.pod_cidr}, "
                    f"services {settings.kubernetes.service_cidr}, mirrors: {settings.mirrors.profile}")
+
+    @config_app.command("check-sources")
+    @node_options
+    def check_sources_command(nodes: NodeOptions, output: OutputOption = Output.text) -> None:
+        """Request, from every node (the path their packages will take), the index of each package repository
+        and manifest `up` would fetch: Release/InRelease for apt, repomd.xml for dnf, Calico's and the enabled
+        add-ons' manifests on the first control plane. Each one that fails is named with the setting that changes
+        it. Reads only; nothing is changed on the nodes."""
+        cluster, settings = load_inputs(nodes)
+        become_password = ask_become_password(nodes.ask_become_pass)
+        report = run_preflight(cluster, settings, become_password=become_password)
+        found = check_sources(cluster, settings, report.sources_targets, become_password=become_password)
+        # A node preflight could not read (unreachable, or a refused system) cannot be asked either.
+        unasked = [f"{n.name}: not asked ({n.status} in preflight: `bootstrap preflight` says why)"
+                   for n in report.nodes if n.sources_target is None]
+        lines = found.lines() + unasked
+        if output is Output.json:
+            echo_json({"ok": not lines, "problems": lines,
+                       "nodes": {name: [{"name": a.index.name, "url": a.index.url, "setting": a.index.setting,
+                                         "ok": a.ok, "detail": a.detail} for a in answers]
+                                 for name, answers in found.answers.items()}})
+        else:
+            for name, answers in found.answers.items():
+                for answer in answers:
+                    typer.echo(f"{'ok  ' if answer.ok else 'FAIL'} {name}: {answer.index.name} {answer.index.url}: "
+                               f"{answer.detail}")
+        if lines:
+            count = len(lines)
+            raise BootstrapError(f"{count} source{'s' if count > 1 else ''} cannot be used from the nodes:\n"
+                                 + "\n".join(lines))
 
     app.add_typer(config_app, name="config")

@@ -10,7 +10,7 @@ from provision.cli.support import load_inputs, run_pipeline
 from provision.cli.views import console
 from provision.errors import InputError
 from provision.kube import kubeconfig as kubeconfigs
-from provision.phases import UP_PHASES
+from provision.phases import UP_PHASES, PhaseContext
 
 
 def run_up_command(nodes: NodeOptions, *, from_phase: str | None = None, only: str | None = None,
@@ -21,7 +21,7 @@ def run_up_command(nodes: NodeOptions, *, from_phase: str | None = None, only: s
     cluster, settings = load_inputs(nodes)
     kubeconfig = kubeconfigs.admin_kubeconfig_path(cluster)
 
-    def closing() -> dict[str, Any]:
+    def closing(_ctx: PhaseContext) -> dict[str, Any]:
         return {"kubeconfig": str(kubeconfig) if kubeconfig.exists() else None}
 
     try:

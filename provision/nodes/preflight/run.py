@@ -11,7 +11,7 @@ from dataclasses import dataclass, field, replace
 from ansible.release import __version__ as ANSIBLE_CORE
 
 from provision.inputs.inventory import Cluster, Node
-from provision.inputs.platforms import NodePython
+from provision.inputs.platforms import NodePython, Platform, platform_for, release_of
 from provision.inputs.settings import Settings
 from provision.nodes.preflight.checks import (
     CheckResult,
@@ -19,6 +19,7 @@ from provision.nodes.preflight.checks import (
     Status,
     check_proxy_port,
     check_vip,
+    containerd_source,
     evaluate,
     gpu_generations,
     judge,
@@ -26,6 +27,7 @@ from provision.nodes.preflight.checks import (
 )
 from provision.nodes.preflight.probe import NodeFacts, parse_facts, probe_script
 from provision.nodes.runner import RunProgress
+from provision.nodes.sources_check import NodeTarget
 from provision.nodes.ssh import SshError, SshShell
 from provision.nodes.tally import HostTally
 from provision.render.endpoint import PROXY_PORT, endpoint_mode
@@ -56,6 +58,9 @@ class NodeReport:
     link_gbps: float | None = None
     # The generations of its GPUs (versions.GPU_GENERATIONS names), read from their PCI device ids.
     gpu_generations: tuple[str, ...] = ()
+    # What the node will fetch packages with (its platform row, architecture, release, GPU stack, containerd's
+    # source): the sources check asks for those indexes. None where the node was not probed or is refused.
+    sources_target: NodeTarget | None = None
 
     def check(self, name: str) -> CheckResult | None:
         return next((c for c in self.checks if c.name == name), None)
@@ -99,6 +104,10 @@ class PreflightReport:
     @property
     def link_speeds(self) -> dict[str, float]:
         return {n.name: n.link_gbps for n in self.nodes if n.link_gbps is not None}
+
+    @property
+    def sources_targets(self) -> dict[str, NodeTarget]:
+        return {n.name: n.sources_target for n in self.nodes if n.sources_target is not None}
 
     @property
     def pythons(self) -> dict[str, NodePython]:
@@ -154,6 +163,19 @@ def _probe(node: Node, settings: Settings, become_password: str | None, script: 
     return outcome
 
 
+def sources_target(node: Node, facts: NodeFacts, settings: Settings, gpu_count: int) -> NodeTarget | None:
+    """What the node's package sources depend on, from its facts (None for a system the table refuses)."""
+    platform = platform_for(facts.os_release)
+    if not isinstance(platform, Platform):
+        return None
+    release = facts.os_release
+    gpu = node.gpu == "true" or (node.gpu == "auto" and gpu_count > 0)
+    return NodeTarget(node, platform, arch=facts.arch or "x86_64",
+                      codename=release.get("VERSION_CODENAME") or release.get("UBUNTU_CODENAME", ""),
+                      release=release_of(release).split(".")[0], gpu=gpu,
+                      containerd_source=containerd_source(facts, settings.container_runtime.containerd_source))
+
+
 def run_preflight(cluster: Cluster, settings: Settings, *, nodes: list[str] | None = None,
                   on_progress: Callable[[RunProgress], None] | None = None,
                   become_password: str | None = None, max_parallel: int = 32,
@@ -204,9 +226,11 @@ def run_preflight(cluster: Cluster, settings: Settings, *, nodes: list[str] | No
         all_checks = tuple(probes[node.name].checks + checks)
         facts = facts_by_node.get(node.name)
         generations = gpu_generations(facts, node) if facts is not None and verdict and verdict.gpu_count else ()
-        reports.append(NodeReport(node.name, node.role, node.address, all_checks,
-                                  verdict.gpu_count if verdict else 0, verdict.python if verdict else None,
-                                  facts.links.link_gbps if facts else None, gpu_generations=generations))
+        gpu_count = verdict.gpu_count if verdict else 0
+        reports.append(NodeReport(node.name, node.role, node.address, all_checks, gpu_count,
+                                  verdict.python if verdict else None, facts.links.link_gbps if facts else None,
+                                  gpu_generations=generations,
+                                  sources_target=sources_target(node, facts, settings, gpu_count) if facts else None))
         if on_progress:
             with lock:
                 tally = progress.tally[node.name]
