@@ -21,7 +21,7 @@ from provision.inputs.upgrade import Release, Step, Target, UpgradeOptions, Upgr
 from provision.kube.client import load_api_client
 from provision.kube.drain import cordon, drain_for_upgrade, uncordon
 from provision.kube.kubeconfig import admin_kubeconfig_path, refresh_admin_credentials
-from provision.phases import PHASES, UPGRADE_STEP_PHASES, Phase, PhaseContext, run_phases, run_upgrade
+from provision.phases import UPGRADE_STEP_PHASES, Phase, PhaseContext, run_upgrade
 from provision.phases.upgrade_repositories import choose
 from provision.resources import PLAYBOOKS_DIR
 from tests.support.apiserver import FakeApiServer, Response, object_list, status
@@ -93,6 +93,8 @@ def test_the_etcd_snapshot_comes_first_and_a_failed_one_stops_the_upgrade_before
             ran.append(name)
             if fail:
                 raise BootstrapError("etcd snapshot: no healthy etcd member to take it from")
+            if name == "upgrade_repositories" and ctx.state.upgrade is not None:
+                ctx.state.upgrade.releases["1.36"] = "1.36.4"
             return f"{name} done"
         return Phase(name, name, check)
     names = ("preflight", "etcd_probe", *UPGRADE_STEP_PHASES, "smoke")

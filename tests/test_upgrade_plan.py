@@ -28,7 +28,7 @@ from provision.inputs.upgrade import (
     settings_behind,
     step_settings,
 )
-from provision.inputs.versions import KUBERNETES_RELEASES
+from provision.inputs.versions import KUBERNETES_RELEASES, kubernetes_release
 from provision.kube.upgrade import NodeStatus
 from provision.nodes.upgrade import KubeVersions
 from provision.phases.upgrade_plan import versions_from
@@ -246,7 +246,7 @@ def test_a_step_runs_with_its_version_and_calico_follows_the_table_unless_chosen
     settings = parse_settings({"kubernetes": {"version": "1.35"}})
     moved = step_settings(settings, "1.37.1")
     assert moved.kubernetes.version == "1.37.1" and moved.kubernetes.minor == "1.37"
-    assert moved.calico.version == "v3.33.1"
+    assert moved.calico.version == kubernetes_release(37).calico
     chosen = parse_settings({"kubernetes": {"version": "1.35"}, "calico": {"version": "v3.31.3"}})
     with pytest.raises(InputError, match=r"^calico.version: Calico 3.31 was tested with Kubernetes 1.32-1.35, not 1.36"):
         step_settings(chosen, "1.36")
@@ -254,8 +254,8 @@ def test_a_step_runs_with_its_version_and_calico_follows_the_table_unless_chosen
 
 def test_settings_older_than_the_upgraded_cluster_are_named() -> None:
     assert settings_behind(parse_settings({"kubernetes": {"version": "1.36"}}), "1.37.1") == (
-        "kubernetes.version is 1.36, but `bootstrap upgrade` moved the cluster to 1.37.1: set kubernetes.version: "
-        "'1.37' in cluster.yaml (older packages would move its nodes back)")
+        "kubernetes.version is 1.36, but the cluster runs 1.37.1 (`bootstrap upgrade` moves it forward): set "
+        "kubernetes.version: '1.37' in cluster.yaml (older packages would move its nodes back)")
     assert settings_behind(parse_settings({"kubernetes": {"version": "1.37"}}), "1.37.1") is None
     assert settings_behind(parse_settings({}), None) is None
 
@@ -271,7 +271,7 @@ def test_the_whole_plan_is_shown_in_order_before_anything_changes() -> None:
     lines = plan_lines(plan, cluster, Settings(), UpgradeOptions(Target(37), step=True))
     assert lines[0] == "upgrade 1.35.2 -> 1.37 in 2 steps, one minor at a time"
     assert lines[1] == ("first, before anything changes: preflight (the rules of 1.37 on every node: containerd, "
-                        "cgroups), then the etcd snapshot on n1, kept on this machine")
+                        "cgroups), then the etcd snapshot from a healthy control plane, checked and kept on this machine")
     assert lines[2:5] == ["step 1.36 (its newest patch, as the repository offers it):",
                           "  repositories moved to v1.36 on n1, n2, n3, n4",
                           "  n1: drain, kubeadm, kubeadm upgrade plan, kubeadm upgrade apply, kubelet and kubectl, API "

@@ -23,6 +23,7 @@ import yaml
 
 from provision.inputs.inventory import load_inventory
 from provision.inputs.state import ClusterState
+from provision.inputs.versions import kubernetes_release
 from provision.kube.kubeconfig import admin_kubeconfig_path
 from tests.lab import kube_acting
 from tests.lab.cluster_api import ExecApiServer, FakeCluster
@@ -31,7 +32,8 @@ from tests.lab.repos import OFFLINE_DIR, build_kubernetes_repos, write_config
 
 # What the stand-in repositories publish: minor -> its patches (the newest is what a bare minor installs).
 PUBLISHED = {"1.35": (1, 2), "1.36": (3, 4), "1.37": (1,)}
-CALICO = "v3.33.1"
+# The Calico release every minor of the stand-in repositories pairs with (the versions table's).
+CALICO = kubernetes_release(35).calico
 REPOSITORY = f"file://{OFFLINE_DIR}/kubernetes"
 APT_SOURCE = """# Ansible managed: Kubernetes (cluster-bootstrap setting mirrors.kubernetes_repo).
 Types: deb

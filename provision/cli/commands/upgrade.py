@@ -23,7 +23,7 @@ def plan_lines(plan: UpgradePlan, cluster: Cluster, settings: Settings, options:
     if plan.nothing_to_do:
         return steps
     snapshot = ("skipped (--skip-etcd-snapshot: you took one)" if options.skip_etcd_snapshot
-                else f"on {cluster.control_plane.name}, kept on this machine")
+                else "from a healthy control plane, checked and kept on this machine")
     smoke = "the smoke test" if settings.smoke_test.enabled else "no smoke test (smoke_test.enabled is false)"
     return [steps[0], f"first, before anything changes: preflight (the rules of 1.{plan.target.minor} on every node: "
             f"containerd, cgroups), then the etcd snapshot {snapshot}", *steps[1:], f"last: {smoke}"]

@@ -7,7 +7,6 @@ others did not. The judges (snapshot.py, restore.py, members.py) read surveys; n
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
