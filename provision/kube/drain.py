@@ -132,24 +132,24 @@ def drain_node(api: client.ApiClient, node: str, *, timeout_s: float, result: Dr
     result.drained.append(node)
 
 
-def cordon(api: client.ApiClient, node: str) -> bool:
-    """Mark the node unschedulable; returns whether it was already (then nothing is sent)."""
+def _schedulable(api: client.ApiClient, node: str, unschedulable: bool) -> bool:
+    """Set the node's spec.unschedulable, sending nothing when it is so already; returns what it was."""
     core = client.CoreV1Api(api)
     current = call_api(api, core.read_node, node)
-    if current.spec is not None and current.spec.unschedulable:
-        return True
-    call_api(api, core.patch_node, node, {"spec": {"unschedulable": True}})
-    return False
+    was = bool(current.spec is not None and current.spec.unschedulable)
+    if was != unschedulable:
+        call_api(api, core.patch_node, node, {"spec": {"unschedulable": unschedulable}})
+    return was
+
+
+def cordon(api: client.ApiClient, node: str) -> bool:
+    """Mark the node unschedulable; returns whether it was already (then nothing is sent)."""
+    return _schedulable(api, node, True)
 
 
 def uncordon(api: client.ApiClient, node: str) -> bool:
     """Let pods be scheduled on the node again; returns whether it had to be changed."""
-    core = client.CoreV1Api(api)
-    current = call_api(api, core.read_node, node)
-    if current.spec is None or not current.spec.unschedulable:
-        return False
-    call_api(api, core.patch_node, node, {"spec": {"unschedulable": False}})
-    return True
+    return _schedulable(api, node, False)
 
 
 def unmanaged(pods: Iterable[client.V1Pod]) -> list[str]:

@@ -14,11 +14,10 @@ from typing import Any, Literal
 
 import yaml
 from cryptography import x509
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+from pydantic import BaseModel, ConfigDict, Field, field_validator
 
-from provision.errors import BootstrapError
 from provision.inputs.inventory import Cluster
-from provision.nodes.documents import module_documents
+from provision.nodes.documents import read_documents
 from provision.nodes.runner import PlaybookResult
 
 # The module's SCHEMA and key: bumped together when the document's shape changes.
@@ -112,23 +111,9 @@ def judge(node: str, name: str, kind: str, path: str, not_after: datetime | None
 
 
 def read_certs(playbook: PlaybookResult, cluster: Cluster) -> dict[str, CertsDocument]:
-    """Control plane name -> its document; raises BootstrapError for one that failed or sent none."""
-    playbook.raise_for_failure()
-    documents = module_documents(playbook.run_dir, CERTS_KEY)
-    found: dict[str, CertsDocument] = {}
-    for node in cluster.control_planes:
-        document = documents.get(node.host)
-        if document is None:
-            raise BootstrapError(f"{playbook.phase}: {node.name} sent no report of its certificates "
-                                 f"(full log: {playbook.run_dir / 'run.log'})")
-        try:
-            found[node.name] = CertsDocument.model_validate(document)
-        except ValidationError as exc:
-            first = exc.errors()[0]
-            raise BootstrapError(f"{playbook.phase}: {node.name} sent a certificate report this version of "
-                                 f"cluster-bootstrap cannot read ({'.'.join(map(str, first['loc']))}: {first['msg']}); "
-                                 "the playbooks and the Python package must come from the same release") from None
-    return found
+    """Control plane name -> its document; raises BootstrapError for one that failed, sent none, or sent one this
+    version cannot read."""
+    return read_documents(playbook, cluster.control_planes, CERTS_KEY, CertsDocument, "its certificates")
 
 
 def local_kubeconfig_expiry(path: Path) -> tuple[datetime | None, str | None] | None:

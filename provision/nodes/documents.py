@@ -3,8 +3,17 @@ from ansible-runner's saved events: whatever a task was called, the result that 
 from __future__ import annotations
 
 import json
+from collections.abc import Iterable
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
+
+from pydantic import BaseModel, ValidationError
+
+from provision.errors import BootstrapError
+from provision.inputs.inventory import Node
+from provision.nodes.runner import PlaybookResult
+
+Model = TypeVar("Model", bound=BaseModel)
 
 
 def module_documents(run_dir: Path, key: str) -> dict[str, Any]:
@@ -22,3 +31,27 @@ def module_documents(run_dir: Path, key: str) -> dict[str, Any]:
         if host not in found or found[host][0] < counter:
             found[host] = (counter, document)
     return {host: document for host, (_, document) in found.items()}
+
+
+def read_documents(playbook: PlaybookResult, nodes: Iterable[Node], key: str, model: type[Model],
+                   what: str) -> dict[str, Model]:
+    """Node name -> the document its node sent under `key`, validated as `model` (`what` it reports, for the
+    messages). Raises BootstrapError for the run's failed nodes, and for a node that sent none, or one this version
+    cannot read."""
+    playbook.raise_for_failure()
+    documents = module_documents(playbook.run_dir, key)
+    found: dict[str, Model] = {}
+    for node in nodes:
+        document = documents.get(node.host)
+        if document is None:
+            raise BootstrapError(f"{playbook.phase}: {node.name} sent no report of {what} "
+                                 f"(full log: {playbook.run_dir / 'run.log'})")
+        try:
+            found[node.name] = model.model_validate(document)
+        except ValidationError as exc:
+            first = exc.errors()[0]
+            where = ".".join(str(part) for part in first["loc"])
+            raise BootstrapError(f"{playbook.phase}: {node.name} sent a report of {what} that this version of "
+                                 f"cluster-bootstrap cannot read ({where}: {first['msg']}); the playbooks and the "
+                                 "Python package must come from the same release") from None
+    return found

@@ -2,12 +2,11 @@
 document), validated, and turned into the versions the plan is made from (provision/inputs/upgrade.py)."""
 from __future__ import annotations
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+from pydantic import BaseModel, ConfigDict, Field, field_validator
 
-from provision.errors import BootstrapError
 from provision.inputs.inventory import Cluster
 from provision.inputs.upgrade import Release
-from provision.nodes.documents import module_documents
+from provision.nodes.documents import read_documents
 from provision.nodes.runner import PlaybookResult
 
 # The module's SCHEMA and key (playbooks/library/cb_kube_versions.py): bumped together when the shape changes.
@@ -54,20 +53,5 @@ def read_kube_versions(playbook: PlaybookResult, cluster: Cluster, nodes: list[s
                        ) -> dict[str, KubeVersions]:
     """Node name -> its report, for `nodes` (default: all); raises BootstrapError for a node that failed, sent
     none, or sent one this version cannot read."""
-    playbook.raise_for_failure()
-    documents = module_documents(playbook.run_dir, KUBE_VERSIONS_KEY)
-    found: dict[str, KubeVersions] = {}
-    for node in [cluster.node(name) for name in nodes] if nodes is not None else cluster.nodes:
-        document = documents.get(node.host)
-        if document is None:
-            raise BootstrapError(f"{playbook.phase}: {node.name} sent no report of its Kubernetes versions "
-                                 f"(full log: {playbook.run_dir / 'run.log'})")
-        try:
-            found[node.name] = KubeVersions.model_validate(document)
-        except ValidationError as exc:
-            first = exc.errors()[0]
-            where = ".".join(str(part) for part in first["loc"])
-            raise BootstrapError(f"{playbook.phase}: {node.name} sent a report of its versions that this version of "
-                                 f"cluster-bootstrap cannot read ({where}: {first['msg']}); the playbooks and the "
-                                 "Python package must come from the same release") from None
-    return found
+    chosen = [cluster.node(name) for name in nodes] if nodes is not None else cluster.nodes
+    return read_documents(playbook, chosen, KUBE_VERSIONS_KEY, KubeVersions, "its Kubernetes versions")

@@ -47,6 +47,16 @@ def _back_in_service(ctx: PhaseContext, api_client: client.ApiClient, name: str)
     _stage(ctx, name, "done")
 
 
+def nothing_to_do(ctx: PhaseContext, names: Sequence[str], pending: Sequence[str], what: str) -> str | None:
+    """Why an upgrade phase for `names` (the control planes, or the workers) is skipped: none of them pending in the
+    step, and none left out of service by a stopped run; else None."""
+    _, release, record = running(ctx)
+    left = [name for name in names if name in record.nodes and record.nodes[name].stage != "done"]
+    if pending or left:
+        return None
+    return f"every {what} runs {release}" if names else f"no {what}s"
+
+
 def finish_left_behind(ctx: PhaseContext, names: Sequence[str]) -> list[str]:
     """The nodes of `names` that a stopped run left out of service although they need nothing more: uncordoned
     (unless they were cordoned before the upgrade). Returns them."""

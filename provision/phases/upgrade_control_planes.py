@@ -5,16 +5,12 @@ operator's admin kubeconfig takes the certificate kubeadm renewed."""
 from __future__ import annotations
 
 from provision.phases.engine import Phase, PhaseContext
-from provision.phases.node_upgrade import certificates_note, finish_left_behind, running, upgrade_nodes
+from provision.phases.node_upgrade import certificates_note, finish_left_behind, nothing_to_do, running, upgrade_nodes
 
 
 def skip_reason(ctx: PhaseContext) -> str | None:
-    step, release, record = running(ctx)
-    planes = [n.name for n in ctx.cluster.control_planes]
-    left = [name for name in planes if name in record.nodes and record.nodes[name].stage != "done"]
-    if step.control_planes or left:
-        return None
-    return f"every control plane runs {release}"
+    step, _, _ = running(ctx)
+    return nothing_to_do(ctx, [n.name for n in ctx.cluster.control_planes], step.control_planes, "control plane")
 
 
 def check(ctx: PhaseContext) -> str:

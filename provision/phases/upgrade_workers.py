@@ -3,16 +3,12 @@ cordoned and drained, `kubeadm upgrade node`, its kubelet and kubectl, the kubel
 from __future__ import annotations
 
 from provision.phases.engine import Phase, PhaseContext
-from provision.phases.node_upgrade import finish_left_behind, running, upgrade_nodes
+from provision.phases.node_upgrade import finish_left_behind, nothing_to_do, running, upgrade_nodes
 
 
 def skip_reason(ctx: PhaseContext) -> str | None:
-    step, release, record = running(ctx)
-    workers = [n.name for n in ctx.cluster.workers]
-    left = [name for name in workers if name in record.nodes and record.nodes[name].stage != "done"]
-    if step.workers or left:
-        return None
-    return f"every worker runs {release}" if workers else "no workers"
+    step, _, _ = running(ctx)
+    return nothing_to_do(ctx, [n.name for n in ctx.cluster.workers], step.workers, "worker")
 
 
 def check(ctx: PhaseContext) -> str:

@@ -29,6 +29,7 @@ from tests.lab import kube_acting
 from tests.lab.cluster_api import ExecApiServer, FakeCluster
 from tests.lab.lab import Lab
 from tests.lab.repos import OFFLINE_DIR, build_kubernetes_repos, write_config
+from tests.support.refusal import Outcome
 
 # What the stand-in repositories publish: minor -> its patches (the newest is what a bare minor installs).
 PUBLISHED = {"1.35": (1, 2), "1.36": (3, 4), "1.37": (1,)}
@@ -41,19 +42,6 @@ URIs: {uri}
 Suites: /
 Signed-By: /etc/apt/keyrings/cb-kubernetes.asc
 """
-
-
-@dataclass(frozen=True)
-class Outcome:
-    """What one `bootstrap` run left: its exit code, stdout and stderr."""
-
-    code: int
-    stdout: str
-    stderr: str
-
-    @property
-    def lines(self) -> list[str]:
-        return [line for line in self.stderr.splitlines() if line.strip()]
 
 
 @dataclass(frozen=True)
