@@ -90,7 +90,7 @@ def upgrade_nodes(ctx: PhaseContext, names: Sequence[str]) -> PlaybookResult:
         drain_for_upgrade(api_client, name, timeout_s=timeout, on_wait=waiting)
         _stage(ctx, name, "drained")
     ctx.say(f"{', '.join(names)}: upgrading to {release}")
-    result = run_playbook(PLAYBOOK, ctx.cluster, ctx.settings, phase=f"upgrade {', '.join(names)}",
+    result = run_playbook(PLAYBOOK, ctx.cluster, ctx.settings, phase="upgrade_node",
                           limit=ctx.cluster.hosts(names),
                           extra_vars={"cb_kubeconfig_fetch_dest": str(fetched_kubeconfig_path(ctx.cluster))},
                           pythons=ctx.state.pythons, on_progress=ctx.on_progress, verbose=ctx.verbose,
