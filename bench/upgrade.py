@@ -114,7 +114,8 @@ def measure(size: int, work: Path) -> Result:
 def report(results: list[Result]) -> str:
     lines = [SECTION, "",
              "`bootstrap upgrade --to 1.36 --skip-etcd-snapshot` of a cluster made at 1.35.2 on fresh lab nodes (one "
-             "control plane, the rest workers; stand-in kubeadm, kubelet and kubectl, no etcd, the stand-in API server), measured by `bench/upgrade.py` "
+             "control plane, the rest workers; stand-in kubeadm, kubelet and kubectl, no etcd, the stand-in API "
+             "server), measured by `bench/upgrade.py` "
              f"on {time.strftime('%Y-%m-%d')} on this machine (2 cores, shared with other sessions: the load average "
              "is beside each figure). *Own* is the wall time less the stand-ins' own calls on the nodes and the stand-in "
              "API server's reads of them; per node, that divided by the nodes.", "",
