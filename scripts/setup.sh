@@ -37,6 +37,29 @@ apt_install --no-install-recommends "${APT_TEST[@]}"
 # libvirt's network needs dnsmasq, which it only recommends: the VM set is installed as tested, with recommends.
 if [ "$PROFILE" = vm ]; then apt_install "${APT_VM[@]}"; fi
 
+# kubectl, for the test that runs kubectl's own kustomize on an add-on's kustomization (tests/test_addons.py).
+# Debian packages it from trixie on (bookworm's kubernetes-client is 1.20, too old for that kustomization); on an
+# older Debian the trixie package is fetched through a private apt list and installed (a static Go binary: it
+# needs only libc6 >= 2.34). Debian's signatures are checked as for any other package.
+install_kubectl() {
+  command -v kubectl >/dev/null && return 0
+  if apt-cache show kubectl >/dev/null 2>&1; then apt_install kubectl; return 0; fi
+  local apt_dir sudo="" opts
+  [ "$(id -u)" = 0 ] || sudo=sudo
+  apt_dir=$(mktemp -d)
+  mkdir -p "$apt_dir/lists/partial" "$apt_dir/cache/archives/partial"
+  echo "deb [signed-by=/usr/share/keyrings/debian-archive-keyring.gpg] http://deb.debian.org/debian trixie main" \
+    > "$apt_dir/sources.list"
+  opts=(-o "Dir::Etc::SourceList=$apt_dir/sources.list" -o Dir::Etc::SourceParts=/dev/null
+        -o "Dir::State::Lists=$apt_dir/lists" -o "Dir::Cache=$apt_dir/cache")
+  echo "setup: installing kubectl (Debian trixie's package)"
+  apt-get "${opts[@]}" update -q >/dev/null
+  (cd "$apt_dir" && apt-get "${opts[@]}" download -q kubectl >/dev/null)
+  $sudo dpkg -i "$apt_dir"/kubectl_*.deb >/dev/null
+  rm -rf "$apt_dir"
+}
+install_kubectl
+
 make_venv() {  # make_venv DIR PYTHON EXTRAS: create or refresh a venv with the project installed (editable)
   local dir=$1 python=$2 extras=$3 stamp want
   stamp="$dir/.setup-stamp"

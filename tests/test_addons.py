@@ -30,12 +30,18 @@ from provision.nodes.runner import run_playbook
 from provision.phases import PHASES, UP_PHASES, Phase, PhaseContext, run_phases, select_phases
 from provision.render.addons import addon_plan, part_source
 from tests.support.apiserver import FakeApiServer, object_list, status
-from tests.support.kube_objects import crd, deployment, pod
+from tests.support.kube_objects import crd, daemon_set, deployment, pod
 
 RELEASE_IMAGES = {
     "volcano": "docker.io/volcanosh/vc-scheduler:v1.15.2",
     "training_operator": "ghcr.io/kubeflow/training-v1/training-operator:v1-93c5489",
     "trainer": "ghcr.io/kubeflow/trainer/trainer-controller-manager:v2.3.0",
+    "cert_manager": "quay.io/jetstack/cert-manager-controller:v1.21.2",
+    "kserve": "kserve/kserve-controller:v0.21.0",
+    "pipelines": "ghcr.io/kubeflow/kfp-api-server:2.17.0",
+    "node_feature_discovery": "registry.k8s.io/nfd/node-feature-discovery:v0.19.0",
+    "gpu_feature_discovery": "nvcr.io/nvidia/k8s-device-plugin:v0.20.1",
+    "dcgm_exporter": "nvcr.io/nvidia/k8s/dcgm-exporter:4.5.3-4.8.2-distroless",
 }
 
 
@@ -140,14 +146,16 @@ def test_every_addon_names_its_release_source_and_what_proves_it_up() -> None:
     for name in ADDON_ORDER:
         addon = ADDONS[name]
         assert addon.version_source.startswith("https://") and addon.version in addon.version_source
-        assert addon.crds and addon.deployments and addon.parts and addon.images
+        # What proves it up: its CRDs and controllers, or for the node agents their DaemonSets.
+        assert (addon.crds and addon.deployments) or addon.daemonsets, name
+        assert addon.parts and addon.images
     docs = (Path(__file__).parents[1] / "docs" / "addons.md").read_text()
     for name in ADDON_ORDER:
         addon = ADDONS[name]
         assert f"| `{name}` | {addon.title} | `{addon.version}` |" in docs, name
         assert f"- {addon.title.removesuffix(' v1').removesuffix(' v2')} {addon.version}: Kubernetes " \
                f"{addon.kubernetes_text()} (" in docs, name
-        for thing in (*addon.crds, *addon.deployments, addon.namespace):
+        for thing in (*addon.crds, *addon.deployments, *addon.daemonsets, addon.namespace):
             assert f"`{thing}`" in docs, thing
 
 
@@ -165,6 +173,9 @@ def serve_addon(api: FakeApiServer, name: AddonName, settings: Settings | None =
         ready = 0 if deployment_name == pulling else 1
         api.add("GET", f"/apis/apps/v1/namespaces/{addon.namespace}/deployments/{deployment_name}",
                 deployment(deployment_name, addon.namespace, RELEASE_IMAGES[name], ready=ready))
+    for name_ds in addon.daemonsets:
+        api.add("GET", f"/apis/apps/v1/namespaces/{addon.namespace}/daemonsets/{name_ds}",
+                daemon_set(name_ds, addon.namespace, RELEASE_IMAGES[name]))
     pods = []
     if pulling:
         pods.append(pod(f"{pulling}-7d9f8-abcde", "cp1", {"app": pulling}, namespace=addon.namespace, phase="Pending",
@@ -189,8 +200,9 @@ def test_an_addon_is_up_when_its_crds_are_established_and_its_controllers_availa
         found = check(tmp_path, api, name)
         asked = {r.path for r in api.requests}
     assert found.ok, found.problems
-    assert found.summary().startswith(f"{ADDONS[name].title} {RELEASE_IMAGES[name].rsplit(':', 1)[1]}: "
-                                      f"{len(ADDONS[name].crds)} CRDs Established")
+    proof = f"{len(ADDONS[name].crds)} CRDs Established" if ADDONS[name].crds else \
+        f"{ADDONS[name].daemonsets[0]} ready on 1/1 nodes"
+    assert found.summary().startswith(f"{ADDONS[name].title} {RELEASE_IMAGES[name].rsplit(':', 1)[1]}: {proof}")
     assert {f"/apis/apiextensions.k8s.io/v1/customresourcedefinitions/{c}" for c in ADDONS[name].crds} <= asked
 
 
@@ -384,8 +396,10 @@ def test_up_installs_the_addons_after_gpu_and_only_those_enabled(cluster) -> Non
     ctx = PhaseContext(cluster=cluster, settings=parse_settings({"addons": {"enabled": ["trainer"]}}),
                        state=ClusterState())
     skipped = {name: PHASES[name].skip_reason(ctx) for name in ADDON_ORDER}  # type: ignore[misc]
-    assert skipped == {"volcano": "not in addons.enabled", "training_operator": "not in addons.enabled",
-                       "trainer": None}
+    assert skipped == {name: None if name == "trainer" else "not in addons.enabled" for name in ADDON_ORDER}
+    # An add-on brings what it needs: KServe its cert-manager.
+    ctx.settings = parse_settings({"addons": {"enabled": ["kserve"]}})
+    assert [name for name in ADDON_ORDER if PHASES[name].skip_reason(ctx) is None] == ["cert_manager", "kserve"]  # type: ignore[misc]
     assert all(PHASES[name].playbook == "addon.yml" and PHASES[f"remove_{name}"].playbook == "addon.yml"
                for name in ADDON_ORDER)
 

@@ -19,8 +19,9 @@ def _run(*args: str) -> subprocess.CompletedProcess[str]:
     return subprocess.run([str(BIN / args[0]), *args[1:]], cwd=REPO_ROOT, capture_output=True, text=True, timeout=600)
 
 
-@pytest.mark.parametrize("command", [("ruff", "check", "provision", "tests", "bench"), ("mypy",), ("lint-imports",)],
-                         ids=["ruff", "mypy", "import-linter"])
+# ruff reads every Python file of the checkout: the trainer and the Ansible modules as well as the package.
+@pytest.mark.parametrize("command", [("ruff", "check", "provision", "tests", "bench", "trainer", "playbooks"),
+                                     ("mypy",), ("lint-imports",)], ids=["ruff", "mypy", "import-linter"])
 def test_the_code_passes(command: tuple[str, ...]) -> None:
     result = _run(*command)
     assert result.returncode == 0, result.stdout[-4000:] + result.stderr[-2000:]
@@ -56,9 +57,58 @@ def test_benchmarks_import_no_test_module() -> None:
     assert {path: modules for path, modules in offenders.items() if modules} == {}
 
 
-@pytest.mark.parametrize("module", ["bench.prepare", "bench.trainer_cpu", "bench.upgrade"])
+@pytest.mark.parametrize("module", ["bench.prepare", "bench.trainer_cpu", "bench.upgrade", "bench.doctor"])
 def test_benchmarks_import(module: str) -> None:
     """mypy checks the package only: a benchmark broken by a move must still fail here."""
     result = subprocess.run([sys.executable, "-c", f"import {module}"], cwd=REPO_ROOT, capture_output=True, text=True,
                             timeout=120)
     assert result.returncode == 0, result.stderr
+
+
+def _cycles(graph: dict[str, set[str]]) -> list[list[str]]:
+    """The strongly connected parts of an import graph that hold more than one module (Tarjan's algorithm)."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    found: list[list[str]] = []
+
+    def visit(module: str) -> None:
+        index[module] = low[module] = len(index)
+        stack.append(module)
+        for imported in sorted(graph.get(module, ())):
+            if imported not in index:
+                visit(imported)
+                low[module] = min(low[module], low[imported])
+            elif imported in stack:
+                low[module] = min(low[module], index[imported])
+        if low[module] == index[module]:
+            part = []
+            while True:
+                member = stack.pop()
+                part.append(member)
+                if member == module:
+                    break
+            if len(part) > 1:
+                found.append(sorted(part))
+
+    for module in sorted(graph):
+        if module not in index:
+            visit(module)
+    return found
+
+
+def test_no_module_imports_one_that_imports_it_back() -> None:
+    """Layers keep imports flowing down between packages; inside a package and in trainer/ (whose modules import
+    each other as plain modules, as the pods run them) nothing goes round either: every import, a function's own
+    included, counts."""
+    import grimp
+
+    graph = grimp.build_graph("provision")
+    provision = {module: set(graph.find_modules_directly_imported_by(module)) for module in graph.modules}
+    trainer_dir = REPO_ROOT / "trainer"
+    names = {path.stem for path in trainer_dir.glob("*.py")}
+    trainer = {path.stem: {m.split(".")[0] for m in _imported_modules(path)} & names
+               for path in trainer_dir.glob("*.py")}
+    assert _cycles(provision) == []
+    assert _cycles(trainer) == []
+    assert _cycles({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}) == [["a", "b", "c"]]  # it can find one

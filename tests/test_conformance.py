@@ -21,16 +21,16 @@ import pytest
 from provision.inputs.addons import ADDONS
 from provision.inputs.settings import Settings
 from provision.render.addons import volcano_queue
-from provision.smoke.manifests import GROUP_NAME_ANNOTATION, QUEUE_NAME_ANNOTATION, SmokeSpec, render
-from tests.support.smoke_specs import SPECS
+from provision.smoke.manifests import GROUP_NAME_ANNOTATION, QUEUE_NAME_ANNOTATION, render
+from tests.support.smoke_specs import SPECS, spec
 from tests.support.strict_models import pydantic_problems, swagger_unknown_fields
 
 trainer_models = pytest.importorskip("kubeflow_trainer_api.models")
 training_models = pytest.importorskip("kubeflow.training.models")
 
 WORKLOAD_SPECS = dict(SPECS) | {
-    "volcano-one-gpu-hostpath": SmokeSpec(namespace="cb-smoke-b1", image=SPECS["one-gpu"].image, gpus=1,
-                                          scheduler="volcano", queue="research", dataset="cifar10", cache="hostpath")}
+    "volcano-one-gpu-hostpath": spec("cb-smoke-b1", gpus=1, scheduler="volcano", queue="research", dataset="cifar10",
+                                     cache="hostpath")}
 
 
 def by_kind(objects: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:
@@ -156,7 +156,7 @@ def test_the_queue_the_addon_creates_is_a_volcano_queue_the_smoke_test_names() -
     queue = volcano_queue(settings)
     assert volcano_problems(queue) == []
     # The smoke test's default queue is the one the add-on creates.
-    assert queue["metadata"]["name"] == settings.addons.volcano_queue == SmokeSpec(namespace="n", image="i").queue
+    assert queue["metadata"]["name"] == settings.addons.volcano_queue == spec("n").queue
 
 
 def test_the_volcano_field_table_catches_a_misspelt_or_mistyped_field() -> None:

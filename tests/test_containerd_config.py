@@ -53,6 +53,20 @@ def test_a_runtime_without_the_systemd_cgroup_driver_is_named() -> None:
         f"{RUNTIME_V3}.runtimes.runc.options.SystemdCgroup = False, expected true"]
 
 
+@pytest.mark.parametrize("dump", [V2, V3], ids=["containerd-1.6", "containerd-2.1"])
+def test_a_runtime_with_no_systemd_cgroup_key_is_named_as_cgroupfs_is(dump: str) -> None:
+    """containerd's default without the key is the cgroupfs driver, which the kubelet's systemd driver fights: a
+    missing key is a departure, not a pass."""
+    runtime = RUNTIME_V3 if dump is V3 else "plugins.'io.containerd.grpc.v1.cri'.containerd"
+    sandbox = "registry.k8s.io/pause:3.10.2" if dump is V3 else "registry.k8s.io/pause:3.10.1"
+    unset = "\n".join(line for line in dump.splitlines() if "SystemdCgroup" not in line)
+    assert problems(unset, sandbox) == [f"{runtime}.runtimes.runc.options.SystemdCgroup = None, expected true"]
+    nvidia_unset = with_nvidia(V3, default=True).removesuffix("    SystemdCgroup = true\n")
+    assert nvidia_unset.count("SystemdCgroup") == V3.count("SystemdCgroup")
+    assert problems(nvidia_unset, "registry.k8s.io/pause:3.10.2", True, True) == [
+        f"{RUNTIME_V3}.runtimes.nvidia.options.SystemdCgroup = None, expected true"]
+
+
 def test_gpu_nodes_need_the_nvidia_runtime_and_as_the_default_when_asked() -> None:
     sandbox = "registry.k8s.io/pause:3.10.2"
     assert problems(V3, sandbox, True, True) == [f"{RUNTIME_V3}.default_runtime_name = 'runc', expected 'nvidia'",

@@ -200,7 +200,9 @@ def test_a_node_lost_mid_run_is_named_unreachable_while_the_others_finish_and_a_
         n3_tasks = [r.task for r in progress.results if r.host == "n3"]
         found = [i for i, task in enumerate(n3_tasks) if task.startswith("Find the packages still missing: every package")]
         if not lost_at and found and "Wait for the package manager's locks" in n3_tasks[found[0]:]:
-            time.sleep(1)
+            # Lost while apt itself runs there, not between tasks: once an apt or dpkg process is up on n3.
+            n3.ssh("for _ in $(seq 100); do pgrep -x 'apt-get|dpkg|http' >/dev/null && exit 0; sleep 0.1; done",
+                   check=False, timeout=30)
             lose(n3)
             lost_at.append(time.monotonic())
 

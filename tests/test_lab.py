@@ -84,9 +84,16 @@ def test_node_added_later_stays_out_of_the_inventory_until_asked_and_survives_re
     assert added.ssh("hostname", user="tester").stdout.strip() == "n2"
     lab.write_inventory(["n1", "n2"])
     assert [n.name for n in load_inventory(lab.inventory_path).workers] == ["n2"]
+    # /run is emptied by a boot: the marker tells the node that answers after the reboot from the one before it.
+    added.ssh("touch /run/cb-before-reboot")
     added.ssh("systemctl reboot", check=False, timeout=30)
-    time.sleep(2)
-    added._wait_for_sshd(90)
+    deadline = time.monotonic() + 90
+    while True:
+        added._wait_for_sshd(max(1.0, deadline - time.monotonic()))
+        if added.ssh("test -e /run/cb-before-reboot", check=False, timeout=30).returncode == 1:
+            break
+        assert time.monotonic() < deadline, "the node never came back from its reboot"
+        time.sleep(0.2)
     assert added.ssh("cat /proc/1/comm").stdout.strip() == "systemd"
     lab.down()
 

@@ -27,6 +27,10 @@ KUBERNETES_VERSIONS = [f"{release.name}.0" for release in versions.KUBERNETES_RE
 SETTINGS = {
     "defaults": {},
     "runtimeclass": {"gpu": {"runtime": "runtimeclass"}},
+    "time-slicing": {"gpu": {"sharing": "time-slicing", "replicas": 4}},
+    "mps": {"gpu": {"sharing": "mps", "replicas": 2, "runtime": "runtimeclass"}},
+    "mig-mixed": {"gpu": {"mig": {"strategy": "mixed", "profile": "1g.10gb"}, "sharing": "time-slicing",
+                          "replicas": 2}},
     "offline": {"offline": {"source": "/srv/offline", "image_repository": "registry.local:5000"},
                 "kubernetes": {"pod_cidr": "172.20.0.0/16"}},
 }
@@ -69,14 +73,14 @@ def test_manifests_validate_strictly(version: str, variant: str) -> None:
 
 
 def test_strict_validation_would_catch_a_misspelt_field() -> None:
-    daemonset = next(yaml.safe_load_all(device_plugin_manifest(Settings())))
+    daemonset = list(yaml.safe_load_all(device_plugin_manifest(Settings())))[1]
     daemonset["spec"]["template"]["spec"]["nodeSelectr"] = {}
     with pytest.raises(kubernetes_validate.ValidationError):
         kubernetes_validate.validate(daemonset, KUBERNETES_VERSIONS[0], strict=True)
 
 
 def _pod_spec(settings: Settings) -> dict[str, Any]:
-    return next(yaml.safe_load_all(device_plugin_manifest(settings)))["spec"]["template"]["spec"]
+    return list(yaml.safe_load_all(device_plugin_manifest(settings)))[1]["spec"]["template"]["spec"]
 
 
 def test_device_plugin_image_version_and_runtime_follow_the_settings() -> None:

@@ -12,6 +12,7 @@ import json
 import shlex
 import subprocess
 import sys
+from dataclasses import replace
 from typing import Any
 
 import kubernetes_validate
@@ -19,7 +20,7 @@ import pytest
 
 from provision.inputs import versions
 from provision.resources import TRAINER_DIR
-from provision.smoke.manifests import RUN_LABEL, TRAINER_FILES, render, to_yaml, trainer_args
+from provision.smoke.manifests import RUN_LABEL, render, to_yaml, trainer_args
 from tests.support.smoke_specs import SPECS
 
 KUBE_VERSIONS = tuple(f"{release.name}.0" for release in versions.KUBERNETES_RELEASES)
@@ -95,8 +96,9 @@ def test_several_gpus_in_one_pod_run_under_torchrun() -> None:
 def test_the_trainer_source_ships_in_the_configmap_byte_for_byte() -> None:
     objects = by_kind(render(SPECS["one-gpu"]))
     data = objects["ConfigMap"]["data"]
-    assert set(data) == set(TRAINER_FILES) == {"train.py", "cifar_data.py", "infer.py", "bandwidth.py"}
-    for name in TRAINER_FILES:
+    modules = {path.name for path in TRAINER_DIR.glob("*.py")}
+    assert set(data) == modules and {"train.py", "cifar_data.py", "infer.py", "bandwidth.py"} <= modules
+    for name in modules:
         assert data[name] == (TRAINER_DIR / name).read_text()
     pod = objects["Job"]["spec"]["template"]["spec"]
     assert {"name": "trainer", "configMap": {"name": objects["ConfigMap"]["metadata"]["name"]}} in pod["volumes"]
@@ -198,7 +200,6 @@ def test_printed_manifests_read_back_as_the_same_objects(variant: str) -> None:
 
 
 def test_gpu_pods_opt_into_the_nvidia_runtime_class_only_when_one_is_named() -> None:
-    from dataclasses import replace
 
     named = replace(SPECS["three-nodes"], runtime_class="nvidia")
     pod = by_kind(render(named))["Job"]["spec"]["template"]["spec"]
@@ -230,7 +231,6 @@ def test_the_seeds_network_knobs_reach_every_training_container() -> None:
 
 
 def test_a_vendor_gpu_resource_is_requested_and_tolerated_by_its_own_name() -> None:
-    from dataclasses import replace
 
     pod = by_kind(render(replace(SPECS["one-gpu"], gpu_resource="amd.com/gpu")))["Job"]["spec"]["template"]["spec"]
     assert pod["containers"][0]["resources"]["limits"]["amd.com/gpu"] == "1"
@@ -263,7 +263,6 @@ def test_the_trainjob_runs_its_own_runtime_with_the_torch_policy_and_a_deadline_
 
 
 def test_without_a_cache_every_pod_downloads_from_the_configured_source_itself() -> None:
-    from dataclasses import replace
 
     spec = replace(SPECS["cpu-two-nodes"], cifar10_url="https://dataset.bj.bcebos.com/cifar/cifar-10-python.tar.gz")
     pod = by_kind(render(spec))["Job"]["spec"]["template"]["spec"]
@@ -274,7 +273,6 @@ def test_without_a_cache_every_pod_downloads_from_the_configured_source_itself()
 
 
 def test_an_offline_archive_on_the_nodes_is_mounted_into_the_fetch() -> None:
-    from dataclasses import replace
 
     spec = replace(SPECS["volcano-two-nodes-pvc"], cifar10_url="file:///srv/cb/cifar10/cifar-10-python.tar.gz")
     pod = by_kind(render(spec))["Job"]["spec"]["template"]["spec"]

@@ -14,6 +14,7 @@ from typer.testing import CliRunner
 from provision import phases as phases_module
 from provision.cli.app import app
 from provision.errors import BootstrapError, InputError
+from provision.inputs.addons import ADDON_ORDER
 from provision.inputs.inventory import load_inventory
 from provision.inputs.settings import Settings
 from provision.inputs.state import ClusterState
@@ -94,7 +95,7 @@ def test_a_phase_with_nothing_to_do_is_skipped(cluster, monkeypatch: pytest.Monk
 
 def test_from_and_only_select_phases() -> None:
     assert [p.name for p in select_phases(UP_PHASES, from_phase="gpu")] == [
-        "gpu", "volcano", "training_operator", "trainer", "verify", "smoke"]
+        "gpu", *ADDON_ORDER, "verify", "smoke"]
     assert [p.name for p in select_phases(UP_PHASES, only="network")] == ["network"]
     assert [p.name for p in select_phases(UP_PHASES)] == list(UP_PHASES)
     with pytest.raises(InputError, match="unknown phase 'netwrk': phases are preflight, prepare, control_plane"):
@@ -105,12 +106,12 @@ def test_from_and_only_select_phases() -> None:
 
 def test_up_is_the_issue_order_and_node_add_reuses_its_phases() -> None:
     assert UP_PHASES == ("preflight", "prepare", "control_plane", "network", "join", "certs_timer", "gpu",
-                         "volcano", "training_operator", "trainer", "verify", "smoke")
+                         "volcano", "training_operator", "trainer", "cert_manager", "kserve", "pipelines",
+                         "node_feature_discovery", "gpu_feature_discovery", "dcgm_exporter", "verify", "smoke")
     assert set(NODE_ADD_PHASES) <= set(UP_PHASES)
     assert all(name in PHASES for name in UP_PHASES)
     playbooks = {p.name: p.playbook for p in PHASES.values() if p.playbook}
-    addons = {name: "addon.yml" for addon in ("volcano", "training_operator", "trainer")
-              for name in (addon, f"remove_{addon}")}
+    addons = {name: "addon.yml" for addon in ADDON_ORDER for name in (addon, f"remove_{addon}")}
     assert playbooks == {"prepare": "prepare.yml", "control_plane": "control_plane.yml", "network": "network.yml",
                          "join": "join.yml", "gpu": "gpu_plugin.yml", "etcd": "etcd_remove.yml",
                          "reset": "reset.yml", "etcd_probe": "etcd_probe.yml",
@@ -340,6 +341,39 @@ def test_up_resumes_only_with_the_same_inputs_and_from_and_only_still_choose(
         recorder.ran.clear()
         CliRunner().invoke(app, ["up", "--inventory", str(cluster.inventory_path), "--config", str(config), *options])
         assert recorder.ran == ran, options
+
+
+# What each node brings to the phases: one change to w1's inventory line, and the phases that completed with the
+# old line are no longer trusted.
+W1 = "w1 ansible_host=10.20.0.11"
+NODE_CHANGES = {
+    "gpu": f"{W1} gpu=true",                               # prepare installs the driver on GPU nodes only
+    "node_ip": f"{W1} node_ip=10.30.0.11",                 # the address kubelet and /etc/hosts give the node
+    "ip (kubespray's)": f"{W1} ip=10.30.0.11",
+    "node name": f"{W1} k8s_nodename=worker-1",           # the hostname and the Kubernetes node name
+    "inventory host name": "worker-a ansible_host=10.20.0.11 k8s_nodename=w1",
+    "address": "w1 ansible_host=10.20.0.12",
+    "user": f"{W1} ansible_user=ops",
+    "port": f"{W1} ansible_port=2222",
+    "interpreter": f"{W1} ansible_python_interpreter=/usr/bin/python3.12",
+}
+
+
+@pytest.mark.parametrize("changed", list(NODE_CHANGES.values()), ids=list(NODE_CHANGES))
+def test_a_node_changed_in_the_inventory_after_a_failed_up_runs_every_phase_again(
+        cluster, monkeypatch: pytest.MonkeyPatch, changed: str) -> None:
+    recorder = Recorder()
+    recorder.install(monkeypatch, *[recorder.phase(n, fail=(n == "join")) for n in UP_PHASES])
+    CliRunner().invoke(app, ["up", "--inventory", str(cluster.inventory_path)])
+    recorder.install(monkeypatch, *[recorder.phase(n) for n in UP_PHASES])
+
+    inventory = cluster.inventory_path.read_text()
+    assert W1 in inventory
+    cluster.inventory_path.write_text(inventory.replace(W1, changed))
+    recorder.ran.clear()
+    outcome = CliRunner().invoke(app, ["up", "--inventory", str(cluster.inventory_path)])
+    assert outcome.exit_code == 0, outcome.output
+    assert recorder.ran == list(UP_PHASES) and "resuming" not in outcome.output
 
 
 def test_a_run_killed_in_a_phase_leaves_it_running_and_up_resumes_there(cluster, monkeypatch) -> None:

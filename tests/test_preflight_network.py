@@ -7,7 +7,7 @@ import subprocess
 from provision.inputs.inventory import Node
 from provision.nodes.nic import PROBE_SECTION, Links, Nic, RdmaPort, check_links, parse_links, slowest
 from provision.nodes.preflight.checks import evaluate
-from provision.nodes.preflight.probe import PROBE_SCRIPT, _sections, parse_facts
+from provision.nodes.preflight.probe import PROBE_SCRIPT, parse_facts, read_sections
 
 # The controller's ansible-core, where a check depends on it (none of the network checks does).
 CORE = "2.21.5"
@@ -87,7 +87,7 @@ def test_the_probe_section_is_part_of_the_script_and_runs_here() -> None:
     assert PROBE_SECTION in PROBE_SCRIPT and PROBE_SCRIPT.rstrip().endswith("section end")
     script = "section() { echo \"@@$1\"; }\n" + PROBE_SECTION + "section end\n"
     output = subprocess.run(["/bin/sh", "-c", script], capture_output=True, text=True, check=True, timeout=30).stdout
-    links = parse_links(_sections(output))
+    links = parse_links(read_sections(output))
     # Whatever this machine has: every NIC line parsed, no RDMA invented.
     assert all(nic.name and (nic.speed_mbps is None or nic.speed_mbps > 0) for nic in links.nics)
-    assert len(links.nics) == len(_sections(output).get("nics", []))
+    assert len(links.nics) == len(read_sections(output).get("nics", []))

@@ -32,6 +32,7 @@ from provision.smoke.manifests import DATA_DIR, SmokeSpec, collector_pod, fetch_
 from tests.support.apiserver import FakeApiServer, RecordedRequest, Response
 from tests.support.kube_objects import pod
 from tests.support.smoke_run import EPOCH_LOG, IMAGE, JOB, METRICS, NS, Cluster, job, succeeded
+from tests.support.smoke_run import spec as smoke_spec
 
 sys.path.insert(0, str(TRAINER_DIR))
 import cifar_data  # the trainer's own module, as the pods import it
@@ -81,7 +82,7 @@ def fetch(spec: SmokeSpec, cache: Path) -> subprocess.Popen[str]:
 
 def test_two_pods_of_a_node_fetch_the_archive_once_and_the_next_run_not_at_all(archive_server, tmp_path: Path) -> None:
     url, md5, requested = archive_server
-    spec = SmokeSpec(namespace=NS, image=IMAGE, dataset="cifar10", cache="hostpath", cifar10_url=f"{url}/cifar.tgz",
+    spec = smoke_spec(dataset="cifar10", cache="hostpath", cifar10_url=f"{url}/cifar.tgz",
                      cifar10_md5=md5, data_timeout_s=60)
     pods = [fetch(spec, tmp_path / "cache") for _ in range(2)]
     outputs = [p.communicate(timeout=120) for p in pods]
@@ -96,7 +97,7 @@ def test_two_pods_of_a_node_fetch_the_archive_once_and_the_next_run_not_at_all(a
 
 def test_a_fetch_that_stalls_is_stopped_at_its_own_deadline(archive_server, tmp_path: Path) -> None:
     url, md5, _ = archive_server
-    spec = SmokeSpec(namespace=NS, image=IMAGE, dataset="cifar10", cache="hostpath", cifar10_url=f"{url}/stall",
+    spec = smoke_spec(dataset="cifar10", cache="hostpath", cifar10_url=f"{url}/stall",
                      cifar10_md5=md5, data_timeout_s=2)
     started = time.monotonic()
     stalled = fetch(spec, tmp_path / "cache")
@@ -106,7 +107,7 @@ def test_a_fetch_that_stalls_is_stopped_at_its_own_deadline(archive_server, tmp_
 
 def test_a_wrong_md5_fails_the_fetch_with_the_trainers_own_words(archive_server, tmp_path: Path) -> None:
     url, _, _ = archive_server
-    spec = SmokeSpec(namespace=NS, image=IMAGE, dataset="cifar10", cache="hostpath", cifar10_url=f"{url}/x",
+    spec = smoke_spec(dataset="cifar10", cache="hostpath", cifar10_url=f"{url}/x",
                      cifar10_md5="0" * 32, data_timeout_s=60)
     process = fetch(spec, tmp_path / "cache")
     _, err = process.communicate(timeout=60)
@@ -114,7 +115,7 @@ def test_a_wrong_md5_fails_the_fetch_with_the_trainers_own_words(archive_server,
 
 
 def test_the_collector_serves_a_runs_files_and_removes_them_when_stopped(tmp_path: Path) -> None:
-    spec = SmokeSpec(namespace=NS, image=IMAGE, cache="hostpath", keep_results=True)
+    spec = smoke_spec(cache="hostpath", keep_results=True)
     container = collector_pod(spec, "gpu-1")["spec"]["containers"][0]
     results = tmp_path / "runs" / JOB
     results.mkdir(parents=True)
@@ -176,7 +177,7 @@ def test_save_copies_the_model_and_metrics_back_and_the_code_to_use_them(tmp_pat
     assert (saved / "model.pt").read_bytes() == b"\x80weights"
     assert json.loads((saved / "metrics.json").read_text()) == METRICS  # every field the trainer wrote
     assert json.loads((saved / "verdict.json").read_text())["passed"] is True
-    assert {p.name for p in (saved / "trainer").iterdir()} == {"train.py", "cifar_data.py", "infer.py", "bandwidth.py"}
+    assert {p.name for p in (saved / "trainer").iterdir()} == {p.name for p in TRAINER_DIR.glob("*.py")}
     assert set(verdict.saved) >= {"model.pt", "metrics.json", "verdict.json", "trainer/infer.py"}
     # The collector ran where rank 0 wrote, and was read through the API server's pod proxy.
     assert created[0]["spec"]["nodeName"] == "gpu-1"

@@ -79,7 +79,7 @@ def test_print_manifests_shows_the_pytorchjob_variant_without_a_cluster(tmp_path
 def test_the_live_view_shows_each_pod_and_the_epoch_reached() -> None:
     from rich.console import Console
 
-    from provision.cli.commands.smoke_test import progress_view
+    from provision.cli.views import smoke_view
     from provision.smoke.driver import PodView, SmokeProgress
 
     progress = SmokeProgress(namespace="cb-smoke-1a2b3c", job="cifar10-smoke", mode="gpu", gpus=2, nodes=2,
@@ -87,7 +87,7 @@ def test_the_live_view_shows_each_pod_and_the_epoch_reached() -> None:
                              pods=[PodView("cifar10-smoke-0-abc", "0", "gpu-1", "Running"),
                                    PodView("cifar10-smoke-1-def", "1", "", "Pending (ImagePullBackOff)")])
     console = Console(record=True, width=120)
-    console.print(progress_view(progress))
+    console.print(smoke_view(progress))
     screen = console.export_text()
     assert "training" in screen and "cb-smoke-1a2b3c" in screen and "2 node(s) x 2 GPU" in screen
     assert "cifar10-smoke-0-abc" in screen and "gpu-1" in screen and "Pending (ImagePullBackOff)" in screen

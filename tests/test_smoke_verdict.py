@@ -9,6 +9,8 @@ from __future__ import annotations
 
 from dataclasses import replace
 
+import pytest
+
 from provision.inputs.settings import Settings, parse_settings
 from provision.smoke.driver import Timings, build_spec, smoke_policy
 from provision.smoke.observation import Observation, Waiting
@@ -23,7 +25,7 @@ def recorded(name: str) -> Observation:
 def policy(settings: Settings | None = None) -> Policy:
     """What a default `bootstrap smoke-test` on a GPU cluster holds its run to."""
     settings = settings or Settings()
-    return smoke_policy(settings, build_spec(settings, "gpu", namespace=NS), Timings())
+    return smoke_policy(build_spec(settings, "gpu", namespace=NS), Timings())
 
 
 def later(observation: Observation, seconds: float) -> Observation:
@@ -227,11 +229,10 @@ def test_an_nccl_failure_is_named_and_the_bandwidth_measured_before_it_kept() ->
 
 
 def test_a_fetch_stopped_by_its_own_deadline_is_a_data_fetch_failure() -> None:
-    from provision.smoke.driver import Choices
-
     settings = parse_settings({"smoke_test": {"dataset": "cifar10", "data_timeout_s": 120}})
-    spec = build_spec(settings, "gpu", namespace=NS, choices=Choices(cache="hostpath"))
-    verdict = failure(recorded("data-fetch-timeout"), smoke_policy(settings, spec, Timings()))
+    spec = build_spec(settings, "gpu", namespace=NS)
+    assert spec.cache == "hostpath"  # auto, on a cluster without a default StorageClass
+    verdict = failure(recorded("data-fetch-timeout"), smoke_policy(spec, Timings()))
     assert verdict.cause is FailureKind.DATA_FETCH
     assert "did not finish within its 120s (smoke_test.data_timeout_s)" in verdict.detail
 
@@ -289,6 +290,18 @@ def test_a_healthy_gpu_passes_and_the_summary_sets_its_speed_beside_the_floor() 
     assert verdict.summary.endswith("; 120,000 images/s per GPU after warm-up (floor for H100: 75,000)")
 
 
+@pytest.mark.parametrize(("gpus", "per_gpu", "passes"), [
+    (1, 75_000.0, True), (1, 74_999.0, False), (8, 75_000.0, True), (8, 74_999.0, False), (8, 70_000.0, False)])
+def test_the_floor_holds_each_gpu_of_a_run_not_the_runs_total(gpus: int, per_gpu: float, passes: bool) -> None:
+    """Eight GPUs at 70,000 images/s each make 560,000 for the run: far over H100's floor of 75,000 as a total,
+    and each GPU under it."""
+    run = with_metrics(recorded("passed"), steady_images_per_s=per_gpu * gpus, gpu_count=gpus, world_size=gpus,
+                       nodes=max(1, gpus // 4))
+    verdict = judge(run, policy())
+    assert verdict is not None and verdict.passed is passes, verdict.summary
+    assert f"{per_gpu:,.0f} images/s per GPU after warm-up" in verdict.summary
+
+
 def test_a_model_the_table_does_not_list_reports_without_a_floor_and_cpu_runs_are_never_judged_on_speed() -> None:
     unknown = with_metrics(recorded("passed"), device="NVIDIA RTX PRO 6000 Blackwell", steady_images_per_s=10.0)
     verdict = judge(unknown, policy())
@@ -314,7 +327,7 @@ def test_the_floor_table_is_a_setting_and_a_shorter_model_name_does_not_match_a_
 def test_the_real_data_set_is_held_to_its_own_pass_mark() -> None:
     """On CIFAR-10 the recipe reaches about 94%: a run at 93.0% passes the synthetic mark but not the real one."""
     settings = parse_settings({"smoke_test": {"dataset": "cifar10"}})
-    real = smoke_policy(settings, build_spec(settings, "gpu", namespace=NS), Timings())
+    real = smoke_policy(build_spec(settings, "gpu", namespace=NS), Timings())
     assert real.min_accuracy == 0.935 and policy().min_accuracy == 0.90
     verdict = failure(with_metrics(recorded("passed"), test_accuracy=0.93, dataset="cifar10"), real)
     assert verdict.cause is FailureKind.LOW_ACCURACY

@@ -9,6 +9,8 @@ import json
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 from provision.inputs.settings import Settings, parse_settings
 from provision.smoke.driver import CACHE_NAMESPACE, Timings, run_smoke_test
 from provision.smoke.manifests import RUN_LABEL
@@ -283,30 +285,45 @@ def test_a_slow_link_and_a_bandwidth_far_below_it_are_warned_about(tmp_path: Pat
     assert len(fast.warnings) == 1 and "far below the link's 100 Gb/s" in fast.warnings[0]
 
 
-def test_a_pvc_cache_keeps_its_namespace_and_only_the_runs_objects_go(tmp_path: Path) -> None:
+@pytest.mark.parametrize("kind", ["Job", "TrainJob"])
+def test_a_pvc_cache_keeps_its_namespace_and_only_the_runs_objects_go(tmp_path: Path, kind: str) -> None:
+    """Runs share the cache's namespace, and the claim in it, with the runs before them: an earlier run's
+    workload failed there and its pod is still there. This run judges its own workload and pods, and deletes
+    only its own objects."""
     settings = parse_settings({"smoke_test": {"dataset": "cifar10"}})
-    done = rank_pod(0, "Succeeded", kind="Job", terminated={"exitCode": 0, "reason": "Completed",
-                                                         "message": json.dumps(METRICS)})
-    cluster = Cluster(default_storage_class="nfs", steps=[(job(("Complete", "", "")), [done], EPOCH_LOG)])
+    done = rank_pod(0, "Succeeded", kind=kind, terminated={"exitCode": 0, "reason": "Completed",
+                                                        "message": json.dumps(METRICS)})
+    earlier = "cifar10-smoke-0ld0ld"
+    earlier_pod = rank_pod(0, "Failed", kind=kind, terminated={"exitCode": 137, "reason": "OOMKilled"})
+    earlier_pod["metadata"] |= {"name": f"{earlier}-0-abcde", "namespace": CACHE_NAMESPACE,
+                                "labels": earlier_pod["metadata"]["labels"] | {RUN_LABEL: earlier, "job-name": earlier}}
+    failure = ("Failed", "BackoffLimitExceeded", "Job has reached the specified backoff limit")
+    earlier_run = job(failure) if kind == "Job" else workload(kind, failure, name=earlier)
+    earlier_run["metadata"] = {"name": earlier, "namespace": CACHE_NAMESPACE}
+    complete = job(("Complete", "", "")) if kind == "Job" else workload(kind, ("Complete", "", ""))
+    cluster = Cluster(default_storage_class="nfs", kind=kind, crds=TRAINER_CRDS if kind == "TrainJob" else (),
+                      steps=[(complete, [done], EPOCH_LOG)],
+                      existing={("", "Namespace", CACHE_NAMESPACE): {},
+                                (CACHE_NAMESPACE, "PersistentVolumeClaim", "cifar10-smoke-cache"): {},
+                                (CACHE_NAMESPACE, kind, earlier): earlier_run},
+                      others=[earlier_pod])
     with FakeApiServer() as api:
         cluster.serve(api)
-        # The namespace and the claim exist from an earlier run.
-        api.add("POST", "/api/v1/namespaces", status(409, "AlreadyExists", 'namespaces "cb-smoke-cache" already exists'))
-        api.add("POST", "/api/v1/namespaces/{ns}/persistentvolumeclaims",
-                status(409, "AlreadyExists", 'persistentvolumeclaims "cifar10-smoke-cache" already exists'))
-        api.add("GET", "/apis/batch/v1/namespaces/{ns}/jobs/{name}/status",
-                lambda r: job(("Complete", "", "")) | {"metadata": {"name": r.params["name"], "namespace": CACHE_NAMESPACE}})
         api.add("DELETE", "/apis/batch/v1/namespaces/{ns}/jobs/{name}", status(200, "", "deleted"))
         api.add("DELETE", "/api/v1/namespaces/{ns}/configmaps/{name}", status(200, "", "deleted"))
         verdict = run_smoke_test(api.write_kubeconfig(tmp_path / "kubeconfig"), settings, timings=FAST,
                                  sleep=lambda _: None)
         deletes = [r.path for r in api.requests_to("DELETE")]
         claim = next(r.json for r in api.requests_to("POST", "/api/v1/namespaces/cb-smoke-cache/persistentvolumeclaims"))
-    assert verdict.passed and verdict.namespace == CACHE_NAMESPACE, verdict.summary
-    run_name = next(p for p in deletes if "/jobs/" in p).rsplit("/", 1)[1]
-    assert run_name.startswith("cifar10-smoke-") and run_name != "cifar10-smoke"
-    assert deletes == [f"/apis/batch/v1/namespaces/cb-smoke-cache/jobs/{run_name}",
-                       f"/api/v1/namespaces/cb-smoke-cache/configmaps/{run_name}-trainer"]
+        logs_read = {r.params["pod"] for r in api.requests_to("GET") if r.path.endswith("/log")}
+    assert verdict.passed and verdict.namespace == CACHE_NAMESPACE and verdict.workload == kind, verdict.summary
+    run_name = cluster.run_name
+    assert run_name is not None and run_name.startswith("cifar10-smoke-") and run_name not in ("cifar10-smoke", earlier)
+    assert logs_read == {done["metadata"]["name"]}
+    assert deletes and all(path.rsplit("/", 1)[1].startswith(run_name) for path in deletes), deletes
+    if kind == "Job":
+        assert deletes == [f"/apis/batch/v1/namespaces/cb-smoke-cache/jobs/{run_name}",
+                           f"/api/v1/namespaces/cb-smoke-cache/configmaps/{run_name}-trainer"]
     assert claim["spec"]["accessModes"] == ["ReadWriteOnce"]
 
 

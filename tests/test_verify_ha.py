@@ -141,7 +141,7 @@ def test_a_formed_clusters_endpoint_cannot_be_moved_by_the_settings(tmp_path: Pa
     problem = endpoint_change_problem(formed_with_proxy, cluster, parse_settings({"control_plane": {"vip": "10.0.0.9"}}))
     assert problem == ("the cluster was formed with the control-plane endpoint 10.0.0.1:6443, the settings now give "
                        "10.0.0.9:6443 (control_plane.endpoint auto): kubeadm cannot move a formed cluster's endpoint; "
-                       "set control_plane back as it was, or `bootstrap down` and `up` again")
+                       "set control_plane back as it was, or `bootstrap down`, then `bootstrap up`")
     # A single control plane formed without an endpoint setting grows to three behind local proxies: no change.
     assert endpoint_change_problem("controlPlaneEndpoint: 10.0.0.1:6443\n", cluster,
                                    parse_settings({"control_plane": {"endpoint": "proxy"}})) is None

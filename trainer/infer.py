@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import pickle
 import struct
 import sys
 import time
@@ -38,39 +37,14 @@ class InferenceResult:
     predictions: list[str]  # class names of the first few images, for a human to eyeball
 
 
-class ModelFileError(Exception):
-    """The file is not a model saved by train.py."""
-
-
-def load_model(path: Path, device: torch.device) -> tuple[torch.nn.Sequential, dict]:
-    try:
-        saved = torch.load(path, map_location="cpu", weights_only=True)
-    except (OSError, RuntimeError, EOFError, pickle.UnpicklingError) as exc:
-        raise ModelFileError(f"{path}: cannot be read as a saved model ({exc})") from None
-    if not isinstance(saved, dict) or "state_dict" not in saved or "meta" not in saved:
-        raise ModelFileError(f"{path}: not a model saved by train.py (expected 'state_dict' and 'meta')")
-    meta = saved["meta"]
-    net = train.build_network(tuple(meta["widths"]), num_classes=len(meta["classes"]))
-    net.load_state_dict(saved["state_dict"])
-    return net.to(device).eval(), meta
-
-
-def classify(net: torch.nn.Sequential, meta: dict, images_u8: torch.Tensor, device: torch.device) -> torch.Tensor:
-    """Predicted class indices for uint8 images (N x 3 x 32 x 32), normalised as in training."""
-    mean = torch.tensor(meta["mean"], device=device).view(1, 3, 1, 1)
-    std = torch.tensor(meta["std"], device=device).view(1, 3, 1, 1)
-    images = (images_u8.to(device).float() - mean) / std
-    return train.predict(net, images, device)
-
-
 def evaluate(path: Path, split: cifar_data.Split, *, device: torch.device | None = None,
              limit: int | None = None) -> InferenceResult:
     device = device or torch.device("cpu")
-    net, meta = load_model(path, device)
+    net, meta = train.load_model(path, device)
     images = torch.from_numpy(split.images[:limit])
     labels = torch.from_numpy(split.labels[:limit]).to(device)
     started = time.perf_counter()
-    predicted = classify(net, meta, images, device)
+    predicted = train.classify(net, meta, images, device)
     seconds = time.perf_counter() - started
     accuracy = (predicted == labels).float().mean().item() if len(labels) else 0.0
     names = [meta["classes"][i] for i in predicted[:8].tolist()]
@@ -167,18 +141,24 @@ def read_image(path: Path) -> np.ndarray:
 
 
 @torch.no_grad()
-def classify_image(model: Path, image: Path, device: torch.device | None = None) -> dict:
-    """The picture's class, the model's score for it (softmax) and the next two classes."""
-    device = device or torch.device("cpu")
-    net, meta = load_model(model, device)
-    pixels = torch.from_numpy(read_image(image)).unsqueeze(0).to(device).float()
+def rank_classes(net: torch.nn.Sequential, meta: dict, pixels_u8: np.ndarray, device: torch.device) -> dict:
+    """One 3 x 32 x 32 uint8 picture: its class, the model's score for it (softmax) and the next two classes
+    (also what trainer/serve.py answers over HTTP)."""
+    pixels = torch.from_numpy(np.ascontiguousarray(pixels_u8, dtype=np.uint8)).unsqueeze(0).to(device).float()
     mean = torch.tensor(meta["mean"], device=device).view(1, 3, 1, 1)
     std = torch.tensor(meta["std"], device=device).view(1, 3, 1, 1)
     scores = torch.softmax(net((pixels - mean) / std).float(), dim=1)[0]
     ranked = scores.argsort(descending=True).tolist()
     classes = meta["classes"]
-    return {"image": str(image), "class": classes[ranked[0]], "score": round(float(scores[ranked[0]]), 4),
+    return {"class": classes[ranked[0]], "score": round(float(scores[ranked[0]]), 4),
             "next": [{"class": classes[i], "score": round(float(scores[i]), 4)} for i in ranked[1:3]]}
+
+
+def classify_image(model: Path, image: Path, device: torch.device | None = None) -> dict:
+    """The picture's class, the model's score for it (softmax) and the next two classes."""
+    device = device or torch.device("cpu")
+    net, meta = train.load_model(model, device)
+    return {"image": str(image), **rank_classes(net, meta, read_image(image), device)}
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -201,7 +181,7 @@ def main(argv: list[str] | None = None) -> int:
         folder = cifar_data.locate(args.data_dir)
         result = evaluate(model, cifar_data.read_batch(folder / cifar_data.TEST_FILE),
                           device=torch.device(args.device), limit=args.limit)
-    except (cifar_data.DataError, ModelFileError, ImageFileError) as exc:
+    except (cifar_data.DataError, train.ModelFileError, ImageFileError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
     print(json.dumps(asdict(result)), flush=True)

@@ -1,8 +1,12 @@
 """CIFAR-10 to a real accuracy in seconds on one GPU: the cluster's proof that its GPUs train.
 
-Everything the run does is in this file, and every knob is named in the block below. The recipe is
-airbench94's (Keller Jordan, 2024; https://github.com/KellerJordan/cifar10-airbench, airbench94.py),
-written afresh here. Its pieces, each a named constant or function below:
+The recipe is in this file, and every knob is named in the block below. Beside it, what is not the recipe:
+cifar_data.py (the data sets), distributed.py (torchrun's ranks, and the sums across them), termination.py (the
+report Kubernetes keeps), faults.py (deliberate breaks, for the tests only), infer.py (the saved model put to
+use), bandwidth.py (the all-reduce timed before multi-node training), serve.py and deploy.py (the model served
+by KServe, for `smoke-test --serve` and `--pipeline`). The recipe is airbench94's (Keller Jordan, 2024;
+https://github.com/KellerJordan/cifar10-airbench, airbench94.py), written afresh here. Its pieces, each a
+named constant or function below:
 
   - whitening: the first layer's 2x2 filters are computed from the training images' patch covariance
     and frozen (only their bias trains, for the first WHITEN_BIAS_EPOCHS epochs);
@@ -24,17 +28,14 @@ written afresh here. Its pieces, each a named constant or function below:
     torchrun --nproc-per-node 2 train.py ...    # DDP: NCCL on GPU, gloo on CPU, each rank on its shard
 
 Progress goes to stderr, one line per epoch; the final metrics are one JSON line on stdout and, in a
-Kubernetes container, in /dev/termination-log. The model is saved with its metadata, reloaded by
-infer.py, and used to classify the held-out images once more.
+Kubernetes container, in /dev/termination-log. The model is saved with its metadata, read back the way
+infer.py reads it, and used to classify the held-out images once more.
 """
 from __future__ import annotations
 
 import argparse
-import fcntl
-import hashlib
-import inspect
 import json
-import os
+import pickle
 import socket
 import sys
 import time
@@ -44,9 +45,23 @@ from pathlib import Path
 from typing import Any
 
 import cifar_data
+import faults
 import torch
 import torch.distributed as dist
 import torch.nn.functional as F
+from distributed import (
+    Ranks,
+    all_sum,
+    average_batch_norm_statistics,
+    choose_device,
+    data_ready_marker,
+    model_digest,
+    no_buffer_sync,
+    ranks_from_env,
+    set_cpu_threads,
+    wait_for_data,
+)
+from termination import TERMINATION_LOG, TrainerError, report_failure, write_termination_log
 from torch import nn
 from torch.distributed.elastic.multiprocessing.errors import get_error_handler
 
@@ -96,9 +111,6 @@ SEED = 0
 # at their first collective, so the process group's timeout outlasts the longest data preparation.
 DATA_WAIT_TIMEOUT_S = cifar_data.DOWNLOAD_TOTAL_TIMEOUT_S + 300   # download, md5 and unpacking
 PROCESS_GROUP_TIMEOUT_S = DATA_WAIT_TIMEOUT_S + 300
-
-TERMINATION_LOG = Path("/dev/termination-log")
-TERMINATION_MESSAGE_BYTES = 4096   # Kubernetes keeps at most this much of a container's termination message
 
 
 # ---------------------------------------------------------------------------------------------------
@@ -300,139 +312,8 @@ def predict(net: nn.Module, images: torch.Tensor, device: torch.device) -> torch
 
 
 # ---------------------------------------------------------------------------------------------------
-# Distributed set-up (torchrun sets RANK, WORLD_SIZE, LOCAL_RANK, LOCAL_WORLD_SIZE)
-# ---------------------------------------------------------------------------------------------------
-@dataclass(frozen=True)
-class Ranks:
-    rank: int
-    world: int
-    local_rank: int
-    local_world: int
-
-    @property
-    def distributed(self) -> bool:
-        return self.world > 1
-
-    @property
-    def is_main(self) -> bool:
-        return self.rank == 0
-
-
-def ranks_from_env() -> Ranks:
-    env = os.environ
-    return Ranks(rank=int(env.get("RANK", 0)), world=int(env.get("WORLD_SIZE", 1)),
-                 local_rank=int(env.get("LOCAL_RANK", 0)), local_world=int(env.get("LOCAL_WORLD_SIZE", 1)))
-
-
-def choose_device(requested: str, ranks: Ranks) -> torch.device:
-    if requested == "cuda" or (requested == "auto" and torch.cuda.is_available()):
-        if not torch.cuda.is_available():
-            raise TrainerError("CUDA is not available in this container: check that the pod requested "
-                               "nvidia.com/gpu and that the node's container runtime is NVIDIA's")
-        if ranks.local_rank >= torch.cuda.device_count():
-            raise TrainerError(f"local rank {ranks.local_rank} has no GPU: {torch.cuda.device_count()} visible; "
-                               "--nproc-per-node must not exceed the GPUs per pod")
-        torch.cuda.set_device(ranks.local_rank)
-        return torch.device("cuda", ranks.local_rank)
-    return torch.device("cpu")
-
-
-def set_cpu_threads(ranks: Ranks) -> int:
-    """Share the cores among the local ranks unless OMP_NUM_THREADS says otherwise."""
-    if "OMP_NUM_THREADS" in os.environ:
-        threads = max(1, int(os.environ["OMP_NUM_THREADS"]))
-    else:
-        # The cores this process may run on (a container's cpuset), where the OS can tell.
-        cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
-        threads = max(1, cores // ranks.local_world)
-    torch.set_num_threads(threads)
-    return threads
-
-
-def all_sum(values: list[float], device: torch.device, ranks: Ranks) -> list[float]:
-    tensor = torch.tensor(values, dtype=torch.float64, device=device)
-    if ranks.distributed:
-        dist.all_reduce(tensor)
-    return tensor.tolist()
-
-
-def no_buffer_sync() -> dict[str, bool]:
-    """DDP's option for not broadcasting rank 0's buffers before every forward pass (newer torch renamed it):
-    each rank keeps its own batch-norm statistics while training, and average_batch_norm_statistics makes
-    them one before anything is evaluated."""
-    options = inspect.signature(nn.parallel.DistributedDataParallel).parameters
-    return {"forward_sync_buffers": False} if "forward_sync_buffers" in options else {"broadcast_buffers": False}
-
-
-@torch.no_grad()
-def average_batch_norm_statistics(net: nn.Module, world: int) -> None:
-    """Every rank's running statistics replaced by their mean over the ranks. Each rank's come from its
-    own shard, so without this the ranks would evaluate, and rank 0 save, different models."""
-    buffers = [buffer for module in net.modules() if isinstance(module, nn.BatchNorm2d)
-               for buffer in (module.running_mean, module.running_var)]
-    flat = torch.cat([buffer.flatten() for buffer in buffers])
-    dist.all_reduce(flat)
-    flat /= world
-    for buffer, value in zip(buffers, flat.split([b.numel() for b in buffers]), strict=True):
-        buffer.copy_(value.view_as(buffer))
-
-
-def model_digest(state_dict: dict[str, torch.Tensor]) -> str:
-    """sha256 of every weight and buffer, in name order: equal digests mean one model."""
-    digest = hashlib.sha256()
-    for name in sorted(state_dict):
-        digest.update(name.encode())
-        digest.update(state_dict[name].detach().cpu().contiguous().numpy().tobytes())
-    return digest.hexdigest()
-
-
-def data_ready_marker(data_dir: Path) -> Path:
-    """Where local rank 0 says the data are ready, named for this launch: torchrun's run id and its own
-    process (every local rank's parent), so a marker left by an earlier run is never taken for this one's."""
-    run = os.environ.get("TORCHELASTIC_RUN_ID", "none")
-    attempt = os.environ.get("TORCHELASTIC_RESTART_COUNT", "0")
-    return data_dir / f".ready-{run}-{os.getppid()}-{attempt}"
-
-
-def wait_for_data(marker: Path, timeout_s: float, poll_s: float = 0.2) -> Path:
-    deadline = time.monotonic() + timeout_s
-    while not marker.is_file():
-        if time.monotonic() > deadline:
-            raise TrainerError(f"local rank 0 did not have the data ready within {timeout_s:.0f}s "
-                               f"(no {marker}); see its error above")
-        time.sleep(poll_s)
-    return Path(marker.read_text())
-
-
-# ---------------------------------------------------------------------------------------------------
 # Training
 # ---------------------------------------------------------------------------------------------------
-class TrainerError(Exception):
-    """A failure the user can act on; its message goes to the termination log."""
-
-
-FAULTS = ("zero-grads", "frozen-convs", "error@RANK")
-
-
-@dataclass(frozen=True)
-class Fault:
-    """A deliberate break, for the tests: proof that a broken run cannot pass the smoke test."""
-
-    kind: str | None = None   # zero-grads: no parameter learns; frozen-convs: only biases and the last layer do;
-    rank: int | None = None   # error: this rank raises at its first step
-
-
-def parse_fault(text: str | None) -> Fault:
-    if not text:
-        return Fault()
-    if text in ("zero-grads", "frozen-convs"):
-        return Fault(text)
-    kind, _, rank = text.partition("@")
-    if kind == "error" and rank.isdigit():
-        return Fault("error", int(rank))
-    raise argparse.ArgumentTypeError(f"unknown fault {text!r}: one of {', '.join(FAULTS)}")
-
-
 @dataclass
 class Metrics:
     test_accuracy: float
@@ -490,14 +371,6 @@ def make_optimizer(net: nn.Sequential, batch_size: int) -> torch.optim.SGD:
         {"params": [whiten_bias], "lr": lr, "weight_decay": decay, "base_lr": lr, "name": "whiten_bias"},
     ]
     return torch.optim.SGD(groups, momentum=MOMENTUM, nesterov=True)
-
-
-def break_gradients(net: nn.Sequential, fault: Fault) -> None:
-    broken = (net.parameters() if fault.kind == "zero-grads"
-              else (m.weight for m in net.modules() if isinstance(m, nn.Conv2d)))
-    for parameter in broken:
-        if parameter.grad is not None:
-            parameter.grad.zero_()
 
 
 def log(message: str) -> None:
@@ -589,7 +462,7 @@ def train(args: argparse.Namespace) -> Metrics:
     generator.manual_seed(args.seed * 1000 + ranks.rank)
     flip_mask = torch.rand(shard, device=device, generator=generator) < 0.5
     parameters = sum(p.numel() for p in net.parameters())
-    fault: Fault = args.fault
+    fault: faults.Fault = args.fault
     lookahead: Lookahead | None = None
 
     if ranks.local_rank == 0:
@@ -609,8 +482,7 @@ def train(args: argparse.Namespace) -> Metrics:
         loss_sum = torch.zeros((), device=device)
         correct = torch.zeros((), device=device)
         for index in range(steps_per_epoch):
-            if fault.kind == "error" and fault.rank == ranks.rank:
-                raise RuntimeError(f"injected fault on rank {ranks.rank} at step {step + 1} (--fault error@{fault.rank})")
+            faults.raise_if_due(fault, ranks.rank, step + 1)
             factor = lr_factor(step, total_steps)
             for group in optimizer.param_groups:
                 frozen = group["name"] == "whiten_bias" and epoch > WHITEN_BIAS_EPOCHS
@@ -622,8 +494,7 @@ def train(args: argparse.Namespace) -> Metrics:
                 loss = F.cross_entropy(logits.float(), y, label_smoothing=LABEL_SMOOTHING)
             optimizer.zero_grad(set_to_none=True)
             scaler.scale(loss).backward()
-            if fault.kind in ("zero-grads", "frozen-convs"):
-                break_gradients(net, fault)
+            faults.break_gradients(net, fault)
             scaler.step(optimizer)
             scaler.update()
             loss_sum += loss.detach()
@@ -665,8 +536,7 @@ def train(args: argparse.Namespace) -> Metrics:
     if ranks.is_main:
         model_path = save_model(net, args.output_dir / "model.pt", data.classes, mean, std, test_accuracy, epochs,
                                 args.dataset_name)
-        import infer
-        inference_accuracy = infer.evaluate(model_path, data.test, device=device).accuracy
+        inference_accuracy = reload_accuracy(model_path, data.test, device)
     nodes = ranks.world // ranks.local_world
     steady = epoch_times[1:]
     images_per_epoch = steps_per_epoch * batch_size
@@ -728,112 +598,38 @@ def save_model(net: nn.Sequential, path: Path, classes: tuple[str, ...], mean: t
     return path
 
 
-# ---------------------------------------------------------------------------------------------------
-# Reporting: the termination message
-# ---------------------------------------------------------------------------------------------------
-def _dump(document: Any) -> str:
-    # ASCII only, so that characters and bytes count alike.
-    return json.dumps(document, separators=(",", ":"), ensure_ascii=True)
+class ModelFileError(Exception):
+    """The file is not a model saved by save_model."""
 
 
-def _strings(document: Any) -> list[tuple[Any, Any, str]]:
-    """(container, key, value) of every string in the document, at any depth."""
-    found = []
-    stack = [document]
-    while stack:
-        node = stack.pop()
-        for key, value in (node.items() if isinstance(node, dict) else enumerate(node)):
-            if isinstance(value, str):
-                found.append((node, key, value))
-            elif isinstance(value, (dict, list)):
-                stack.append(value)
-    return found
+def load_model(path: Path, device: torch.device) -> tuple[nn.Sequential, dict[str, Any]]:
+    """The network saved at `path`, built again from its metadata, and the metadata (classes, normalisation)."""
+    try:
+        saved = torch.load(path, map_location="cpu", weights_only=True)
+    except (OSError, RuntimeError, EOFError, pickle.UnpicklingError) as exc:
+        raise ModelFileError(f"{path}: cannot be read as a saved model ({exc})") from None
+    if not isinstance(saved, dict) or "state_dict" not in saved or "meta" not in saved:
+        raise ModelFileError(f"{path}: not a model saved by train.py (expected 'state_dict' and 'meta')")
+    meta = saved["meta"]
+    net = build_network(tuple(meta["widths"]), num_classes=len(meta["classes"]))
+    net.load_state_dict(saved["state_dict"])
+    return net.to(device).eval(), meta
 
 
-def _water_level(lengths: list[int], excess: int) -> int:
-    """The largest cap on the strings' lengths that removes at least `excess` characters: the longest
-    strings are cut to a common length, shorter ones are left alone."""
-    lengths = sorted(lengths, reverse=True)
-    total = 0
-    for count, length in enumerate(lengths, start=1):
-        total += length
-        cap = (total - excess) // count
-        following = lengths[count] if count < len(lengths) else 0
-        if cap >= following:
-            return max(0, cap)
-    return 0
+def classify(net: nn.Sequential, meta: dict[str, Any], images_u8: torch.Tensor, device: torch.device) -> torch.Tensor:
+    """Predicted class indices for uint8 images (N x 3 x 32 x 32), normalised as in training."""
+    mean = torch.tensor(meta["mean"], device=device).view(1, 3, 1, 1)
+    std = torch.tensor(meta["std"], device=device).view(1, 3, 1, 1)
+    images = (images_u8.to(device).float() - mean) / std
+    return predict(net, images, device)
 
 
-def _encoded_length(text: str) -> int:
-    return len(_dump(text)) - 2
-
-
-def cut_middle(value: str, budget: int) -> str:
-    """`value` with its middle replaced by a note of how much went, at most `budget` characters in JSON.
-    Both ends stay: an error's first line names it, its last lines often hold the cause."""
-    marker_room = len(f" [...{len(value)} characters cut to fit...] ")
-    room = budget - marker_room
-    if room <= 0:
-        return ""
-    head = tail = 0
-    spent = 0
-    while head < len(value) and spent + _encoded_length(value[head]) <= room // 2:
-        spent += _encoded_length(value[head])
-        head += 1
-    while tail < len(value) - head and spent + _encoded_length(value[-1 - tail]) <= room:
-        spent += _encoded_length(value[-1 - tail])
-        tail += 1
-    cut = len(value) - head - tail
-    return value[:head] + f" [...{cut} characters cut to fit...] " + value[len(value) - tail:] if cut else value
-
-
-def fit_json(payload: dict[str, Any], limit: int = TERMINATION_MESSAGE_BYTES) -> str:
-    """The payload as compact JSON of at most `limit` bytes. The longest string fields lose their middle
-    until it fits, so the message is always one whole JSON document."""
-    document = json.loads(_dump(payload))
-    text = _dump(document)
-    while len(text) > limit:
-        strings = [entry for entry in _strings(document) if entry[2]]
-        if strings:
-            cap = _water_level([_encoded_length(value) for _, _, value in strings], len(text) - limit)
-            for container, key, value in strings:
-                if _encoded_length(value) > cap:
-                    container[key] = cut_middle(value, cap)
-        else:
-            # Nothing left to shorten: whole fields go, the largest first.
-            del document[max(document, key=lambda k: len(_dump(document[k])))]
-        text = _dump(document)
-    return text
-
-
-def write_termination_log(payload: dict[str, Any], path: Path, *, only_if_empty: bool = False) -> bool:
-    """Kubernetes shows this file's content as the container's termination message. Several ranks may share
-    it (one container); under the lock, `only_if_empty` keeps the first failure there: the root cause."""
-    if not path.exists():
-        return False
-    text = fit_json(payload)
-    with path.open("r+") as handle:
-        fcntl.flock(handle, fcntl.LOCK_EX)
-        if only_if_empty and handle.read().strip():
-            return False
-        handle.seek(0)
-        handle.truncate()
-        handle.write(text)
-    return True
-
-
-def report_failure(exc: BaseException, args: argparse.Namespace, ranks: Ranks, *, expected: bool) -> None:
-    """Make this rank's failure visible wherever the verdict may look: stderr, torchrun's per-rank error
-    file (TORCHELASTIC_ERROR_FILE, which its failure summary reads), and the termination log. Must be
-    called inside the except block: the error file takes the traceback being handled."""
-    cause = str(exc) if expected else f"{type(exc).__name__}: {exc}"
-    where = f"rank {ranks.rank} of {ranks.world} (local rank {ranks.local_rank} on {socket.gethostname()}): " \
-        if ranks.distributed else ""
-    log(f"error: {where}{cause}")
-    get_error_handler().record_exception(exc)
-    write_termination_log({"error": where + cause, "rank": ranks.rank, "world_size": ranks.world,
-                           "exception": type(exc).__name__, "hostname": socket.gethostname()},
-                          args.termination_log, only_if_empty=ranks.local_world > 1)
+def reload_accuracy(path: Path, split: cifar_data.Split, device: torch.device) -> float:
+    """The saved file read back as infer.py reads it, classifying the held-out images once more."""
+    net, meta = load_model(path, device)
+    predicted = classify(net, meta, torch.from_numpy(split.images), device)
+    labels = torch.from_numpy(split.labels).to(device)
+    return (predicted == labels).float().mean().item() if len(labels) else 0.0
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
@@ -859,7 +655,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--seed", type=int, default=SEED)
     parser.add_argument("--termination-log", type=Path, default=TERMINATION_LOG,
                         help="written with the final metrics (or the error) when the file exists")
-    parser.add_argument("--fault", type=parse_fault, default=Fault(), metavar="|".join(FAULTS),
+    parser.add_argument("--fault", type=faults.parse_fault, default=faults.Fault(), metavar="|".join(faults.FAULTS),
                         help="for tests only: break the run on purpose (zero-grads: no parameter learns; "
                              "frozen-convs: the convolutions never learn; error@N: rank N raises)")
     args = parser.parse_args(argv)
@@ -877,11 +673,13 @@ def main(argv: list[str] | None = None) -> int:
     try:
         metrics = train(args)
     except (TrainerError, cifar_data.DataError) as exc:
-        report_failure(exc, args, ranks, expected=True)
+        report_failure(exc, args.termination_log, rank=ranks.rank, world=ranks.world, local_rank=ranks.local_rank,
+                       local_world=ranks.local_world, expected=True)
         return 2
     except Exception as exc:
         # Any other failure (CUDA out of memory, NCCL, ...) still leaves its cause where the driver reads it.
-        report_failure(exc, args, ranks, expected=False)
+        report_failure(exc, args.termination_log, rank=ranks.rank, world=ranks.world, local_rank=ranks.local_rank,
+                       local_world=ranks.local_world, expected=False)
         raise
     payload = asdict(metrics)
     if ranks.local_rank == 0:

@@ -3,8 +3,8 @@
 
 The document is what provision/nodes/reports.py validates (its `schema` must be the one that model reads) and
 provision/nodes/prepare.py judges: hostname, swap, kernel modules, sysctls, systemd units, containerd's
-effective configuration and CRI plugin, crictl, the Kubernetes packages, their holds and kubeadm's installed version, and the NVIDIA GPUs
-the driver sees. It only reads: changed is always false, and check mode reports the same.
+effective configuration and CRI plugin, crictl, the Kubernetes packages, their holds and kubeadm's installed
+version, and the NVIDIA GPUs the driver sees. It only reads: changed is always false, and check mode reports the same.
 """
 from __future__ import annotations
 

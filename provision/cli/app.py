@@ -13,13 +13,15 @@ from typer import _click as click  # Typer (pinned to 0.29.x) carries its own co
 from typer._completion_classes import completion_init
 
 from provision import __version__
+from provision.cli import invocation
 from provision.cli.views import literal_console
 from provision.errors import BootstrapError
 from provision.inputs.state import STATE_DIR_ENV
 
 # One module per command under provision/cli/commands/, each exposing register(app).
 COMMAND_MODULES: tuple[str, ...] = ("init", "config", "lab", "preflight", "prepare", "smoke_test", "up", "reset",
-                                    "node", "addons", "etcd", "upgrade", "certs", "completion")
+                                    "node", "addons", "etcd", "upgrade", "certs", "doctor", "support_bundle",
+                                    "completion")
 
 HELP = """bootstrap: turn machines you can reach over SSH into a Kubernetes cluster with working NVIDIA GPUs.
 
@@ -56,7 +58,10 @@ def _global_options(
 ) -> None:
     if state_dir is not None:
         # The library reads the state directory from the environment: one mechanism for the flag and the variable.
-        os.environ[STATE_DIR_ENV] = str(state_dir.expanduser().absolute())
+        state_dir = state_dir.expanduser().absolute()
+        os.environ[STATE_DIR_ENV] = str(state_dir)
+    # Commands printed for the user to run carry it (and the options each command adds).
+    invocation.start(state_dir)
 
 
 # Shell completion (`bootstrap completion bash`) answers through Typer's completion classes.
@@ -64,12 +69,13 @@ completion_init()
 
 for _name in COMMAND_MODULES:
     importlib.import_module(f"provision.cli.commands.{_name}").register(app)
+invocation.set_root(lambda: typer.main.get_command(app))
 
 
 def _print_error(message: str, *, line_per_node: bool = False) -> None:
     """The one line a refusal prints: user text as written (a newline in it would make it two). A failure of
     several nodes keeps its one line per node, each of which is one line already."""
-    text = message if line_per_node else " ".join(message.splitlines())
+    text = invocation.carry(message if line_per_node else " ".join(message.splitlines()))
     err_console.print(Text.assemble(("error:", "bold red"), " ", text), soft_wrap=True)
 
 

@@ -16,6 +16,8 @@ from typing import Annotated, Any, TypeVar
 
 import typer
 
+from provision.cli import invocation
+
 InventoryOption = Annotated[Path, typer.Option(
     "--inventory", "-i", help="Ansible inventory (INI or YAML) with [control_plane] and [workers] groups.",
     envvar="BOOTSTRAP_INVENTORY", show_default=False)]
@@ -83,6 +85,8 @@ def node_options(command: F) -> F:
     @functools.wraps(command)
     def wrapper(**kwargs: Any) -> Any:
         shared = {name: kwargs.pop(name) for name in names}
+        # What commands printed for the user to run must carry (verbose only changes what is shown).
+        invocation.remember(**{name: value for name, value in shared.items() if name != "verbose"})
         return command(nodes=NodeOptions(**shared), **kwargs)
 
     # Typer must read the new signature, not follow __wrapped__ back to the command's own.

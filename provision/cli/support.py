@@ -9,6 +9,7 @@ from typing import Any
 
 import typer
 
+from provision.cli.invocation import carry
 from provision.cli.options import NodeOptions, Output
 from provision.cli.views import PhaseView, console, print_summary
 from provision.errors import InputError
@@ -49,7 +50,7 @@ def warn(warnings: list[str]) -> None:
     document: what the inventory says that this run reads differently, what the settings allow that upstream no
     longer supports."""
     for line in warnings:
-        console.print(f"warning: {line}", style="bold yellow")
+        console.print(f"warning: {carry(line)}", style="bold yellow")
 
 
 def ask_become_password(ask: bool) -> str | None:
@@ -68,7 +69,7 @@ def pipeline_document(result: PipelineResult, command: str) -> dict[str, Any]:
         "phases": [{"name": o.name, "status": o.status, "seconds": round(o.seconds, 1), "detail": o.detail,
                     "nodes": o.nodes} for o in result.outcomes],
         "total_seconds": round(result.total_seconds, 1),
-        "error": str(result.error) if result.error else None,
+        "error": carry(str(result.error)) if result.error else None,
     }
 
 
@@ -120,8 +121,8 @@ def run_pipeline(phase_names: Sequence[str], cluster: Cluster, settings: Setting
     if result.error is not None:
         failed = next((o.name for o in result.outcomes if o.status == "failed"), None)
         if failed and tuple(phase_names) == UP_PHASES:
-            console.print(f"fix the cause, then re-run `bootstrap up --inventory {cluster.inventory_path}`: with the "
-                          f"same inputs it resumes at {failed} (`--from PHASE` chooses another start)", style="yellow",
-                          soft_wrap=True)
+            # As printed, with the inventory, settings and state directory this run was given: the same run.
+            console.print(carry(f"fix the cause, then re-run `bootstrap up`: with the same inputs it resumes at "
+                                f"{failed} (`--from PHASE` chooses another start)"), style="yellow", soft_wrap=True)
         raise result.error
     return ctx

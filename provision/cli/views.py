@@ -1,4 +1,5 @@
-"""Rendering shared by commands: the live view while phases run, and the summary table after them."""
+"""Rendering shared by commands: the live view while phases run (a playbook's table, the smoke test's pods), and
+the summary table after them."""
 from __future__ import annotations
 
 from typing import Any
@@ -8,8 +9,11 @@ from rich.live import Live
 from rich.table import Table
 from rich.text import Text
 
+from provision.cli.invocation import carry
 from provision.nodes.runner import PlaybookResult, RunProgress
 from provision.phases import PipelineResult
+from provision.smoke.driver import SmokeProgress
+from provision.smoke.verdict import Bandwidth, TrainerMetrics
 
 
 def literal_console(**options: Any) -> Console:
@@ -46,7 +50,7 @@ def print_result(result: PlaybookResult) -> None:
     console.print(Text.assemble(f"{result.phase}: ", status, f" in {result.elapsed_s:.1f}s, {changed} changes on "
                                 f"{len(result.tally)} hosts  (log: {result.run_dir / 'run.log'})"))
     for failure in result.failures:
-        console.print(Text(f"  {failure.describe()}", style="red"))
+        console.print(Text(f"  {carry(failure.describe())}", style="red"))
 
 
 class PhaseView:
@@ -72,6 +76,7 @@ class PhaseView:
             self.live = None
 
     def message(self, text: str) -> None:
+        text = carry(text)
         if text.startswith("waiting: "):
             # Repeated on every poll: a transient status line, printed once per change without a terminal.
             if self.interactive:
@@ -92,13 +97,33 @@ class PhaseView:
                 console.print(f"  {host} {note}", markup=False, soft_wrap=True)
         self.host_waits = dict(progress.waiting)
 
-    def smoke(self, progress: Any) -> None:
-        from provision.cli.commands.smoke_test import progress_view
-
+    def smoke(self, progress: SmokeProgress) -> None:
         for line in progress.new_lines:
             (self._live().console if self.interactive else console).print(f"  {line}")
         if self.interactive:
-            self._live().update(progress_view(progress))
+            self._live().update(smoke_view(progress))
+
+
+def smoke_view(progress: SmokeProgress) -> Group:
+    hardware = f"{progress.nodes} node(s) x {progress.gpus} GPU" if progress.mode == "gpu" else f"{progress.nodes} node(s), CPU"
+    header = Text.assemble(("smoke test", "bold cyan"), f"  {progress.elapsed:5.1f}s  ", (progress.stage, "white"),
+                           f"  {progress.namespace}  {hardware}")
+    table = Table(box=None, pad_edge=False, header_style="dim")
+    for column in ("pod", "index", "node", "state"):
+        table.add_column(column)
+    for pod in progress.pods:
+        style = "red" if "Failed" in pod.state or "BackOff" in pod.state or "Err" in pod.state else ""
+        table.add_row(pod.name, pod.index or "-", pod.node or "-", pod.state, style=style)
+    parts: list[Text | Table] = [header, table]
+    if progress.epochs:
+        done = round(20 * progress.epoch / progress.epochs)
+        parts.append(Text(f"epoch {progress.epoch}/{progress.epochs}  [" + "#" * done + "." * (20 - done) + "]"))
+    return Group(*parts)
+
+
+def smoke_log_lines(progress: SmokeProgress) -> list[str]:
+    """The trainer's new log lines, less its JSON reports (the verdict shows those as a table)."""
+    return [line for line in progress.new_lines if TrainerMetrics.parse(line) is None and Bandwidth.parse(line) is None]
 
 
 def print_summary(result: PipelineResult, title: str) -> None:
@@ -116,6 +141,6 @@ def print_summary(result: PipelineResult, title: str) -> None:
             for node, kind in outcome.nodes.items():
                 kinds.setdefault(kind, []).append(node)
             detail = "; ".join(f"{kind}: {', '.join(names)}" for kind, names in kinds.items()) + " (see below)"
-        table.add_row(outcome.name, Text(outcome.status, style=STATUS_STYLE[outcome.status]), seconds, Text(detail))
+        table.add_row(outcome.name, Text(outcome.status, style=STATUS_STYLE[outcome.status]), seconds, Text(carry(detail)))
     table.add_row("total", "", f"{result.total_seconds:.1f}s", "", style="bold")
     console.print(table)

@@ -18,7 +18,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, ValidationIn
 
 from provision.errors import InputError
 from provision.inputs import versions
-from provision.inputs.addons import ADDONS, VERSION_PATTERN, AddonName
+from provision.inputs.addons import ADDON_ORDER, ADDONS, AddonName
 from provision.inputs.files import parse_yaml, read_text, refuse_vault_file, shown
 
 KUBE_VERSION_RE = re.compile(r"^v?1\.(0|[1-9]\d{0,2})(?:\.(0|[1-9]\d{0,3}))?$")
@@ -362,6 +362,42 @@ class CalicoSettings(_Section):
 GPU_RESOURCE = "nvidia.com/gpu"
 
 
+# A MIG profile as NVIDIA names it: compute slices and memory (1g.10gb, 3g.40gb); the media-extension variants
+# (+me) give one instance per GPU and are not offered.
+MIG_PROFILE_RE = re.compile(r"[1-8]g\.[0-9]{1,3}gb", re.ASCII)
+SHARING_REPLICAS_MAX = 64
+
+
+class MigSettings(_Section):
+    # none: GPUs stay whole. single: every GPU of the GPU nodes is cut into instances of `profile`, each advertised
+    # as nvidia.com/gpu; mixed: the same cut, advertised as nvidia.com/mig-<profile> (the device plugin's
+    # strategies). Applied with `nvidia-smi mig` by the gpu phase; preflight refuses GPUs without MIG.
+    strategy: Literal["none", "single", "mixed"] = "none"
+    # One profile for every GPU, e.g. 1g.10gb (seven per A100 80GB or H100 80GB); versions.MIG_PRODUCTS lists them.
+    profile: str | None = None
+
+    @field_validator("profile")
+    @classmethod
+    def _profile(cls, value: str | None) -> str | None:
+        if value is not None and not MIG_PROFILE_RE.fullmatch(value):
+            raise ValueError(f"{shown(value)} is not a MIG profile: write it as NVIDIA names it, e.g. 1g.10gb or 3g.40gb")
+        return value
+
+    @model_validator(mode="after")
+    def _profile_goes_with_strategy(self) -> MigSettings:
+        if self.strategy != "none" and self.profile is None:
+            raise ValueError(f"strategy {self.strategy} cuts every GPU into instances of one profile: set "
+                             "gpu.mig.profile, e.g. 1g.10gb")
+        if self.strategy == "none" and self.profile is not None:
+            raise ValueError(f"profile {self.profile} is only applied with gpu.mig.strategy single or mixed: set "
+                             "the strategy, or leave profile out")
+        return self
+
+    @property
+    def enabled(self) -> bool:
+        return self.strategy != "none"
+
+
 class GpuSettings(_Section):
     # Driver branch from NVIDIA's CUDA repository (the nvidia-driver-<branch> / module stream).
     driver_branch: str = versions.DRIVER_BRANCH_DEFAULT
@@ -372,6 +408,12 @@ class GpuSettings(_Section):
     device_plugin_image: str = "nvcr.io/nvidia/k8s-device-plugin"
     # default: nvidia becomes containerd's default runtime; runtimeclass: pods opt in via RuntimeClass "nvidia".
     runtime: Literal["default", "runtimeclass"] = "default"
+    # Several pods on one GPU, through the device plugin's own sharing: time-slicing (the GPU's time, memory shared
+    # freely) or mps (CUDA MPS: memory and compute split evenly). Each GPU (or MIG instance) is advertised
+    # `replicas` times.
+    sharing: Literal["none", "time-slicing", "mps"] = "none"
+    replicas: int | None = None
+    mig: MigSettings = Field(default_factory=MigSettings)
 
     # Each becomes part of a package name or an image tag on the nodes: nothing but the release's own shape.
     @field_validator("container_toolkit_version")
@@ -406,6 +448,36 @@ class GpuSettings(_Section):
             raise ValueError(f"driver branch {value!r} is {why}: use one of {known}")
         return value
 
+    @field_validator("replicas")
+    @classmethod
+    def _replicas(cls, value: int | None) -> int | None:
+        if value is not None and value < 2:
+            raise ValueError(f"{value} replica shares nothing: give 2 to {SHARING_REPLICAS_MAX} pods per GPU, or "
+                             "leave gpu.sharing and gpu.replicas out")
+        if value is not None and value > SHARING_REPLICAS_MAX:
+            raise ValueError(f"{value} is more than {SHARING_REPLICAS_MAX} pods per GPU: give 2 to "
+                             f"{SHARING_REPLICAS_MAX}")
+        return value
+
+    @model_validator(mode="after")
+    def _sharing_agrees(self) -> GpuSettings:
+        if self.sharing != "none" and self.replicas is None:
+            raise ValueError(f"sharing {self.sharing} needs gpu.replicas: how many pods share each GPU, e.g. 4")
+        if self.sharing == "none" and self.replicas is not None:
+            raise ValueError(f"replicas {self.replicas} is only used with gpu.sharing time-slicing or mps: set "
+                             "sharing, or leave replicas out")
+        if self.sharing == "mps" and self.mig.enabled:
+            raise ValueError("sharing mps cannot run on MIG instances (the device plugin does not support MPS on "
+                             "MIG devices): use sharing time-slicing, or gpu.mig.strategy none")
+        return self
+
+    @property
+    def advertised_resource(self) -> str:
+        """The extended resource the device plugin advertises the GPUs (or their MIG instances) as."""
+        if self.mig.strategy == "mixed" and self.mig.profile:
+            return f"nvidia.com/mig-{self.mig.profile}"
+        return GPU_RESOURCE
+
     @field_validator("container_toolkit_version", "device_plugin_version")
     @classmethod
     def _not_older_than_tested(cls, value: str, info: ValidationInfo) -> str:
@@ -434,6 +506,9 @@ class SmokeTestSettings(_Section):
     image: str = versions.SMOKE_IMAGE_DEFAULT
     gpus: int = Field(default=1, ge=1)
     nodes: int = Field(default=1, ge=1)
+    # With gpu.sharing: how many training pods run at once, each on one shared replica of a GPU (left out: as many
+    # as gpu.replicas, so one GPU is filled).
+    shared_pods: int | None = Field(default=None, ge=1, le=64)
     epochs: int = Field(default=10, ge=1)
     # The pass mark on the synthetic set (its best possible accuracy is 0.95: 5% of its labels are wrong on purpose).
     min_accuracy: float = Field(default=0.90, gt=0, le=1)
@@ -562,6 +637,12 @@ class AddonsSettings(_Section):
     volcano_version: str = ADDONS["volcano"].version
     training_operator_version: str = ADDONS["training_operator"].version
     trainer_version: str = ADDONS["trainer"].version
+    cert_manager_version: str = ADDONS["cert_manager"].version
+    kserve_version: str = ADDONS["kserve"].version
+    pipelines_version: str = ADDONS["pipelines"].version
+    node_feature_discovery_version: str = ADDONS["node_feature_discovery"].version
+    gpu_feature_discovery_version: str = ADDONS["gpu_feature_discovery"].version
+    dcgm_exporter_version: str = ADDONS["dcgm_exporter"].version
     # The Volcano queue the smoke test's gangs wait in (the volcano add-on creates it).
     volcano_queue: str = "cluster-bootstrap"
     # How long an add-on phase waits for its CRDs to be Established and its controllers Available.
@@ -579,11 +660,21 @@ class AddonsSettings(_Section):
             return tuple(value)
         return value
 
-    @field_validator("volcano_version", "training_operator_version", "trainer_version")
+    @field_validator("enabled")
     @classmethod
-    def _release_tag(cls, value: str) -> str:
-        if not re.match(VERSION_PATTERN, value):
-            raise ValueError(f"'{value}' is not a release tag: write it as v1.2.3")
+    def _with_requirements(cls, value: tuple[AddonName, ...]) -> tuple[AddonName, ...]:
+        """What an enabled add-on needs is enabled with it (KServe's cert-manager), in install order."""
+        wanted = set(value)
+        for name in value:
+            wanted |= set(ADDONS[name].requires)
+        return tuple(name for name in ADDON_ORDER if name in wanted)
+
+    @field_validator(*(f"{name}_version" for name in ADDON_ORDER))
+    @classmethod
+    def _release_tag(cls, value: str, info: ValidationInfo) -> str:
+        addon = ADDONS[str(info.field_name).removesuffix("_version")]  # type: ignore[index]
+        if not re.fullmatch(addon.version_pattern, value, re.ASCII):
+            raise ValueError(f"'{value}' is not a release tag of {addon.title}: write it as {addon.version}")
         return value
 
     @field_validator("volcano_queue")
@@ -793,6 +884,55 @@ class Settings(_Section):
         if not match or versions.kubernetes_minor_problem(int(match.group(1)), allow_untested=True):
             return data
         return {**data, "calico": {**calico, "version": versions.kubernetes_release(int(match.group(1))).calico}}
+
+    @model_validator(mode="after")
+    def _addons_fit_kubernetes(self) -> Settings:
+        # Only a stated support range refuses (a tested range warns: validation.addon_warnings), and only for the
+        # table's own release at a minor the versions table knows (a pinned release's range is not known here; a
+        # newer minor is allowed as untested, as Calico's pairing is).
+        minor = self.kubernetes.minor_number
+        if minor > versions.KUBERNETES_RELEASES[-1].minor:
+            return self
+        for name in self.addons.enabled:
+            addon = ADDONS[name]
+            problem = addon.kubernetes_problem(minor) if addon.kubernetes_required else None
+            if problem and self.addons.version(name) == addon.version:
+                needed_by = [n for n in self.addons.enabled if name in ADDONS[n].requires]
+                why = f" (needed by {', '.join(needed_by)})" if needed_by else ""
+                raise ValueError(f"addons.enabled: {problem}{why}: choose a kubernetes.version it supports, or "
+                                 f"leave {', '.join(needed_by) or name} out of addons.enabled")
+        return self
+
+    @model_validator(mode="after")
+    def _sharing_fits_the_smoke_test(self) -> Settings:
+        # The device plugin refuses a request of more than one shared GPU (failRequestsGreaterThanOne): a shared
+        # replica is a slice of one GPU, and two of them are not two GPUs.
+        if self.gpu.sharing != "none" and self.smoke_test.gpus > 1:
+            raise ValueError(f"gpu.sharing {self.gpu.sharing} hands out slices of one GPU, so smoke_test.gpus "
+                             f"{self.smoke_test.gpus} cannot be granted: set smoke_test.gpus: 1 (and "
+                             "smoke_test.shared_pods for several pods on a GPU)")
+        if self.gpu.sharing == "none" and self.smoke_test.shared_pods is not None:
+            raise ValueError("smoke_test.shared_pods runs several pods on shared GPUs, and gpu.sharing is none: set "
+                             "gpu.sharing (time-slicing or mps) and gpu.replicas, or leave shared_pods out")
+        if self.gpu.sharing != "none" and self.smoke_test.nodes > 1:
+            raise ValueError("smoke_test.nodes trains one model across nodes, which shared GPUs cannot carry: set "
+                             "smoke_test.nodes: 1 with gpu.sharing (smoke_test.shared_pods runs several pods)")
+        return self
+
+    @property
+    def smoke_gpu_resource(self) -> str:
+        """The resource the smoke test's pods request: smoke_test.gpu_resource when set, else what the device
+        plugin advertises (nvidia.com/mig-<profile> with gpu.mig.strategy mixed)."""
+        if "gpu_resource" in self.smoke_test.model_fields_set:
+            return self.smoke_test.gpu_resource
+        return self.gpu.advertised_resource
+
+    @property
+    def shared_pods(self) -> int:
+        """How many pods the smoke test runs on shared GPUs (1: no sharing)."""
+        if self.gpu.sharing == "none":
+            return 1
+        return self.smoke_test.shared_pods or self.gpu.replicas or 1
 
     @model_validator(mode="after")
     def _versions_agree(self) -> Settings:

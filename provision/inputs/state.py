@@ -86,12 +86,15 @@ def cluster_dir(cluster: Cluster, *, create: bool = True) -> Path:
 
 
 def inputs_fingerprint(cluster: Cluster, settings: Settings, nodes: Sequence[str] | None = None) -> str:
-    """What a phase's outcome was reached with: the inventory's nodes, the settings, and the nodes the run was
-    about (None: all). How we connect (ssh.*, ansible.*) changes no outcome and is left out; nothing secret is in
+    """What a phase's outcome was reached with: each node as the phases use it (its node name and inventory host
+    name, the address we reach it on and the one the other nodes reach it on, its role, login, port, whether it
+    is a GPU node, the interpreter the inventory names for it), the settings, and the nodes the run was about
+    (None: all). How we connect (ssh.*, ansible.*) changes no outcome and is left out; nothing secret is in
     either input. Two runs with the same fingerprint may trust each other's outcomes."""
     document = {
-        "nodes": [{"name": n.name, "address": n.address, "role": n.role, "user": n.user, "port": n.port,
-                   "gpu": n.gpu, "node_ip": str(n.variables.get("node_ip") or "")} for n in cluster.nodes],
+        "nodes": [{"name": n.name, "host": n.host, "address": n.address, "ip": n.ip, "role": n.role,
+                   "user": n.user, "port": n.port, "gpu": n.gpu,
+                   "python": str(n.variables.get("ansible_python_interpreter") or "")} for n in cluster.nodes],
         "settings": settings.model_dump(mode="json", exclude={"ssh", "ansible"}),
         "scope": sorted(nodes) if nodes is not None else None,
     }
@@ -149,6 +152,9 @@ class ClusterState:
     gpus: dict[str, int] | None = None
     # Node name -> the generations of those GPUs (the NVIDIA kernel module and the smoke image follow them).
     gpu_generations: dict[str, list[str]] = field(default_factory=dict)
+    # Node name -> {resource: count} the device plugin will advertise there (the GPUs, their MIG instances, each
+    # gpu.replicas times when shared), as preflight decided it; verify holds allocatable to it.
+    gpu_offered: dict[str, dict[str, int]] = field(default_factory=dict)
     # Node name -> the interpreter preflight chose for it (every playbook run's inventory names it).
     pythons: dict[str, NodePython] = field(default_factory=dict)
     # Name -> outcome of the last time each phase ran.
@@ -174,6 +180,7 @@ class ClusterState:
         try:
             data = json.loads(path.read_text())
             return cls(gpus=data.get("gpus"), gpu_generations=data.get("gpu_generations") or {},
+                       gpu_offered={k: dict(v) for k, v in (data.get("gpu_offered") or {}).items()},
                        pythons={k: NodePython(**v) for k, v in (data.get("pythons") or {}).items()},
                        phases={k: PhaseRecord(**v) for k, v in (data.get("phases") or {}).items()},
                        vip_interfaces=dict(data.get("vip_interfaces") or {}),
@@ -187,6 +194,7 @@ class ClusterState:
         path = cluster_dir(cluster) / "state.json"
         tmp = path.with_suffix(".tmp")
         tmp.write_text(json.dumps({"gpus": self.gpus, "gpu_generations": self.gpu_generations,
+                                   "gpu_offered": self.gpu_offered,
                                    "pythons": {k: asdict(v) for k, v in self.pythons.items()},
                                    "phases": {k: asdict(v) for k, v in self.phases.items()},
                                    "vip_interfaces": self.vip_interfaces,

@@ -148,7 +148,7 @@ def addon_warnings(settings: Settings, names: Iterable[AddonName]) -> list[str]:
     for name in names:
         addon = ADDONS[name]
         problem = addon.kubernetes_problem(settings.kubernetes.minor_number)
-        if problem and settings.addons.version(name) == addon.version:
+        if problem and not addon.kubernetes_required and settings.addons.version(name) == addon.version:
             found.append(f"addons: {problem}")
     return found
 

@@ -39,10 +39,14 @@ SOURCES: dict[str, str] = {
     "GPU generations": "NVIDIA/gpu-admin-tools gpu/devid_chips.py",
     "container toolkit": "NVIDIA/nvidia-container-toolkit CHANGELOG (v1.17.4, v1.18.1, v1.19.1, v1.20.0 tagged "
                          "2026-08-12; 1.20.1 seen only as gpu-operator v26.7.1's image); NVIDIA/nvkind #76",
-    "device plugin": "NVIDIA/k8s-device-plugin #2057 (v0.20.1)",
+    "device plugin": "NVIDIA/k8s-device-plugin #2057 (v0.20.1); its README (flags, config file, time-slicing, MPS)",
     "PyTorch": "PyPI torch 2.14.1 and 2.15.0; Docker Hub pytorch/pytorch 2.14.1-cuda13.0- and 2.14.1-cuda12.6-"
                "cudnn9-runtime, both referenced in public code (no 2.15.0 image tag found on 2026-11-25); "
                "pytorch/pytorch #190385 (2.15 drops CUDA 12.6)",
+    "add-ons": "each release page in provision/inputs/addons.py; cert-manager.io/docs/releases (cert-manager 1.21: "
+               "1.33-1.36; no release lists 1.37 yet); the others' go.mod (client-go 0.35-0.36) and release dates",
+    "MIG": "docs.nvidia.com/datacenter/tesla/mig-user-guide (supported GPUs, supported MIG profiles); "
+           "NVIDIA/mig-parted examples/config.yaml (the device ids of each product's profiles)",
     "kube-vip": "https://github.com/kube-vip/kube-vip/releases/tag/v1.2.4 (kube-vip/helm-charts #112, #113)",
     "HAProxy": "haproxy.org (3.2 LTS, maintained to 2030-Q2; 3.2.19 the newest patch confirmed here); "
                "the Docker official image's -alpine variant",
@@ -333,6 +337,43 @@ CONTAINER_TOOLKIT_MINIMUM = (1, 19, 0)
 # NVIDIA/k8s-device-plugin #2057 (2026-09-22).
 DEVICE_PLUGIN_DEFAULT = "v0.20.1"
 DEVICE_PLUGIN_MINIMUM = (0, 17, 0)
+
+
+# --- MIG: which GPUs can be partitioned, and into what ----------------------------------------------------------
+
+@dataclass(frozen=True)
+class MigProduct:
+    """GPUs that support MIG, told by their PCI device ids, and the profiles they take: each profile -> how many
+    instances of it one GPU holds when every instance is of that profile (the user guide's "number of instances
+    available"; the mig-parted example's all-<profile> layouts)."""
+
+    name: str
+    device_ids: tuple[int, ...]
+    profiles: dict[str, int]
+
+
+MIG_PRODUCTS: tuple[MigProduct, ...] = (
+    MigProduct("A100/A800 40GB", (0x20B0, 0x20B1, 0x20F1, 0x20F6),
+               {"1g.5gb": 7, "1g.10gb": 4, "2g.10gb": 3, "3g.20gb": 2, "4g.20gb": 1, "7g.40gb": 1}),
+    MigProduct("A100/A800/H100/H800 80GB", (0x20B2, 0x20B5, 0x20F3, 0x20F5, 0x2322, 0x2324, 0x2330, 0x2331),
+               {"1g.10gb": 7, "1g.20gb": 4, "2g.20gb": 3, "3g.40gb": 2, "4g.40gb": 1, "7g.80gb": 1}),
+    MigProduct("A30", (0x20B7,), {"1g.6gb": 4, "2g.12gb": 2, "4g.24gb": 1}),
+    MigProduct("H100/H800 NVL", (0x2321, 0x233A),
+               {"1g.12gb": 7, "1g.24gb": 4, "2g.24gb": 3, "3g.47gb": 2, "4g.47gb": 1, "7g.94gb": 1}),
+    MigProduct("H100 96GB, H20", (0x20B6, 0x2329, 0x233D, 0x2342),
+               {"1g.12gb": 7, "1g.24gb": 4, "2g.24gb": 3, "3g.48gb": 2, "4g.48gb": 1, "7g.96gb": 1}),
+    MigProduct("H200 141GB, H200 NVL", (0x2335, 0x233B),
+               {"1g.18gb": 7, "1g.35gb": 4, "2g.35gb": 3, "3g.71gb": 2, "4g.71gb": 1, "7g.141gb": 1}),
+    MigProduct("B200", (0x2901,),
+               {"1g.23gb": 7, "1g.45gb": 4, "2g.45gb": 3, "3g.90gb": 2, "4g.90gb": 1, "7g.180gb": 1}),
+)
+# The products the docs name as MIG-capable (the refusal names them).
+MIG_PRODUCTS_TEXT = "A100, A30, H100, H200, H20 or B200"
+
+
+def mig_product(device_id: int) -> MigProduct | None:
+    """The MIG-capable product of an NVIDIA PCI device id; None for a GPU without MIG (or one the table lacks)."""
+    return next((p for p in MIG_PRODUCTS if device_id in p.device_ids), None)
 
 
 # --- the control-plane endpoint (several control planes) -----------------------------------------------------

@@ -30,6 +30,8 @@ class AddonStatus:
     crds: dict[str, bool] = field(default_factory=dict)
     # Deployment -> "ready/wanted"; absent Deployments are not in the map.
     deployments: dict[str, str] = field(default_factory=dict)
+    # DaemonSet -> "ready/scheduled"; absent DaemonSets are not in the map.
+    daemonsets: dict[str, str] = field(default_factory=dict)
     # The release the controllers run, read from the first Deployment's image tag.
     version: str | None = None
     problems: list[Problem] = field(default_factory=list)
@@ -40,12 +42,14 @@ class AddonStatus:
 
     @property
     def installed(self) -> bool:
-        return bool(self.crds) or bool(self.deployments)
+        return bool(self.crds) or bool(self.deployments) or bool(self.daemonsets)
 
     def summary(self) -> str:
         addon = ADDONS[self.name]
-        return (f"{addon.title} {self.version or '(version unknown)'}: {sum(self.crds.values())} CRDs Established, "
-                f"{len(self.deployments)} controllers Available")
+        parts = [f"{sum(self.crds.values())} CRDs Established"] if addon.crds else []
+        parts += [f"{len(self.deployments)} controllers Available"] if addon.deployments else []
+        parts += [f"{name} ready on {ready} nodes" for name, ready in self.daemonsets.items()]
+        return f"{addon.title} {self.version or '(version unknown)'}: {', '.join(parts)}"
 
 
 def expected_objects(addon: Addon, settings: Settings) -> list[tuple[str, str, str, str]]:
@@ -69,7 +73,7 @@ def _condition(obj: object, kind: str) -> tuple[str, str] | None:
     return None
 
 
-def _image_tag(deployment: client.V1Deployment) -> str | None:
+def _image_tag(deployment: client.V1Deployment | client.V1DaemonSet) -> str | None:
     containers = deployment.spec.template.spec.containers if deployment.spec and deployment.spec.template and \
         deployment.spec.template.spec else []
     image = containers[0].image if containers else None
@@ -123,6 +127,30 @@ def addon_status(api: client.ApiClient, addon: Addon, settings: Settings) -> Add
         status.problems.append(Problem(subject, f"not Available ({ready}/{wanted} ready)",
                                        why.describe() if why else (available[1] if available else "starting"),
                                        settled=bool(why and why.settled)))
+    for name in addon.daemonsets:
+        subject = f"{addon.namespace}/{name}"
+        try:
+            daemon_set = call_api(api, apps.read_namespaced_daemon_set, name, addon.namespace)
+        except ApiException as exc:
+            if exc.status != 404:
+                raise
+            status.problems.append(Problem(subject, "DaemonSet not found", f"the {addon.title} release was not "
+                                           f"applied: `bootstrap addons install {addon.name}`", settled=True))
+            continue
+        ds_status = daemon_set.status
+        wanted = (ds_status.desired_number_scheduled if ds_status else 0) or 0
+        ready = (ds_status.number_ready if ds_status else 0) or 0
+        status.daemonsets[name] = f"{ready}/{wanted}"
+        status.version = status.version or _image_tag(daemon_set)
+        if ready >= wanted:
+            continue
+        if pods is None:
+            pods = call_api(api, client.CoreV1Api(api).list_namespaced_pod, addon.namespace).items
+        why = next((p for p in (pod_problem(pod, Expectations(nodes=())) for pod in pods
+                                if pod_name(pod).startswith(f"{name}-")) if p), None)
+        status.problems.append(Problem(subject, f"not ready on every node ({ready}/{wanted})",
+                                       why.describe() if why else "its pods are starting",
+                                       settled=bool(why and why.settled)))
     objects = client.CustomObjectsApi(api)
     for group, version, plural, name in expected_objects(addon, settings):
         try:
@@ -134,6 +162,17 @@ def addon_status(api: client.ApiClient, addon: Addon, settings: Settings) -> Add
                                            f"{addon.title} came without it: re-run `bootstrap addons install "
                                            f"{addon.name}`", settled=bool(status.crds) and all(status.crds.values())))
     return status
+
+
+def crd_exists(api: client.ApiClient, name: str) -> bool:
+    """Whether the cluster serves a CRD (the Prometheus Operator's ServiceMonitor, say)."""
+    try:
+        call_api(api, client.ApiextensionsV1Api(api).read_custom_resource_definition, name)
+    except ApiException as exc:
+        if exc.status != 404:
+            raise
+        return False
+    return True
 
 
 def _wait(check: Callable[[], AddonStatus], timeout_s: float, poll_s: float,

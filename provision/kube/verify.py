@@ -70,6 +70,9 @@ class Expectations:
     nodes: tuple[str, ...]
     # Node -> GPUs preflight found there; nodes with 0 (or absent) are not checked for GPUs.
     gpus: dict[str, int] = field(default_factory=dict)
+    # Node -> {resource: count} the device plugin must advertise there when that is not the GPUs themselves (MIG
+    # instances, shared replicas: inputs/gpu_sharing.py); absent nodes must advertise gpus[node] nvidia.com/gpu.
+    gpu_offered: dict[str, dict[str, int]] = field(default_factory=dict)
     pod_cidr: str = "10.244.0.0/16"
     dns_domain: str = "cluster.local"
     gpu_runtime: Literal["default", "runtimeclass"] = "default"
@@ -364,30 +367,36 @@ def _gpu_problems(nodes: dict[str, client.V1Node], pods: list[client.V1Pod], exp
                   report: VerifyReport) -> list[Problem]:
     problems = []
     plugin_pods = {node_name(p): p for p in pods if pod_labels(p).get("app.kubernetes.io/name") == "nvidia-device-plugin"}
-    for name, expected in sorted(expect.gpus.items()):
-        if expected <= 0 or name not in nodes:
+    for name, physical in sorted(expect.gpus.items()):
+        if physical <= 0 or name not in nodes:
             continue
+        resource, expected = next(iter(expect.gpu_offered.get(name, {GPU_RESOURCE: physical}).items()))
         status = nodes[name].status
         allocatable = (status.allocatable if status else None) or {}
         try:
-            found = int(str(allocatable.get(GPU_RESOURCE, "0")))
+            found = int(str(allocatable.get(resource, "0")))
         except ValueError:
             found = 0
         report.gpus[name] = (expected, found)
         if found == expected:
             continue
         plugin = plugin_pods.get(name)
-        if found > 0:
-            problems.append(Problem(name, f"advertises {found} {GPU_RESOURCE}, preflight found {expected}",
+        if found > 0 and expected != physical:
+            problems.append(Problem(name, f"advertises {found} {resource}, {expected} expected from its {physical} "
+                                    "GPUs and the gpu settings (MIG instances, shared replicas)",
+                                    f"see the nvidia-device-plugin pod's log on {name}, and `nvidia-smi -L` there "
+                                    "for the MIG instances", settled=True))
+        elif found > 0:
+            problems.append(Problem(name, f"advertises {found} {resource}, preflight found {expected}",
                                     f"a GPU is hidden or unhealthy: run nvidia-smi on {name} and see the "
                                     "nvidia-device-plugin pod's log", settled=True))
         elif plugin is None:
-            problems.append(Problem(name, f"no {GPU_RESOURCE} allocatable and no nvidia-device-plugin pod runs there",
+            problems.append(Problem(name, f"no {resource} allocatable and no nvidia-device-plugin pod runs there",
                                     f"is {name} labelled nvidia.com/gpu.present=true and the DaemonSet applied? "
                                     "`bootstrap up --only gpu` does both"))
         else:
             plugin_problem = pod_problem(plugin, expect)
-            problems.append(Problem(name, f"no {GPU_RESOURCE} allocatable"
+            problems.append(Problem(name, f"no {resource} allocatable"
                                     + (f" ({plugin_problem.what})" if plugin_problem else ""),
                                     _device_plugin_cause(name, expect),
                                     settled=bool(plugin_problem and plugin_problem.settled)))

@@ -7,10 +7,10 @@ from typing import Any, Literal
 
 from provision.errors import BootstrapError
 from provision.inputs.addons import ADDON_ORDER, ADDONS, AddonName
-from provision.kube.addons import wait_for_addon, wait_for_removal
+from provision.kube.addons import crd_exists, wait_for_addon, wait_for_removal
 from provision.phases.common import api
 from provision.phases.engine import Phase, PhaseContext
-from provision.render.addons import addon_plan
+from provision.render.addons import SERVICE_MONITOR_CRD, ClusterFacts, addon_plan
 
 
 def _skip(name: AddonName) -> Callable[[PhaseContext], str | None]:
@@ -19,7 +19,10 @@ def _skip(name: AddonName) -> Callable[[PhaseContext], str | None]:
 
 def _vars(name: AddonName, state: Literal["present", "absent"]) -> Callable[[PhaseContext], dict[str, Any]]:
     def extra_vars(ctx: PhaseContext) -> dict[str, Any]:
-        return {"cb_addon": addon_plan(ctx.settings, name).as_vars(), "cb_addon_state": state,
+        # What the cluster serves decides some of our objects (DCGM's ServiceMonitor): asked once, here.
+        facts = ClusterFacts(service_monitors=crd_exists(api(ctx), SERVICE_MONITOR_CRD)) \
+            if name == "dcgm_exporter" else ClusterFacts()
+        return {"cb_addon": addon_plan(ctx.settings, name, facts).as_vars(), "cb_addon_state": state,
                 "cb_addon_timeout_s": ctx.settings.addons.timeout_s}
     return extra_vars
 

@@ -40,7 +40,8 @@ def expectations(ctx: PhaseContext, nodes: Sequence[str] | None = None, *, joine
             endpoint_pods = ("kube-vip", tuple(n.name for n in cluster.control_planes if n.name in scope))
         elif mode == "proxy":
             endpoint_pods = (API_PROXY_NAME, scope)
-    return Expectations(nodes=scope, gpus=gpus, pod_cidr=settings.kubernetes.pod_cidr,
+    offered = {name: found for name, found in ctx.state.gpu_offered.items() if name in gpus}
+    return Expectations(nodes=scope, gpus=gpus, gpu_offered=offered, pod_cidr=settings.kubernetes.pod_cidr,
                         dns_domain=settings.kubernetes.dns_domain, gpu_runtime=settings.gpu.runtime,
                         dns_probe_image=image_ref(settings, settings.verify.dns_probe_image),
                         pods_on=None if ctx.nodes is None else tuple(scope),

@@ -61,7 +61,7 @@ def check(ctx: PhaseContext) -> str:
     running = version.lstrip("v").split("+")[0]
     if not (running == wanted if wanted.count(".") == 2 else running.startswith(wanted + ".")):
         raise BootstrapError(f"the API server runs {version} but kubernetes.version is {wanted}: the control plane "
-                             "was initialised with another version; `bootstrap down` and `up` again to change it")
+                             "was initialised with another version; `bootstrap down`, then `bootstrap up` to change it")
     return f"API server {version}; kubeconfig {kubeconfig}"
 
 

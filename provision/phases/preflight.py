@@ -3,6 +3,8 @@ VIP, link speeds and the Python each node runs Ansible with."""
 from __future__ import annotations
 
 from provision.errors import BootstrapError
+from provision.findings import describe, group_findings
+from provision.inputs.settings import GPU_RESOURCE
 from provision.nodes.preflight.run import PreflightReport, run_preflight
 from provision.nodes.sources_check import check_sources
 from provision.phases.engine import Phase, PhaseContext
@@ -21,10 +23,16 @@ def check(ctx: PhaseContext) -> str:
     pythons = {name: python for name, python in ctx.state.pythons.items() if name not in ctx.target_nodes}
     ctx.state.pythons = pythons | report.pythons
     ctx.state.gpu_generations |= {name: report.gpu_generations.get(name, []) for name in ctx.target_nodes}
+    offered = report.gpu_advertised
+    ctx.state.gpu_offered = {name: found for name, found in ctx.state.gpu_offered.items()
+                             if name not in ctx.target_nodes} | {name: {o.resource: o.count}
+                                                                 for name, o in offered.items()}
     # What the settings accept but upstream no longer supports (containerd 1.x on 1.35, cgroup v1 allowed) is said
     # on every run, not only by `bootstrap preflight`.
-    for problem in report.warnings:
-        ctx.say(f"warning: {problem.describe()}")
+    # Each once, with the nodes it holds for (the same two on fifty nodes are two lines, not a hundred).
+    warnings = [f for f in report.findings if f.status == "warn"]
+    for group in group_findings(warnings):
+        ctx.say(f"warning: {describe(group, ctx.target_nodes)}")
     if report.blocking:
         more = (f" (and {len(report.blocking) - 1} more; `bootstrap preflight` lists them)"
                 if len(report.blocking) > 1 else "")
@@ -32,7 +40,12 @@ def check(ctx: PhaseContext) -> str:
     sources = prove_sources(ctx, report)
     total = sum(gpus.get(n, 0) for n in ctx.target_nodes)
     warned = f", {len(report.warnings)} warnings" if report.warnings else ""
-    return f"{len(ctx.target_nodes)} nodes ready to prepare, {total} GPUs found{warned}{sources}"
+    schedulable: dict[str, int] = {}
+    for found in offered.values():
+        schedulable[found.resource] = schedulable.get(found.resource, 0) + found.count
+    shared = "" if schedulable in ({}, {GPU_RESOURCE: total}) else \
+        f" ({', '.join(f'{count} {resource}' for resource, count in schedulable.items())} schedulable)"
+    return f"{len(ctx.target_nodes)} nodes ready to prepare, {total} GPUs found{shared}{warned}{sources}"
 
 
 def prove_sources(ctx: PhaseContext, report: PreflightReport) -> str:

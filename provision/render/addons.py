@@ -7,20 +7,24 @@ that moves the images to `offline.image_repository` when one is set, and applies
 
 - `offline.source` or `mirrors.addon_manifests`: `<base>/<addon>/<version>/<part>.yaml`, rendered beforehand
   (`kubectl kustomize <upstream> > <part>.yaml` on a machine that reaches GitHub; docs/addons.md);
-- otherwise the upstream release: raw files through `mirrors.github_raw` (the profile's), kustomize
-  targets from github.com.
+- otherwise the upstream release: raw files through `mirrors.github_raw` (the profile's), files attached to a
+  GitHub release and kustomize targets from github.com.
 
-Our own objects (the Volcano queue of the smoke test) are rendered here and applied as a last part.
+Our own objects are rendered here: the namespace of a release that ships none, first; after the release, the
+Volcano queue of the smoke test, KServe's default deployment mode (Standard: no Knative, no Istio), and DCGM's
+ServiceMonitor where the cluster serves the Prometheus Operator's API. Our changes to a release's objects (the
+GPU DaemonSets kept to GPU nodes, GFD's MIG strategy) are kustomize patches, written by the YAML emitter.
 """
 from __future__ import annotations
 
+import json
 from dataclasses import asdict, dataclass
 from typing import Any, Literal
 
 import yaml
 
 from provision.inputs.addons import ADDONS, AddonName
-from provision.inputs.settings import Settings
+from provision.inputs.settings import GPU_RESOURCE, Settings
 from provision.inputs.sources import resolve_sources
 from provision.render.manifests import image_ref
 
@@ -52,6 +56,7 @@ class AddonPlan:
     parts: tuple[PartPlan, ...]
     crds: tuple[str, ...]
     deployments: tuple[str, ...]
+    daemonsets: tuple[str, ...] = ()
 
     def as_vars(self) -> dict[str, Any]:
         return asdict(self)
@@ -65,17 +70,80 @@ def part_source(settings: Settings, name: AddonName, part: str) -> tuple[Literal
     if sources.addon_manifests:
         return "url", f"{sources.addon_manifests.rstrip('/')}/{name}/{version}/{part}.yaml"
     upstream = next(p for p in addon.parts if p.name == part)
-    return ("url" if upstream.kind == "raw" else "kustomize"), upstream.upstream(version, sources.github_raw)
+    return ("kustomize" if upstream.kind == "kustomize" else "url"), upstream.upstream(version, sources.github_raw)
 
 
-def _kustomization(settings: Settings, resource: str, images: tuple[str, ...]) -> str:
-    document: dict[str, Any] = {"apiVersion": "kustomize.config.k8s.io/v1beta1", "kind": "Kustomization",
-                                "resources": [resource]}
+def _kustomization(settings: Settings, resource: str, images: tuple[str, ...], *, namespace: str | None = None,
+                   patches: tuple[dict[str, Any], ...] = ()) -> str:
+    document: dict[str, Any] = {"apiVersion": "kustomize.config.k8s.io/v1beta1", "kind": "Kustomization"}
+    if namespace:
+        document["namespace"] = namespace
+    document["resources"] = [resource]
     if settings.offline.image_repository:
         # Each upstream image name -> the same path under the offline registry; names absent from the release
         # are ignored by kustomize, so both spellings of a Docker Hub image can be listed.
         document["images"] = [{"name": image, "newName": image_ref(settings, image)} for image in images]
+    if patches:
+        # Strategic-merge patches, each naming its target: serialised by the emitter, never templated.
+        document["patches"] = [{"target": {"kind": p["kind"], "name": p["metadata"]["name"]},
+                                "patch": yaml.safe_dump(p, sort_keys=False)} for p in patches]
     return yaml.safe_dump(document, sort_keys=False)
+
+
+# Where the device plugin runs, DCGM's exporter and GFD run too (the gpu phase labels the nodes).
+GPU_NODE_SELECTOR = {"nvidia.com/gpu.present": "true"}
+GPU_TOLERATIONS = [{"key": GPU_RESOURCE, "operator": "Exists", "effect": "NoSchedule"}]
+# The Prometheus Operator's ServiceMonitor: rendered for DCGM's exporter when the cluster serves it.
+SERVICE_MONITOR_CRD = "servicemonitors.monitoring.coreos.com"
+# KServe's configuration the controller reads: the deployment mode every InferenceService gets unless it says
+# otherwise. Standard (the former RawDeployment) needs neither Knative nor Istio.
+KSERVE_CONFIG = "inferenceservice-config"
+KSERVE_DEPLOYMENT_MODE = "Standard"
+
+
+@dataclass(frozen=True)
+class ClusterFacts:
+    """What the cluster serves that changes what an add-on gets (asked through the API by the phase)."""
+
+    service_monitors: bool = False
+
+
+def _daemonset_patch(name: str, env: dict[str, str] | None = None, container: str | None = None) -> dict[str, Any]:
+    spec: dict[str, Any] = {"nodeSelector": dict(GPU_NODE_SELECTOR), "tolerations": list(GPU_TOLERATIONS)}
+    if env and container:
+        spec["containers"] = [{"name": container, "env": [{"name": k, "value": v} for k, v in env.items()]}]
+    return {"apiVersion": "apps/v1", "kind": "DaemonSet", "metadata": {"name": name},
+            "spec": {"template": {"spec": spec}}}
+
+
+def _patches(settings: Settings, name: AddonName) -> tuple[dict[str, Any], ...]:
+    """Our changes to a release's objects: GPU nodes only for the GPU DaemonSets, GFD's MIG strategy ours."""
+    if name == "dcgm_exporter":
+        return (_daemonset_patch("dcgm-exporter"),)
+    if name == "gpu_feature_discovery":
+        return (_daemonset_patch("gpu-feature-discovery", {"MIG_STRATEGY": settings.gpu.mig.strategy},
+                                 "gpu-feature-discovery"),)
+    return ()
+
+
+def service_monitor(namespace: str) -> dict[str, Any]:
+    """DCGM's exporter scraped by the Prometheus Operator: its Service's `metrics` port every 15 s."""
+    return {"apiVersion": "monitoring.coreos.com/v1", "kind": "ServiceMonitor",
+            "metadata": {"name": "dcgm-exporter", "namespace": namespace, "labels": dict(MANAGED_LABELS)},
+            "spec": {"selector": {"matchLabels": {"app.kubernetes.io/name": "dcgm-exporter"}},
+                     "namespaceSelector": {"matchNames": [namespace]},
+                     "endpoints": [{"port": "metrics", "interval": "15s", "path": "/metrics"}]}}
+
+
+def kserve_config(namespace: str) -> dict[str, Any]:
+    """The one key of KServe's configuration we set (applied server-side: the release keeps the others)."""
+    return {"apiVersion": "v1", "kind": "ConfigMap",
+            "metadata": {"name": KSERVE_CONFIG, "namespace": namespace},
+            "data": {"deploy": json.dumps({"defaultDeploymentMode": KSERVE_DEPLOYMENT_MODE})}}
+
+
+def namespace_object(name: str) -> dict[str, Any]:
+    return {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": name, "labels": dict(MANAGED_LABELS)}}
 
 
 def volcano_queue(settings: Settings) -> dict[str, Any]:
@@ -85,26 +153,44 @@ def volcano_queue(settings: Settings) -> dict[str, Any]:
             "spec": {"weight": 1, "reclaimable": True}}
 
 
-def _own_objects(settings: Settings, name: AddonName) -> list[dict[str, Any]]:
-    return [volcano_queue(settings)] if name == "volcano" else []
+def _own_objects(settings: Settings, name: AddonName, facts: ClusterFacts) -> list[dict[str, Any]]:
+    """Our objects applied after the release (once its webhooks can admit them)."""
+    if name == "volcano":
+        return [volcano_queue(settings)]
+    if name == "kserve":
+        return [kserve_config(ADDONS[name].namespace)]
+    if name == "dcgm_exporter" and facts.service_monitors:
+        return [service_monitor(ADDONS[name].namespace)]
+    return []
 
 
-def addon_plan(settings: Settings, name: AddonName) -> AddonPlan:
+def _local_part(settings: Settings, name: str, objects: list[dict[str, Any]]) -> PartPlan:
+    file = "objects.yaml"
+    return PartPlan(name=name, fetch="local", source="", file=file, kustomization=_kustomization(settings, file, ()),
+                    content=yaml.safe_dump_all(objects, sort_keys=False))
+
+
+def addon_plan(settings: Settings, name: AddonName, facts: ClusterFacts | None = None) -> AddonPlan:
     addon = ADDONS[name]
     version = settings.addons.version(name)
     parts: list[PartPlan] = []
+    if addon.own_namespace:
+        # Before the release, whose objects go into it.
+        parts.append(_local_part(settings, "namespace", [namespace_object(addon.namespace)]))
+    patches = _patches(settings, name)
     for part in addon.parts:
         fetch, source = part_source(settings, name, part.name)
         file = f"{part.name}-{version}.yaml"
         parts.append(PartPlan(name=part.name, fetch=fetch, source=source, file=file,
-                              kustomization=_kustomization(settings, file, addon.images)))
-    own = _own_objects(settings, name)
+                              kustomization=_kustomization(settings, file, addon.images, namespace=part.namespace,
+                                                           patches=patches)))
+    own = _own_objects(settings, name, facts or ClusterFacts())
     if own:
-        file = "objects.yaml"
-        parts.append(PartPlan(name="cluster-bootstrap", fetch="local", source="", file=file,
-                              kustomization=_kustomization(settings, file, ()),
-                              content=yaml.safe_dump_all(own, sort_keys=False)))
-    # Every part but the last waits: the next one may need the CRDs, or the webhooks that check its objects.
-    waiting = [PartPlan(**{**asdict(p), "wait_after": i < len(parts) - 1}) for i, p in enumerate(parts)]
+        parts.append(_local_part(settings, "cluster-bootstrap", own))
+    # Every part but the last waits: the next one may need the CRDs, or the webhooks that check its objects (a
+    # namespace waits for nothing: no CRD or controller of the release is there yet).
+    waiting = [PartPlan(**{**asdict(p), "wait_after": i < len(parts) - 1 and p.name != "namespace"})
+               for i, p in enumerate(parts)]
     return AddonPlan(name=name, version=version, namespace=addon.namespace, directory=f"{ADDONS_DIR}/{name}",
-                     parts=tuple(waiting), crds=addon.crds, deployments=addon.deployments)
+                     parts=tuple(waiting), crds=addon.crds, deployments=addon.deployments,
+                     daemonsets=addon.daemonsets)

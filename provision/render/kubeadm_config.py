@@ -144,4 +144,4 @@ def endpoint_change_problem(cluster_configuration: str, cluster: Cluster, settin
         return None
     return (f"the cluster was formed with the control-plane endpoint {was}, the settings now give {wanted} "
             f"(control_plane.endpoint {settings.control_plane.endpoint}): kubeadm cannot move a formed cluster's "
-            "endpoint; set control_plane back as it was, or `bootstrap down` and `up` again")
+            "endpoint; set control_plane back as it was, or `bootstrap down`, then `bootstrap up`")

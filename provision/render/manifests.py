@@ -9,6 +9,7 @@ import hashlib
 from dataclasses import dataclass
 
 import jinja2
+import yaml
 
 from provision.inputs import versions
 from provision.inputs.inventory import Cluster
@@ -47,11 +48,55 @@ def _render(template: str, **values: object) -> str:
     return _env.get_template(template).render(**values)
 
 
-def device_plugin_manifest(settings: Settings) -> str:
+DEVICE_PLUGIN_CONFIG_MAP = "nvidia-device-plugin-config"
+# Where the MPS control daemon keeps its pipes, logs and /dev/shm on the node (upstream's default).
+MPS_ROOT = "/run/nvidia/mps"
+# The labels the gpu phase sets on GPU nodes: the device plugin's nodeSelector, and with MPS the control daemon's.
+GPU_PRESENT_LABEL = "nvidia.com/gpu.present=true"
+MPS_CAPABLE_LABEL = "nvidia.com/mps.capable=true"
+
+
+def device_plugin_config(settings: Settings) -> dict[str, object]:
+    """The device plugin's own configuration file (its README's `version: v1` format): the MIG strategy, and the
+    sharing of each advertised resource between gpu.replicas pods."""
     gpu = settings.gpu
-    return _render("nvidia-device-plugin.yaml.j2", version=gpu.device_plugin_version,
-                   image=image_ref(settings, f"{gpu.device_plugin_image}:{gpu.device_plugin_version}"),
-                   runtime_class=gpu.runtime == "runtimeclass", gpu_resource=GPU_RESOURCE)
+    flags: dict[str, object] = {"migStrategy": gpu.mig.strategy, "failOnInitError": True}
+    if gpu.sharing == "mps":
+        flags["mpsRoot"] = MPS_ROOT
+    config: dict[str, object] = {"version": "v1", "flags": flags}
+    if gpu.sharing != "none":
+        key = "timeSlicing" if gpu.sharing == "time-slicing" else "mps"
+        # A request for two replicas is two slices of one GPU, not two GPUs: the plugin refuses it.
+        config["sharing"] = {key: {"failRequestsGreaterThanOne": True,
+                                   "resources": [{"name": gpu.advertised_resource, "replicas": gpu.replicas}]}}
+    return config
+
+
+def device_plugin_manifest(settings: Settings) -> str:
+    """The plugin's ConfigMap, then its DaemonSet (and with MPS the control daemon's)."""
+    gpu = settings.gpu
+    config = yaml.safe_dump(device_plugin_config(settings), sort_keys=False)
+    # The MIG profile is applied on the nodes, not read by the plugin: it is in the hash so that a new layout
+    # restarts the plugin, which then advertises the new instances.
+    config_hash = hashlib.sha256(f"{config}\n{gpu.mig.profile}".encode()).hexdigest()[:16]
+    config_map = {"apiVersion": "v1", "kind": "ConfigMap",
+                  "metadata": {"name": DEVICE_PLUGIN_CONFIG_MAP, "namespace": "kube-system",
+                               "labels": {"app.kubernetes.io/name": "nvidia-device-plugin",
+                                          "app.kubernetes.io/managed-by": "cluster-bootstrap"}},
+                  "data": {"config.yaml": config}}
+    daemon_sets = _render("nvidia-device-plugin.yaml.j2", version=gpu.device_plugin_version,
+                          image=image_ref(settings, f"{gpu.device_plugin_image}:{gpu.device_plugin_version}"),
+                          runtime_class=gpu.runtime == "runtimeclass", gpu_resource=GPU_RESOURCE,
+                          config_map=DEVICE_PLUGIN_CONFIG_MAP, config_hash=config_hash, mig=gpu.mig.enabled,
+                          mps=gpu.sharing == "mps", mps_root=MPS_ROOT)
+    return f"{yaml.safe_dump(config_map, sort_keys=False)}---\n{daemon_sets}"
+
+
+def gpu_node_labels(settings: Settings) -> list[str]:
+    """The labels every GPU node gets from the gpu phase (beside its GPU generation); without MPS the MPS label
+    is removed, so that a control daemon left from an earlier setting runs nowhere."""
+    mps_key = MPS_CAPABLE_LABEL.split("=")[0]
+    return [GPU_PRESENT_LABEL, MPS_CAPABLE_LABEL if settings.gpu.sharing == "mps" else f"{mps_key}-"]
 
 
 def runtimeclass_manifest() -> str:

@@ -2,7 +2,8 @@
 (the Kubeflow add-ons), Volcano's PodGroup API and the smoke test's queue, and a default StorageClass.
 
 Each `auto` setting becomes a choice here; an explicit choice the cluster cannot honour is refused with the
-add-on that would make it possible. Nothing is created.
+add-on that would make it possible. Nothing is created. Without a cluster to ask (`smoke-test --print-manifests`)
+the same rules decide against the offer `assumed_offer` describes.
 """
 from __future__ import annotations
 
@@ -13,6 +14,7 @@ from typing import Any, Literal
 from kubernetes import client
 from kubernetes.client.exceptions import ApiException
 
+from provision.inputs.settings import Settings
 from provision.smoke.manifests import CUSTOM_KINDS, Cache, Scheduler, Workload
 
 DEFAULT_CLASS_ANNOTATION = "storageclass.kubernetes.io/is-default-class"
@@ -22,6 +24,15 @@ NEEDS: dict[str, tuple[str, str]] = {
     "pytorchjob": ("pytorchjobs.kubeflow.org", "training_operator"),
     "volcano": ("podgroups.scheduling.volcano.sh", "volcano"),
 }
+
+
+@dataclass(frozen=True)
+class Choices:
+    """What a run uses, once `auto` has been decided against what the cluster offers."""
+
+    workload: Workload
+    scheduler: Scheduler
+    cache: Cache
 
 
 class NotOffered(Exception):
@@ -110,3 +121,22 @@ def choose_cache(offer: Offer, configured: Literal["auto", "hostpath", "pvc", "n
         raise NotOffered("smoke_test.cache is pvc but the cluster has no default StorageClass: mark one default "
                          f"({DEFAULT_CLASS_ANNOTATION}=true) or use cache: hostpath")
     return configured
+
+
+def choose(offer: Offer, settings: Settings, *, nodes: int, save: bool, workload: str | None = None,
+           scheduler: str | None = None) -> Choices:
+    """The workload, scheduler and cache of a run on `nodes` nodes: the arguments, else the settings, `auto`
+    decided by the offer. NotOffered when an explicit choice is not there."""
+    smoke, queue = settings.smoke_test, settings.addons.volcano_queue
+    return Choices(workload=choose_workload(offer, workload or smoke.workload),
+                   scheduler=choose_scheduler(offer, scheduler or smoke.scheduler, queue),
+                   cache=choose_cache(offer, smoke.cache, needed=smoke.dataset == "cifar10" or save, pods=nodes))
+
+
+def assumed_offer(settings: Settings, *, workload: str | None = None, scheduler: str | None = None) -> Offer:
+    """What a cluster is taken to offer when there is none to ask: what the run asks for by name (the arguments,
+    else the settings) and nothing else: `auto` becomes a plain Job, the default scheduler and the hostPath cache."""
+    smoke = settings.smoke_test
+    named = (workload or smoke.workload, scheduler or smoke.scheduler)
+    return Offer(crds=frozenset(NEEDS[choice][0] for choice in named if choice in NEEDS),
+                 queues=frozenset({settings.addons.volcano_queue}), default_storage_class=None)

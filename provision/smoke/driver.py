@@ -16,9 +16,10 @@ from __future__ import annotations
 
 import json
 import secrets
+import tempfile
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field, replace
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -44,8 +45,9 @@ from provision.kube.pods import (
     unschedulable,
     waiting_state,
 )
-from provision.smoke.choices import NotOffered, choose_cache, choose_scheduler, choose_workload, survey
-from provision.smoke.manifests import CUSTOM_KINDS, RUN_LABEL, Cache, Scheduler, SmokeSpec, Workload, render
+from provision.smoke.choices import Choices, NotOffered, assumed_offer, choose, survey
+from provision.smoke.gpu_metrics import GpuSampler
+from provision.smoke.manifests import CUSTOM_KINDS, RUN_LABEL, SmokeSpec, render
 from provision.smoke.observation import (
     Condition,
     Mode,
@@ -57,6 +59,7 @@ from provision.smoke.observation import (
     epoch_reached,
 )
 from provision.smoke.save import save_results, write_verdict
+from provision.smoke.serve import CIFAR10_CLASSES, Served, serve_and_ask
 from provision.smoke.verdict import FailureKind, Policy, Verdict, failed, judge
 
 # The RuntimeClass the GPU role creates when gpu.runtime is "runtimeclass".
@@ -148,7 +151,8 @@ def _stage(pods: tuple[PodObservation, ...], stage: str, podgroup: PodGroupObser
 # ---------------------------------------------------------------------------------------------------
 class _Run:
     def __init__(self, api: client.ApiClient, spec: SmokeSpec, mode: Mode, policy: Policy, timings: Timings,
-                 on_progress: Callable[[SmokeProgress], None] | None, sleep: Callable[[float], None]) -> None:
+                 on_progress: Callable[[SmokeProgress], None] | None, sleep: Callable[[float], None],
+                 gpu_metrics: bool = False) -> None:
         self.api = api
         self.core = client.CoreV1Api(api)
         self.batch = client.BatchV1Api(api)
@@ -167,6 +171,9 @@ class _Run:
         # When each (pod, trouble) was first seen: some troubles only count once they have lasted a while.
         self.first_seen: dict[tuple[str, str], float] = {}
         self.log_lines_seen: dict[str, int] = {}
+        # GPU utilisation from the DCGM exporter, where the settings installed it (addons.enabled).
+        self.gpus = GpuSampler(api, spec.namespace, timings.request_timeout_s) if mode == "gpu" and gpu_metrics \
+            else None
 
     # -- plumbing -----------------------------------------------------------------------------------
     def _call(self, fn: Callable[..., T], *args: Any, **kwargs: Any) -> T:
@@ -229,11 +236,14 @@ class _Run:
                 api_errors += 1
                 self.observation = replace(self.observation, elapsed_s=self.progress.elapsed, api_errors=api_errors,
                                            api_error=_describe(exc))
+            if self.gpus is not None:
+                self.gpus.sample(self.progress.elapsed, {pod.name: pod.node for pod in self.observation.pods
+                                                         if pod.phase == "Running" and pod.node})
             verdict = judge(self.observation, self.policy)
             if verdict:
                 self.progress.stage = "finished"
                 self._notify()
-                return verdict
+                return replace(verdict, gpu_utilisation=self.gpus.summary() if self.gpus else None)
             self._notify()
             self.sleep(self.timings.poll_s)
 
@@ -392,66 +402,51 @@ def cluster_gpu_generations(api: client.ApiClient, timeout_s: float = 10.0) -> l
     return sorted(name for name in found if name in {g.name for g in versions.GPU_GENERATIONS})
 
 
-@dataclass(frozen=True)
-class Choices:
-    """What this run uses, once `auto` has been decided against the cluster."""
-
-    workload: Workload = "job"
-    scheduler: Scheduler = "default"
-    cache: Cache = "none"
-
-
 def build_spec(settings: Settings, mode: Mode, *, namespace: str, gpus: int | None = None, nodes: int | None = None,
                image: str | None = None, epochs: int | None = None, timeout_s: int | None = None,
-               choices: Choices = Choices(), keep_results: bool = False,
+               choices: Choices | None = None, keep_results: bool = False,
                generations: list[str] | None = None) -> SmokeSpec:
-    """What to run: the arguments given, else `settings.smoke_test` (the image for the GPU generations given,
-    see smoke_image). On CPU the trainer's own CPU defaults (fewer epochs, a smaller synthetic set) apply unless
-    epochs are given here or set in cluster.yaml."""
+    """The one place a run's spec is made: the arguments given, else `settings.smoke_test` (the image for the GPU
+    generations given, see smoke_image). On CPU the trainer's own CPU defaults (fewer epochs, a smaller synthetic
+    set) apply unless epochs are given here or set in cluster.yaml. `choices`: what `auto` became on the cluster
+    (None: what it becomes on a cluster that offers nothing it was not asked for, choices.assumed_offer)."""
     smoke = settings.smoke_test
     if epochs is None and (mode == "gpu" or "epochs" in smoke.model_fields_set):
         epochs = smoke.epochs
+    nodes = nodes or smoke.nodes
+    if choices is None:
+        choices = choose(assumed_offer(settings), settings, nodes=nodes, save=keep_results)
     sources = resolve_sources(settings)
     name = "cifar10-smoke"
     if namespace == CACHE_NAMESPACE:
         # Runs share the cache's namespace: each names its objects after itself.
         name = f"cifar10-smoke-{secrets.token_hex(3)}"
     return SmokeSpec(namespace=namespace, name=name, image=image or smoke_image(settings, generations or []),
-                     gpus=0 if mode == "cpu" else (gpus or smoke.gpus), nodes=nodes or smoke.nodes, epochs=epochs,
+                     gpus=0 if mode == "cpu" else (gpus or smoke.gpus), nodes=nodes, epochs=epochs,
                      dataset=smoke.dataset, timeout_s=timeout_s or smoke.timeout_s,
                      runtime_class=GPU_RUNTIME_CLASS if settings.gpu.runtime == "runtimeclass" else None,
                      pip_index=sources.pip_index, workload=choices.workload, scheduler=choices.scheduler,
-                     queue=settings.addons.volcano_queue, gpu_resource=smoke.gpu_resource, env=dict(smoke.env),
+                     queue=settings.addons.volcano_queue, gpu_resource=settings.smoke_gpu_resource, env=dict(smoke.env),
                      host_network=smoke.host_network, shm_size=smoke.shm_size,
                      extra_resources=dict(smoke.extra_resources), ipc_lock=smoke.ipc_lock,
                      cifar10_url=sources.cifar10_archive, cifar10_md5=smoke.cifar10_md5, cache=choices.cache,
                      cache_path=smoke.cache_path, cache_size=smoke.cache_size, data_timeout_s=smoke.data_timeout_s,
-                     keep_results=keep_results)
+                     min_accuracy=smoke.cifar10_min_accuracy if smoke.dataset == "cifar10" else smoke.min_accuracy,
+                     throughput_floors=dict(smoke.throughput_floors), registry_mirrors=sources.registry_mirrors,
+                     min_link_gbps=smoke.min_link_gbps, keep_results=keep_results,
+                     # Shared GPUs: several one-GPU pods at once (a plain Job; the settings refuse several nodes).
+                     shared_pods=settings.shared_pods if mode == "gpu" and choices.workload == "job" else 1)
 
 
-def smoke_policy(settings: Settings, spec: SmokeSpec, timings: Timings, link_gbps: float | None = None) -> Policy:
-    """What the verdict holds a run to: the image and deadline it runs with, the accuracy the settings ask
-    for, the mirrors its image may come through, the link between its nodes, and the driver's patience."""
-    smoke = settings.smoke_test
-    min_accuracy = smoke.cifar10_min_accuracy if spec.dataset == "cifar10" else smoke.min_accuracy
-    return Policy(image=spec.image, timeout_s=spec.deadline_s, min_accuracy=min_accuracy,
-                  throughput_floors=smoke.throughput_floors,
-                  mirrors=resolve_sources(settings).registry_mirrors,
+def smoke_policy(spec: SmokeSpec, timings: Timings, link_gbps: float | None = None) -> Policy:
+    """What the verdict holds a run to: its spec (the image and deadline it runs with, the accuracy and speed
+    asked for, the mirrors its image may come through), the link between its nodes, and the driver's patience."""
+    return Policy(image=spec.image, timeout_s=spec.deadline_s, min_accuracy=spec.min_accuracy,
+                  throughput_floors=spec.throughput_floors, mirrors=spec.registry_mirrors,
                   unschedulable_grace_s=timings.unschedulable_grace_s, image_pull_grace_s=timings.image_pull_grace_s,
                   deadline_margin_s=timings.deadline_margin_s,
                   data_timeout_s=spec.data_timeout_s if spec.fetches_data else None, link_gbps=link_gbps,
-                  min_link_gbps=settings.smoke_test.min_link_gbps)
-
-
-def decide(api: client.ApiClient, settings: Settings, *, nodes: int, save: bool, workload: str | None = None,
-           scheduler: str | None = None, timeout_s: float = 10.0) -> Choices:
-    """The workload, scheduler and cache this run uses: the arguments, else the settings, `auto` decided by
-    what the cluster offers. NotOffered when an explicit choice is not installed."""
-    smoke = settings.smoke_test
-    offer = survey(api, settings.addons.volcano_queue, timeout_s)
-    return Choices(workload=choose_workload(offer, workload or smoke.workload),
-                   scheduler=choose_scheduler(offer, scheduler or smoke.scheduler, settings.addons.volcano_queue),
-                   cache=choose_cache(offer, smoke.cache, needed=smoke.dataset == "cifar10" or save, pods=nodes))
+                  min_link_gbps=spec.min_link_gbps)
 
 
 def run_smoke_test(
@@ -471,6 +466,7 @@ def run_smoke_test(
     scheduler: str | None = None,
     save_dir: Path | None = None,
     link_gbps: float | None = None,
+    serve: bool = False,
     timings: Timings = Timings(),
     sleep: Callable[[float], None] = time.sleep,
 ) -> Verdict:
@@ -492,10 +488,12 @@ def run_smoke_test(
 
     try:
         mode = choose_mode(api, settings.smoke_test.mode, cpu, timings.request_timeout_s,
-                           settings.smoke_test.gpu_resource)
+                           settings.smoke_gpu_resource)
         generations = cluster_gpu_generations(api, timings.request_timeout_s) if mode == "gpu" else []
-        choices = decide(api, settings, nodes=chosen_nodes, save=save_dir is not None, workload=workload,
-                         scheduler=scheduler, timeout_s=timings.request_timeout_s)
+        # --serve reads the model where --save would: the run keeps it in the cache.
+        offer = survey(api, settings.addons.volcano_queue, timings.request_timeout_s)
+        choices = choose(offer, settings, nodes=chosen_nodes, save=save_dir is not None or serve, workload=workload,
+                         scheduler=scheduler)
     except (ApiException, urllib3.exceptions.HTTPError) as exc:
         return before_run(FailureKind.API_ERROR, f"cannot ask the cluster what it offers: {_describe(exc)}",
                           "cpu" if cpu else "gpu")
@@ -504,23 +502,42 @@ def run_smoke_test(
     if choices.cache == "pvc":
         run_namespace = CACHE_NAMESPACE
     spec = build_spec(settings, mode, namespace=run_namespace, gpus=gpus, nodes=nodes, image=image, epochs=epochs,
-                      timeout_s=timeout_s, choices=choices, keep_results=save_dir is not None, generations=generations)
-    run = _Run(api, spec, mode, smoke_policy(settings, spec, timings, link_gbps), timings, on_progress=on_progress,
-               sleep=sleep)
+                      timeout_s=timeout_s, choices=choices, keep_results=save_dir is not None or serve,
+                      generations=generations)
+    run = _Run(api, spec, mode, smoke_policy(spec, timings, link_gbps), timings, on_progress=on_progress, sleep=sleep,
+               gpu_metrics="dcgm_exporter" in settings.addons.enabled)
     saved: list[str] = []
     save_error = None
+    served: Served | None = None
     try:
         run.apply()
         verdict = run.watch()
+        if serve and verdict.passed:
+            node = next((pod.node for pod in run.observation.pods if pod.node), None)
+            served = serve_and_ask(api, spec, node=node, pip_index=spec.pip_index, classes=CIFAR10_CLASSES,
+                                   timeout_s=settings.addons.timeout_s, poll_s=timings.poll_s, sleep=sleep)
         if save_dir is not None:
             saved, save_error = save_results(api, spec, run.observation, save_dir, timeout_s=timings.collect_timeout_s,
                                              request_timeout_s=timings.request_timeout_s, poll_s=timings.poll_s,
                                              sleep=sleep)
+        elif serve:
+            # The collector takes the model out of the cache as it goes (nothing is kept on the node).
+            with tempfile.TemporaryDirectory() as scratch:
+                save_results(api, spec, run.observation, Path(scratch), timeout_s=timings.collect_timeout_s,
+                             request_timeout_s=timings.request_timeout_s, poll_s=timings.poll_s, sleep=sleep)
     except (ApiException, urllib3.exceptions.HTTPError) as exc:
         verdict = run.fail(FailureKind.API_ERROR, f"the API server refused the smoke test: {_describe(exc)}")
     finally:
         cleanup_error = None if keep else run.clean_up()
     verdict = replace(verdict, kept=keep, cleanup_error=cleanup_error, saved=tuple(saved), save_error=save_error)
+    if verdict.passed and spec.shared_pods > 1:
+        verdict = replace(verdict, summary=f"{verdict.summary}; {spec.shared_pods} pods trained at once on shared "
+                                           f"GPUs ({settings.gpu.sharing}, {settings.gpu.replicas} per GPU)")
+    if served is not None:
+        verdict = replace(verdict, served=asdict(served))
+        if not served.ok:
+            verdict = replace(verdict, passed=False, cause=FailureKind.SERVE_FAILED, detail=served.detail,
+                              summary=f"FAIL ({FailureKind.SERVE_FAILED.value}): trained, but {served.detail}")
     if save_dir is not None:
         save_dir.mkdir(parents=True, exist_ok=True)
         write_verdict(save_dir, verdict)

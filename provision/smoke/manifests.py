@@ -10,6 +10,7 @@ fetches the archive into a hostPath or a PVC once; with --save, rank 0's model i
 from __future__ import annotations
 
 import shlex
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import PurePosixPath
 from typing import Any, Literal
@@ -17,11 +18,9 @@ from typing import Any, Literal
 import jinja2
 import yaml
 
-from provision.inputs.settings import GPU_RESOURCE
 from provision.resources import MANIFESTS_DIR, TRAINER_DIR
 
 TEMPLATES_DIR = MANIFESTS_DIR / "smoke"
-TRAINER_FILES = ("train.py", "cifar_data.py", "infer.py", "bandwidth.py")
 TRAINER_MOUNT = "/opt/trainer"
 RUN_LABEL = "cluster-bootstrap.io/smoke-run"
 RDZV_PORT = 29500
@@ -57,45 +56,56 @@ WORKLOAD_KINDS: dict[Workload, str] = {"job": "Job", "pytorchjob": "PyTorchJob",
 
 @dataclass(frozen=True)
 class SmokeSpec:
-    """What one smoke-test run asks of the cluster."""
+    """What one smoke-test run asks of the cluster and is held to. Built in one place, from the settings and the
+    command's arguments (driver.build_spec); the settings' defaults are not restated here, so every field that a
+    setting decides has no default."""
 
     namespace: str
+    name: str
     image: str
-    name: str = "cifar10-smoke"
-    gpus: int = 1            # GPUs per pod (per node); 0 runs on CPU
-    nodes: int = 1
-    epochs: int | None = None  # None: the trainer's own default for its device
-    dataset: Literal["synthetic", "cifar10"] = "synthetic"
-    timeout_s: int = 900
+    gpus: int                # GPUs per pod (per node); 0 runs on CPU
+    nodes: int
+    epochs: int | None       # None: the trainer's own default for its device
+    dataset: Literal["synthetic", "cifar10"]
+    timeout_s: int
     # Given to the pods as PIP_INDEX_URL (mirrors.pip_index), for images or commands that install packages.
-    pip_index: str | None = None
-    # A kept run (--keep) is removed by the TTL controller a day after it ends.
-    ttl_s: int = 86_400
-    trainer_files: dict[str, str] = field(default_factory=dict)
+    pip_index: str | None
     # Set when the NVIDIA runtime is not containerd's default: GPU pods then opt in through this RuntimeClass.
-    runtime_class: str | None = None
+    runtime_class: str | None
     # What runs the pods, and who schedules them (volcano: one PodGroup, minMember = the pods, in `queue`).
-    workload: Workload = "job"
-    scheduler: Scheduler = "default"
-    queue: str = "cluster-bootstrap"
-    gpu_resource: str = GPU_RESOURCE
+    workload: Workload
+    scheduler: Scheduler
+    queue: str
+    gpu_resource: str
     # The seeds' knobs: extra environment, the host's network, /dev/shm, extra resources, IPC_LOCK.
-    env: dict[str, str] = field(default_factory=dict)
-    host_network: bool = False
-    shm_size: str = "2Gi"
-    extra_resources: dict[str, str] = field(default_factory=dict)
-    ipc_lock: bool = False
+    env: Mapping[str, str]
+    host_network: bool
+    shm_size: str
+    extra_resources: Mapping[str, str]
+    ipc_lock: bool
     # The CIFAR-10 archive (dataset cifar10) and the cache it is kept in between runs.
-    cifar10_url: str = "https://www.cs.toronto.edu/~kriz/cifar-10-python.tar.gz"
-    cifar10_md5: str = "c58f30108f718f92721af3b95e74349a"
-    cache: Cache = "none"
-    cache_path: str = "/var/lib/cluster-bootstrap/cache"
-    cache_claim: str = "cifar10-smoke-cache"
-    cache_size: str = "2Gi"
+    cifar10_url: str
+    cifar10_md5: str
+    cache: Cache
+    cache_path: str
+    cache_size: str
     # The fetch into the cache has its own deadline; the run's deadline is timeout_s plus this one.
-    data_timeout_s: int = 600
+    data_timeout_s: int
+    # What the verdict holds the run to: the accuracy for its dataset, the steady images/s one GPU of each model
+    # must reach, the registries' mirrors its image may come through, the link speed multi-node training needs.
+    min_accuracy: float
+    throughput_floors: Mapping[str, float]
+    registry_mirrors: Mapping[str, Sequence[str]]
+    min_link_gbps: float
     # Leave the model and metrics in the cache under runs/<name>/ for `smoke-test --save` to copy back.
     keep_results: bool = False
+    # With gpu.sharing: this many single-GPU pods train at once (an Indexed Job), each on a shared replica.
+    shared_pods: int = 1
+    # A kept run (--keep) is removed by the TTL controller a day after it ends.
+    ttl_s: int = 86_400
+    cache_claim: str = "cifar10-smoke-cache"
+    # The trainer's files (none: trainer/ as the package holds it).
+    trainer_files: Mapping[str, str] = field(default_factory=dict)
 
     @property
     def cpu(self) -> bool:
@@ -134,7 +144,8 @@ class SmokeSpec:
 
 
 def read_trainer_files() -> dict[str, str]:
-    return {name: (TRAINER_DIR / name).read_text() for name in TRAINER_FILES}
+    """Every module of trainer/ (the recipe and the modules beside it), as the pods mount them."""
+    return {path.name: path.read_text() for path in sorted(TRAINER_DIR.glob("*.py"))}
 
 
 def trainer_args(spec: SmokeSpec) -> list[str]:
@@ -289,6 +300,7 @@ def _context(spec: SmokeSpec) -> dict[str, Any]:
         "trainer_node": TRAINER_NODE,
         "collector_port": COLLECTOR_PORT,
         "results_dir": spec.results_dir,
+        "shared_pods": spec.shared_pods,
         **_commands(spec),
     }
 

@@ -9,8 +9,9 @@ from __future__ import annotations
 import json
 import re
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field, fields
+from dataclasses import dataclass, fields
 from enum import StrEnum
+from typing import Any
 
 from provision.inputs.settings import GPU_RESOURCE
 from provision.kube.pods import CONFIG_REASONS, HOPELESS_IMAGE_REASONS, IMAGE_PULL_REASONS, OOM_KILLED
@@ -62,6 +63,10 @@ class FailureKind(StrEnum):
     DATA_FETCH = "data-fetch"
     # The workload or scheduler asked for is not installed on the cluster.
     ADDON_MISSING = "addon-missing"
+    # `--serve`: the trained model's InferenceService did not answer the picture with a class and a score.
+    SERVE_FAILED = "serve-failed"
+    # `--pipeline`: the pipeline run did not succeed.
+    PIPELINE_FAILED = "pipeline-failed"
 
 
 @dataclass(frozen=True)
@@ -85,6 +90,14 @@ class TrainerMetrics:
     # After the first epoch (which pays for warm-up and autotuning); 0 when the trainer did not say.
     steady_images_per_s: float = 0.0
     precision: str = ""
+
+    @property
+    def per_gpu_images_per_s(self) -> float | None:
+        """The steady speed of one GPU (the trainer reports the whole run's: every rank's images); None on CPU
+        or when the trainer did not say."""
+        if not self.gpu_count or not self.steady_images_per_s:
+            return None
+        return self.steady_images_per_s / self.gpu_count
 
     @classmethod
     def parse(cls, text: str | None) -> TrainerMetrics | None:
@@ -151,6 +164,13 @@ class Verdict:
     # `smoke-test --save DIR`: the files written there, or why they could not be.
     saved: tuple[str, ...] = ()
     save_error: str | None = None
+    # `smoke-test --serve`: what the InferenceService answered (smoke/serve.py's Served, as a mapping).
+    served: dict[str, Any] | None = None
+    # Mean and peak GPU utilisation (%) of the run's GPUs while it trained, read from the DCGM exporter when the
+    # cluster runs it; None without it.
+    gpu_utilisation: dict[str, float] | None = None
+    # `smoke-test --pipeline`: the run's steps in order, each {"name", "state"} as Kubeflow Pipelines reports it.
+    pipeline_steps: tuple[dict[str, str], ...] = ()
 
     @property
     def exit_code(self) -> int:
@@ -174,15 +194,16 @@ class Policy:
     image_pull_grace_s: float
     # The Job's own deadline normally ends a stuck run; the driver gives up this much later.
     deadline_margin_s: float
-    # Polls in a row the API server may leave unanswered before the run is given up.
-    api_errors_tolerated: int = 3
+    # GPU model -> the steady images/s one GPU must reach (settings.smoke_test.throughput_floors).
+    throughput_floors: Mapping[str, float]
+    # The speed below which the link between the nodes is too slow (Gb/s), and the slowest link as preflight read
+    # it (None: unknown).
+    min_link_gbps: float
+    link_gbps: float | None = None
     # The fetch into the cache's own deadline (a part of timeout_s); None when the run fetches nothing.
     data_timeout_s: int | None = None
-    # The slowest link between the nodes as preflight read it (Gb/s), and the speed below which it is too slow.
-    link_gbps: float | None = None
-    min_link_gbps: float = 10.0
-    # GPU model -> the steady images/s one GPU must reach (settings.smoke_test.throughput_floors).
-    throughput_floors: Mapping[str, float] = field(default_factory=dict)
+    # Polls in a row the API server may leave unanswered before the run is given up.
+    api_errors_tolerated: int = 3
 
 
 def throughput_floor(device: str, floors: Mapping[str, float]) -> tuple[str, float] | None:
@@ -422,13 +443,9 @@ def _mark(accuracy: float) -> str:
 def _speed_problem(metrics: TrainerMetrics, policy: Policy) -> str | None:
     """A GPU run whose steady-state speed per GPU is under its model's floor: accuracy alone passes a GPU that
     trains on a slow path (a throttled clock, a fallback kernel, PCIe-bound data)."""
-    if not metrics.gpu_count or not metrics.steady_images_per_s:
-        return None
+    per_gpu = metrics.per_gpu_images_per_s
     floor = throughput_floor(metrics.device, policy.throughput_floors)
-    if floor is None:
-        return None
-    per_gpu = metrics.steady_images_per_s / max(metrics.world_size, 1)
-    if per_gpu >= floor[1]:
+    if per_gpu is None or floor is None or per_gpu >= floor[1]:
         return None
     precision = metrics.precision or "precision unknown"
     return (f"{per_gpu:,.0f} images/s per GPU after warm-up on {metrics.device} ({precision}), under the floor of "
@@ -456,9 +473,9 @@ def _judge_metrics(observation: Observation, policy: Policy) -> Verdict:
                         speed, metrics, policy)
     summary = (f"PASS: test accuracy {metrics.test_accuracy:.2%} in {metrics.train_time_s:.1f}s of training "
                f"({metrics.images_per_s:,.0f} images/s, {metrics.epochs} epochs) on {hardware}")
-    if metrics.gpu_count and metrics.steady_images_per_s:
+    per_gpu = metrics.per_gpu_images_per_s
+    if per_gpu is not None:
         floor = throughput_floor(metrics.device, policy.throughput_floors)
-        per_gpu = metrics.steady_images_per_s / max(metrics.world_size, 1)
         summary += (f"; {per_gpu:,.0f} images/s per GPU after warm-up"
                     + (f" (floor for {floor[0]}: {floor[1]:,.0f})" if floor else " (no floor for this model)"))
     bandwidth = bandwidth_of(observation)

@@ -16,6 +16,11 @@ Kubernetes semantics: a test declares what the cluster "says", and asserts on wh
 A route added later wins over an earlier one with the same method and a matching path, so a test can
 start from shared defaults and override one answer. Unmatched requests get a 404 `Status` (as the real
 server answers for a missing object) and are recorded like any other.
+
+A list a GET answers (a body with `items`) is filtered as the real server filters it: by the request's
+`labelSelector` (equality, inequality, existence, `in` and `notin`) and `fieldSelector` (`path=value` and
+`path!=value` on dotted paths such as `spec.nodeName`), so code that asks for the wrong selector sees what
+it asked for, not what the test happened to declare.
 """
 from __future__ import annotations
 
@@ -66,6 +71,78 @@ def status(code: int, reason: str, message: str) -> Response:
 def object_list(kind: str, items: list[dict[str, Any]], api_version: str = "v1") -> dict[str, Any]:
     """A list response (`PodList`, `NodeList`, ...) around the given items."""
     return {"kind": kind, "apiVersion": api_version, "metadata": {"resourceVersion": "1"}, "items": items}
+
+
+_SET_REQUIREMENT = re.compile(r"\s*(!?)\s*([A-Za-z0-9._/-]+)\s*(?:(==|=|!=)\s*([A-Za-z0-9._-]*)|\s+(in|notin)\s*"
+                              r"\(([^)]*)\))?\s*", re.ASCII)
+
+
+_FIELD_REQUIREMENT = re.compile(r"\s*([A-Za-z.]+)\s*(==|=|!=)\s*(.*?)\s*", re.ASCII)
+
+
+def _split_selector(selector: str) -> list[str]:
+    """A selector's requirements: split at the commas outside `in (...)` sets."""
+    parts, depth, current = [], 0, ""
+    for char in selector:
+        depth += {"(": 1, ")": -1}.get(char, 0)
+        if char == "," and depth == 0:
+            parts.append(current)
+            current = ""
+        else:
+            current += char
+    return [part for part in [*parts, current] if part.strip()]
+
+
+def label_selector_matches(selector: str, labels: dict[str, str]) -> bool:
+    """Whether labels satisfy a Kubernetes label selector (every requirement, as the API server reads them)."""
+    for requirement in _split_selector(selector):
+        found = _SET_REQUIREMENT.fullmatch(requirement)
+        if found is None:
+            raise ValueError(f"the stand-in cannot read the label selector {selector!r}")
+        negated, key, operator, value, set_operator, values = found.groups()
+        if operator in ("=", "=="):
+            ok = labels.get(key) == value
+        elif operator == "!=":
+            ok = labels.get(key) != value
+        elif set_operator:
+            members = {v.strip() for v in values.split(",") if v.strip()}
+            ok = labels.get(key) in members if set_operator == "in" else labels.get(key) not in members
+        else:
+            ok = (key in labels) != bool(negated)
+        if not ok:
+            return False
+    return True
+
+
+def field_selector_matches(selector: str, item: dict[str, Any]) -> bool:
+    """Whether an object satisfies a field selector (`spec.nodeName=n1,status.phase!=Succeeded`)."""
+    for requirement in _split_selector(selector):
+        found = _FIELD_REQUIREMENT.fullmatch(requirement)
+        if found is None:
+            raise ValueError(f"the stand-in cannot read the field selector {selector!r}")
+        path, operator, value = found.groups()
+        actual: Any = item
+        for part in path.split("."):
+            actual = actual.get(part) if isinstance(actual, dict) else None
+        if (("" if actual is None else str(actual)) == value) != (operator != "!="):
+            return False
+    return True
+
+
+def _filtered(request: RecordedRequest, response: Response) -> Response:
+    """A GET's list answer less the items the request's selectors leave out."""
+    labels, fields = request.query_value("labelSelector"), request.query_value("fieldSelector")
+    body = response.body
+    if request.method != "GET" or not (labels or fields) or not isinstance(body, dict) or \
+            not isinstance(body.get("items"), list):
+        return response
+    try:
+        items = [item for item in body["items"]
+                 if (not labels or label_selector_matches(labels, (item.get("metadata") or {}).get("labels") or {}))
+                 and (not fields or field_selector_matches(fields, item))]
+    except ValueError as exc:
+        return status(400, "BadRequest", str(exc))
+    return Response(response.status, body | {"items": items}, response.content_type)
 
 
 class _Route:
@@ -188,7 +265,7 @@ class FakeApiServer:
                 404, "NotFound", f"the stand-in has no route for {method} {parts.path}")
         if callable(answer):
             answer = answer(request)
-        self._send(handler, answer if isinstance(answer, Response) else Response(200, answer))
+        self._send(handler, _filtered(request, answer if isinstance(answer, Response) else Response(200, answer)))
 
     @staticmethod
     def _send(handler: BaseHTTPRequestHandler, response: Response) -> None:

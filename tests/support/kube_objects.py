@@ -92,3 +92,30 @@ def deployment(name: str, namespace: str, image: str, *, ready: int = 1, replica
                                        "reason": "MinimumReplicasAvailable" if available else "MinimumReplicasUnavailable",
                                        "message": "Deployment has minimum availability." if available else
                                        "Deployment does not have minimum availability."}]}}
+
+
+def endpoint_slice(service: str, ready: int, not_ready: int = 0, namespace: str = "kube-system") -> dict[str, Any]:
+    """A Service's EndpointSlice with `ready` ready endpoints and `not_ready` others."""
+    endpoints = [{"addresses": [f"10.244.0.{i + 10}"], "conditions": {"ready": i < ready}}
+                 for i in range(ready + not_ready)]
+    return {"apiVersion": "discovery.k8s.io/v1", "kind": "EndpointSlice", "addressType": "IPv4",
+            "metadata": {"name": f"{service}-x7k2p", "namespace": namespace,
+                         "labels": {"kubernetes.io/service-name": service}},
+            "endpoints": endpoints, "ports": [{"name": "dns", "port": 53, "protocol": "UDP"}]}
+
+
+def event(name: str, involved: dict[str, str], reason: str, message: str, *, kind: str = "Warning",
+          namespace: str = "kube-system") -> dict[str, Any]:
+    """An event about `involved` (kind, name, namespace)."""
+    return {"metadata": {"name": name, "namespace": namespace}, "involvedObject": involved, "reason": reason,
+            "message": message, "type": kind, "lastTimestamp": STARTED, "count": 1}
+
+
+def daemon_set(name: str, namespace: str, image: str, *, ready: int = 1, scheduled: int = 1) -> dict[str, Any]:
+    """A DaemonSet of one container, with `ready` of its `scheduled` pods ready."""
+    return {"apiVersion": "apps/v1", "kind": "DaemonSet", "metadata": {"name": name, "namespace": namespace},
+            "spec": {"selector": {"matchLabels": {"app": name}},
+                     "template": {"metadata": {"labels": {"app": name}},
+                                  "spec": {"containers": [{"name": "main", "image": image}]}}},
+            "status": {"desiredNumberScheduled": scheduled, "currentNumberScheduled": scheduled,
+                       "numberMisscheduled": 0, "numberReady": ready}}

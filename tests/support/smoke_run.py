@@ -2,13 +2,17 @@
 API server serves poll by poll, and observations recorded from such runs (tests/data/smoke/)."""
 from __future__ import annotations
 
+import copy
 import json
-from dataclasses import asdict, dataclass, field
+from collections.abc import Callable
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
+from provision.inputs.settings import Settings
 from provision.inputs.versions import SMOKE_IMAGE_DEFAULT
-from provision.smoke.manifests import CUSTOM_KINDS, RUN_LABEL
+from provision.smoke.driver import build_spec
+from provision.smoke.manifests import CUSTOM_KINDS, RUN_LABEL, SmokeSpec
 from provision.smoke.observation import (
     Condition,
     Observation,
@@ -34,6 +38,11 @@ METRICS = {"test_accuracy": 0.9412, "inference_accuracy": 0.9398, "images_per_s"
            "torch_version": "2.5.1", "cuda_version": "12.4", "hostname": "cifar10-smoke-x", "model_path": "/work/out/model.pt"}
 EPOCH_LOG = "device NVIDIA H100 80GB HBM3; ranks 1\n" + "".join(
     f"epoch {e}/10  loss 1.0  train_acc 0.9  time 0.50s  images/s 100000\n" for e in range(1, 11))
+
+
+def spec(**changes: Any) -> SmokeSpec:
+    """The spec of a default GPU run in NS (build_spec from the default settings), with these changes."""
+    return replace(build_spec(Settings(), "gpu", namespace=NS, image=IMAGE), **changes)
 
 
 def trainer_pod(phase: str, *, name: str = f"{JOB}-abcde", node_name: str | None = "gpu-1",
@@ -78,6 +87,14 @@ def podgroup(phase: str, unschedulable: str | None = None, *, min_member: int = 
 class Cluster:
     """A scripted cluster: each poll of the driver sees the next (workload, pods, log) step; the last one stays.
 
+    It answers only for what the driver created, as a real API server does: the workload's status under the
+    name and in the namespace it was created with (404 otherwise), the run's pods only to a selector that picks
+    them, a pod's log only for a pod it lists, the run's PodGroup only under the run's name; creating what
+    exists is refused (409). The pods of a step are the run's: they carry the run's label and namespace, whatever
+    name the run chose. `existing` are the objects there before the run, by (namespace, kind, name) (a namespace
+    by ("", "Namespace", name)): an earlier run's workload is served with its own status; `others` are the pods
+    of such a run.
+
     The driver reads the pods, then the log, then the workload (a Job, or the TrainJob / PyTorchJob named by
     `kind`): reading the workload ends a poll. `crds` are the add-ons' CRDs it serves (none: a plain cluster),
     `queues` Volcano's queues, `default_storage_class` its default StorageClass; `podgroups` are served in turn
@@ -91,28 +108,97 @@ class Cluster:
     queues: tuple[str, ...] = ()
     default_storage_class: str | None = None
     podgroups: list[Any] = field(default_factory=list)
+    others: list[dict[str, Any]] = field(default_factory=list)
+    existing: dict[tuple[str, str, str], dict[str, Any]] = field(default_factory=dict)
+    # What the driver created: (namespace or "" for the namespace itself, kind, name).
+    created: list[tuple[str, str, str]] = field(default_factory=list)
 
     def current(self) -> tuple[dict[str, Any], list[dict[str, Any]], str]:
         return self.steps[min(self.step, len(self.steps) - 1)]
 
-    def serve(self, api: FakeApiServer) -> None:
-        def echo(request: RecordedRequest) -> Response:
-            return Response(201, request.json)
+    @property
+    def run_name(self) -> str | None:
+        """The name the driver gave its workload (None before it created one)."""
+        return next((name for _, kind, name in self.created if kind == self.kind), None)
 
-        def read_job(_: RecordedRequest) -> dict[str, Any]:
-            answer = self.current()[0]
+    def _created(self, namespace: str, kind: str, name: str) -> bool:
+        return (namespace, kind, name) in self.created
+
+    def _exists(self, namespace: str, kind: str, name: str) -> bool:
+        return self._created(namespace, kind, name) or (namespace, kind, name) in self.existing
+
+    def run_pods(self, namespace: str) -> list[dict[str, Any]]:
+        """The pods in `namespace`: the run's (once its workload exists there), then the others'."""
+        name = self.run_name
+        ours = []
+        if name is not None and self._created(namespace, self.kind, name):
+            for template in self.current()[1]:
+                pod_json = copy.deepcopy(template)
+                pod_json["metadata"]["namespace"] = namespace
+                pod_json["metadata"]["labels"] = pod_json["metadata"].get("labels", {}) | {RUN_LABEL: name,
+                                                                                          "job-name": name}
+                ours.append(pod_json)
+        return ours + [p for p in self.others if p["metadata"].get("namespace") == namespace]
+
+    def serve(self, api: FakeApiServer) -> None:
+        def create(kind: str) -> Callable[[RecordedRequest], Response]:
+            def echo(request: RecordedRequest) -> Response:
+                namespace = request.params.get("ns", "")
+                name = request.json["metadata"]["name"]
+                if kind != "Namespace" and not self._exists("", "Namespace", namespace):
+                    return status(404, "NotFound", f'namespaces "{namespace}" not found')
+                if self._exists(namespace, kind, name):
+                    return status(409, "AlreadyExists", f'{kind.lower()}s "{name}" already exists')
+                if request.query_value("dryRun") != "All":
+                    self.created.append((namespace, kind, name))
+                return Response(201, request.json)
+            return echo
+
+        def read_workload(request: RecordedRequest) -> Response | dict[str, Any]:
+            namespace, name = request.params["ns"], request.params["name"]
+            if (namespace, self.kind, name) in self.existing:
+                return self.existing[(namespace, self.kind, name)]
+            if not self._created(namespace, self.kind, name):
+                return status(404, "NotFound", f'{self.kind} "{name}" not found')
+            answer = copy.deepcopy(self.current()[0])
+            answer["metadata"] |= {"name": name, "namespace": namespace}
             self.step += 1
             return answer
 
+        def read_log(request: RecordedRequest) -> Response | str:
+            listed = {p["metadata"]["name"] for p in self.run_pods(request.params["ns"])}
+            if request.params["pod"] not in listed:
+                return status(404, "NotFound", f'pods "{request.params["pod"]}" not found')
+            return self.current()[2] if request.params["pod"] not in {
+                p["metadata"]["name"] for p in self.others} else "another run's log\n"
+
+        def read_podgroup(answers: list[Any]) -> Callable[[RecordedRequest], Any]:
+            served = 0
+
+            def answer(request: RecordedRequest) -> Any:
+                nonlocal served
+                if request.params["name"] != self.run_name:
+                    return status(404, "NotFound", f'podgroups "{request.params["name"]}" not found')
+                found = answers[min(served, len(answers) - 1)]
+                served += 1
+                return found
+            return answer
+
         api.add("GET", "/api/v1/nodes", object_list("NodeList", self.nodes))
-        api.add("POST", "/api/v1/namespaces", echo)
-        api.add("POST", "/api/v1/namespaces/{ns}/configmaps", echo)
-        api.add("POST", "/api/v1/namespaces/{ns}/services", echo)
-        api.add("POST", "/api/v1/namespaces/{ns}/persistentvolumeclaims", echo)
-        api.add("POST", "/apis/batch/v1/namespaces/{ns}/jobs", echo)
-        api.add("GET", "/api/v1/namespaces/{ns}/pods", lambda _: object_list("PodList", self.current()[1]))
-        api.add("GET", "/api/v1/namespaces/{ns}/pods/{pod}/log", lambda _: self.current()[2])
-        api.add("DELETE", "/api/v1/namespaces/{ns}", status(200, "", "deleted"))
+        api.add("POST", "/api/v1/namespaces", create("Namespace"))
+        api.add("POST", "/api/v1/namespaces/{ns}/configmaps", create("ConfigMap"))
+        api.add("POST", "/api/v1/namespaces/{ns}/services", create("Service"))
+        api.add("POST", "/api/v1/namespaces/{ns}/persistentvolumeclaims", create("PersistentVolumeClaim"))
+        api.add("POST", "/apis/batch/v1/namespaces/{ns}/jobs", create("Job"))
+        api.add("GET", "/api/v1/namespaces/{ns}/pods",
+                lambda request: object_list("PodList", self.run_pods(request.params["ns"])))
+        api.add("GET", "/api/v1/namespaces/{ns}/pods/{pod}/log", read_log)
+        def delete_namespace(request: RecordedRequest) -> Response:
+            namespace = request.params["ns"]
+            self.created = [c for c in self.created if c[0] != namespace and c != ("", "Namespace", namespace)]
+            return status(200, "", "deleted")
+
+        api.add("DELETE", "/api/v1/namespaces/{ns}", delete_namespace)
         for crd_name in self.crds:
             api.add("GET", f"/apis/apiextensions.k8s.io/v1/customresourcedefinitions/{crd_name}", crd(crd_name))
         for queue in self.queues:
@@ -122,17 +208,17 @@ class Cluster:
                                  "annotations": {"storageclass.kubernetes.io/is-default-class": "true"}},
                     "provisioner": "example.com/nfs"}] if self.default_storage_class else []
         api.add("GET", "/apis/storage.k8s.io/v1/storageclasses", object_list("StorageClassList", classes))
-        for group, version, plural in CUSTOM_KINDS.values():
-            api.add("POST", f"/apis/{group}/{version}/namespaces/{{ns}}/{plural}", echo)
+        for kind, (group, version, plural) in CUSTOM_KINDS.items():
+            api.add("POST", f"/apis/{group}/{version}/namespaces/{{ns}}/{plural}", create(kind))
             api.add("DELETE", f"/apis/{group}/{version}/namespaces/{{ns}}/{plural}/{{name}}", status(200, "", "deleted"))
         if self.kind == "Job":
-            api.add("GET", "/apis/batch/v1/namespaces/{ns}/jobs/{name}/status", read_job)
+            api.add("GET", "/apis/batch/v1/namespaces/{ns}/jobs/{name}/status", read_workload)
         else:
             group, version, plural = CUSTOM_KINDS[self.kind]
-            api.add("GET", f"/apis/{group}/{version}/namespaces/{{ns}}/{plural}/{{name}}/status", read_job)
+            api.add("GET", f"/apis/{group}/{version}/namespaces/{{ns}}/{plural}/{{name}}/status", read_workload)
         if self.podgroups:
             api.add("GET", "/apis/scheduling.volcano.sh/v1beta1/namespaces/{ns}/podgroups/{name}/status",
-                    *self.podgroups)
+                    read_podgroup(self.podgroups))
 
 
 def load_observation(path: Path) -> Observation:

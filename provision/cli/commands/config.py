@@ -7,6 +7,7 @@ import yaml
 from rich.syntax import Syntax
 from rich.table import Table
 
+from provision.cli import invocation
 from provision.cli.options import ConfigOption, InventoryOption, NodeOptions, Output, OutputOption, node_options
 from provision.cli.support import ask_become_password, echo_json, load_inputs, warn
 from provision.cli.views import literal_console
@@ -42,6 +43,7 @@ def register(app: typer.Typer) -> None:
     def show(config: ConfigOption = None, output: OutputOption = Output.text) -> None:
         """Print the effective settings (defaults filled in), the package and image sources they resolve to, and
         what the versions table chose for them."""
+        invocation.remember(config=config)
         settings = load_settings(config)
         warn(settings_warnings(settings))
         document = settings.model_dump(mode="json") | {"resolved_sources": resolve_sources(settings).as_dict(),
@@ -59,6 +61,7 @@ def register(app: typer.Typer) -> None:
     @config_app.command("validate")
     def validate(inventory: InventoryOption, config: ConfigOption = None, output: OutputOption = Output.text) -> None:
         """Check the inventory and settings without connecting to any node; print the nodes it describes."""
+        invocation.remember(inventory=inventory, config=config)
         cluster, settings = load_cluster(inventory, config)
         warn([*cluster.warnings, *settings_warnings(settings)])
         if output is Output.json:

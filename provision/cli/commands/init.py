@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import tempfile
+from dataclasses import replace
 from datetime import date
 from enum import StrEnum
 from pathlib import Path
@@ -12,6 +13,7 @@ from typing import Annotated
 import typer
 import yaml
 
+from provision.cli import invocation
 from provision.cli.views import console
 from provision.errors import InputError
 from provision.inputs.settings import MirrorProfile, Settings
@@ -144,5 +146,7 @@ def register(app: typer.Typer) -> None:
         inventory, config = init_files(directory, _addresses(control_plane), _addresses(workers), user=user, key=key,
                                        port=port, gpu=gpu.value, profile=profile.value)
         console.print(f"wrote {inventory} and {config}; next:")
-        console.print(f"  bootstrap preflight --inventory {inventory} --config {config}")
-        console.print(f"  bootstrap up --inventory {inventory} --config {config}")
+        # With the state directory this run was given: the commands as printed are the run that comes next.
+        chosen = replace(invocation.given(), inventory=inventory, config=config)
+        for command in ("bootstrap preflight", "bootstrap up"):
+            console.print(f"  {invocation.complete(command, chosen)}", soft_wrap=True)

@@ -2,7 +2,9 @@
 from __future__ import annotations
 
 import os
+import shlex
 import shutil
+from dataclasses import replace
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -10,6 +12,7 @@ import typer
 from rich.table import Table
 from rich.text import Text
 
+from provision.cli import invocation
 from provision.cli.options import ConfigOption, VerboseOption, YesOption
 from provision.cli.views import console
 from provision.errors import BootstrapError, InputError
@@ -34,6 +37,8 @@ def _cluster_up(files: LabFiles, verbose: bool) -> Path:
     from provision.inputs.inventory import load_inventory
     from provision.kube.kubeconfig import admin_kubeconfig_path
 
+    # A failed run's resume hint names `bootstrap up` on the lab's own files.
+    invocation.remember(inventory=files.inventory, config=files.settings)
     run_up_command(NodeOptions(inventory=files.inventory, config=files.settings, verbose=verbose))
     return admin_kubeconfig_path(load_inventory(files.inventory))
 
@@ -85,15 +90,16 @@ def register(app: typer.Typer) -> None:
         console.print(_lab_line(f"machines answer SSH; inventory {files.inventory}, settings {files.settings}"),
                       soft_wrap=True)
         if machines_only:
-            console.print(f"next: bootstrap up --inventory {files.inventory} --config {files.settings}",
-                          soft_wrap=True)
+            chosen = replace(invocation.given(), inventory=files.inventory, config=files.settings)
+            console.print(f"next: {invocation.complete('bootstrap up', chosen)}", soft_wrap=True)
             return
         kubeconfig = _cluster_up(files, verbose)
         # The API server listens on the control plane's private address, which this machine reaches directly.
         console.print(_lab_line(f"the cluster is up. From this machine:\n"
-                                f"  export KUBECONFIG={kubeconfig}\n  kubectl get nodes -o wide\n"
-                                "  bootstrap lab ssh lab-control-plane     # log in to a machine\n"
-                                "  bootstrap lab down --yes                # destroy the machines and the lab's files"),
+                                f"  export KUBECONFIG={shlex.quote(str(kubeconfig))}\n  kubectl get nodes -o wide\n"
+                                f"  {invocation.complete('bootstrap lab ssh lab-control-plane')}     # log in to a machine\n"
+                                f"  {invocation.complete('bootstrap lab down --yes')}                # destroy the "
+                                "machines and the lab's files"),
                       soft_wrap=True)
 
     @lab_app.command("down")

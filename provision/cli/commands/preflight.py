@@ -1,22 +1,19 @@
 """`bootstrap preflight`: check every node over SSH and show one table row per node, problems below it."""
 from __future__ import annotations
 
-import textwrap
-
 import typer
 from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
+from provision.cli.findings import MARK, STYLE, groups_document, render_findings
+from provision.cli.invocation import carry
 from provision.cli.options import NodeOptions, Output, OutputOption, node_options
 from provision.cli.support import ask_become_password, echo_json, load_inputs
 from provision.cli.views import console as progress_console
 from provision.cli.views import literal_console
 from provision.errors import BootstrapError
 from provision.nodes.preflight.run import NodeReport, PreflightReport, run_preflight
-
-STATUS_STYLE = {"ok": "green", "warn": "yellow", "fail": "bold red"}
-STATUS_MARK = {"ok": "ok", "warn": "warn", "fail": "FAIL"}
 
 HELP = """Run the pre-flight checks on every node in the inventory, without changing anything.
 
@@ -43,8 +40,8 @@ COLUMNS = {"NODE": 24, "ROLE": 13, "STATUS": 8, "OS": 22, "GPUS": 4}
 
 def _status(node: NodeReport) -> Text:
     problems = sum(c.status != "ok" for c in node.checks)
-    text = STATUS_MARK[node.status] + (f" ({problems})" if problems > 1 else "")
-    return Text(text, style=STATUS_STYLE[node.status])
+    text = MARK[node.status] + (f" ({problems})" if problems > 1 else "")
+    return Text(text, style=STYLE[node.status])
 
 
 def row(node: NodeReport) -> list[Text | str]:
@@ -55,10 +52,6 @@ def row(node: NodeReport) -> list[Text | str]:
             str(node.gpu_count) if probed else "-"]
 
 
-def _wrapped(text: str, indent: int, width: int) -> str:
-    return textwrap.fill(text, width=max(width, 40), subsequent_indent=" " * indent, break_on_hyphens=False)
-
-
 def render(report: PreflightReport, console: Console) -> None:
     console.print(f"preflight: {len(report.nodes)} nodes in {report.elapsed_s:.1f} s", style="bold")
     table = Table(box=None, pad_edge=False, header_style="bold")
@@ -67,13 +60,7 @@ def render(report: PreflightReport, console: Console) -> None:
     for node in report.nodes:
         table.add_row(*row(node))
     console.print(table)
-    for problem in report.blocking + report.warnings:
-        mark = STATUS_MARK[problem.check.status]
-        line = Text(_wrapped(f"{mark} {problem.node}: {problem.check.name}: {problem.check.detail}", 5, console.width))
-        line.stylize(STATUS_STYLE[problem.check.status], 0, len(mark))
-        console.print(line)
-        if problem.check.fix:
-            console.print(Text(_wrapped(f"     fix: {problem.check.fix}", 10, console.width), style="dim"))
+    render_findings(report.findings, console, every=[n.name for n in report.nodes])
 
 
 def report_document(report: PreflightReport) -> dict[str, object]:
@@ -83,8 +70,10 @@ def report_document(report: PreflightReport) -> dict[str, object]:
         "nodes": [{"name": n.name, "role": n.role, "address": n.address, "status": n.status, "gpus": n.gpu_count,
                    "checks": [{"name": c.name, "status": c.status, "detail": c.detail, "fix": c.fix}
                               for c in n.checks]} for n in report.nodes],
-        "blocking": [p.describe() for p in report.blocking],
-        "warnings": [p.describe() for p in report.warnings],
+        "blocking": [carry(p.describe()) for p in report.blocking],
+        "warnings": [carry(p.describe()) for p in report.warnings],
+        # Each problem once, with every node it holds for.
+        "problems": groups_document(report.findings),
     }
 
 
@@ -100,7 +89,7 @@ def run_preflight_command(nodes: NodeOptions, output: Output = Output.text) -> P
     if report.blocking:
         count = len(report.blocking)
         raise BootstrapError(f"preflight: {count} blocking problem{'s' if count > 1 else ''} (fixes listed above); "
-                             f"fix them and run `bootstrap preflight --inventory {nodes.inventory}` again")
+                             "fix them and run `bootstrap preflight` again")
     return report
 
 

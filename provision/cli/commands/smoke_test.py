@@ -9,45 +9,25 @@ from pathlib import Path
 from typing import Annotated, Literal
 
 import typer
-from rich.console import Group
 from rich.live import Live
 from rich.table import Table
 from rich.text import Text
 
+from provision.cli import invocation
 from provision.cli.options import ConfigOption
-from provision.cli.views import literal_console
+from provision.cli.views import literal_console, smoke_log_lines, smoke_view
 from provision.inputs.settings import load_settings
-from provision.smoke.driver import CACHE_NAMESPACE, Choices, SmokeProgress, build_spec, new_namespace, run_smoke_test
+from provision.smoke.choices import assumed_offer, choose
+from provision.smoke.driver import CACHE_NAMESPACE, SmokeProgress, build_spec, new_namespace, run_smoke_test
 from provision.smoke.manifests import RUN_LABEL, Scheduler, Workload, render, to_yaml
 from provision.smoke.observation import Mode
-from provision.smoke.verdict import Bandwidth, TrainerMetrics, Verdict
+from provision.smoke.serve import Served
+from provision.smoke.verdict import Verdict
 
 console = literal_console(stderr=True)
 
 KubeconfigOption = Annotated[Path, typer.Option(
     "--kubeconfig", help="Kubeconfig of the cluster to test.", envvar="KUBECONFIG")]
-
-
-def progress_view(progress: SmokeProgress) -> Group:
-    hardware = f"{progress.nodes} node(s) x {progress.gpus} GPU" if progress.mode == "gpu" else f"{progress.nodes} node(s), CPU"
-    header = Text.assemble(("smoke test", "bold cyan"), f"  {progress.elapsed:5.1f}s  ", (progress.stage, "white"),
-                           f"  {progress.namespace}  {hardware}")
-    table = Table(box=None, pad_edge=False, header_style="dim")
-    for column in ("pod", "index", "node", "state"):
-        table.add_column(column)
-    for pod in progress.pods:
-        style = "red" if "Failed" in pod.state or "BackOff" in pod.state or "Err" in pod.state else ""
-        table.add_row(pod.name, pod.index or "-", pod.node or "-", pod.state, style=style)
-    parts: list[Text | Table] = [header, table]
-    if progress.epochs:
-        done = round(20 * progress.epoch / progress.epochs)
-        parts.append(Text(f"epoch {progress.epoch}/{progress.epochs}  [" + "#" * done + "." * (20 - done) + "]"))
-    return Group(*parts)
-
-
-def log_lines(progress: SmokeProgress) -> list[str]:
-    """The trainer's new log lines, less its JSON reports (the verdict shows those as a table)."""
-    return [line for line in progress.new_lines if TrainerMetrics.parse(line) is None and Bandwidth.parse(line) is None]
 
 
 @contextmanager
@@ -61,15 +41,15 @@ def live_view() -> Iterator[Callable[[SmokeProgress], None]]:
             if progress.stage != last_stage:
                 console.print(f"[{progress.elapsed:5.1f}s] {progress.stage}")
                 last_stage = progress.stage
-            for line in log_lines(progress):
+            for line in smoke_log_lines(progress):
                 console.print(f"  {line}")
         yield plain
         return
     with Live(console=console, refresh_per_second=8, transient=True) as live:
         def update(progress: SmokeProgress) -> None:
-            for line in log_lines(progress):
+            for line in smoke_log_lines(progress):
                 live.console.print(f"  {line}")
-            live.update(progress_view(progress))
+            live.update(smoke_view(progress))
         yield update
 
 
@@ -99,6 +79,14 @@ def print_verdict(verdict: Verdict) -> None:
         for key, value in rows:
             table.add_row(key, value)
         console.print(table)
+    if verdict.served is not None:
+        console.print(Served(**verdict.served).line(), soft_wrap=True, markup=False)
+    if verdict.gpu_utilisation:
+        console.print(f"GPU utilisation while training: {verdict.gpu_utilisation['mean']:.0f}% mean, "
+                      f"{verdict.gpu_utilisation['peak']:.0f}% peak (DCGM exporter)", markup=False)
+    if verdict.pipeline_steps:
+        for step in verdict.pipeline_steps:
+            console.print(f"  step {step['name']}: {step['state']}", markup=False)
     for warning in verdict.warnings:
         console.print(Text.assemble(("warning:", "yellow"), f" {warning}"), soft_wrap=True)
     if not verdict.passed and verdict.log_tail:
@@ -143,6 +131,13 @@ def register(app: typer.Typer) -> None:
             "--save", metavar="DIR", help="Copy the trained model and its metrics here (with the trainer's code, "
             "for `python -m trainer.infer --model DIR/model.pt --image PICTURE`). Not --output: that is the format.",
             show_default=False)] = None,
+        serve: Annotated[bool, typer.Option(
+            "--serve", help="Then serve the trained model with KServe (an InferenceService; the kserve add-on), send "
+            "it one picture over HTTP, report its class and score, and remove the service.")] = False,
+        pipeline: Annotated[bool, typer.Option(
+            "--pipeline", help="Instead, run the smoke test as a Kubeflow pipeline (the pipelines add-on): prepare "
+            "data, train, evaluate, and with KServe deploy; compiled with the kfp SDK, submitted, followed to the "
+            "end, each step reported.")] = False,
         print_manifests: Annotated[Workload | None, typer.Option(
             "--print-manifests", metavar="job|pytorchjob|trainjob",
             help="Print the objects the test would create (a Job, a Kubeflow PyTorchJob or TrainJob) and exit; "
@@ -153,23 +148,30 @@ def register(app: typer.Typer) -> None:
     ) -> None:
         """Train CIFAR-10 on the cluster's GPUs and judge the run: PASS with accuracy and time, or FAIL with
         the cause read from the API. Exit code 0 on PASS, 1 on FAIL (or when --save could not copy the model)."""
+        invocation.remember(config=config, kubeconfig=kubeconfig)
         settings = load_settings(config)
         if print_manifests is not None:
             # Without a cluster to ask, "auto" means GPU unless --cpu or the settings say CPU.
             mode: Mode = "cpu" if cpu or settings.smoke_test.mode == "cpu" else "gpu"
-            smoke = settings.smoke_test
-            needed = smoke.dataset == "cifar10" or save is not None
-            cache = "none" if not needed else "hostpath" if smoke.cache == "auto" else smoke.cache
-            chosen = Choices(workload=print_manifests, scheduler=scheduler or (
-                "volcano" if smoke.scheduler == "volcano" else "default"), cache=cache)
+            offer = assumed_offer(settings, workload=print_manifests, scheduler=scheduler)
+            chosen = choose(offer, settings, nodes=nodes or settings.smoke_test.nodes, save=save is not None,
+                            workload=print_manifests, scheduler=scheduler)
             spec = build_spec(settings, mode, namespace=new_namespace(), gpus=gpus, nodes=nodes, image=image,
                               epochs=epochs, timeout_s=timeout, choices=chosen, keep_results=save is not None)
             typer.echo(to_yaml(render(spec)), nl=False)
             return
-        with live_view() as on_progress:
-            verdict = run_smoke_test(kubeconfig.expanduser(), settings, gpus=gpus, nodes=nodes, cpu=cpu, keep=keep,
-                                     on_progress=on_progress, image=image, epochs=epochs, timeout_s=timeout,
-                                     workload=workload, scheduler=scheduler, save_dir=save.expanduser() if save else None)
+        if pipeline:
+            from provision.smoke.pipeline import run_pipeline_smoke_test
+
+            with live_view() as on_progress:
+                verdict = run_pipeline_smoke_test(kubeconfig.expanduser(), settings, cpu=cpu, image=image,
+                                                  epochs=epochs, deploy=serve, on_progress=on_progress)
+        else:
+            with live_view() as on_progress:
+                verdict = run_smoke_test(kubeconfig.expanduser(), settings, gpus=gpus, nodes=nodes, cpu=cpu,
+                                         keep=keep, on_progress=on_progress, image=image, epochs=epochs,
+                                         timeout_s=timeout, workload=workload, scheduler=scheduler,
+                                         save_dir=save.expanduser() if save else None, serve=serve)
         if output == "json":
             typer.echo(json.dumps(asdict(verdict), indent=2))
         else:

@@ -1,6 +1,7 @@
 """`bootstrap up`: every phase in order, a live view while they run, a summary table of phases and times."""
 from __future__ import annotations
 
+import shlex
 from typing import Annotated, Any
 
 import typer
@@ -36,8 +37,8 @@ def run_up_command(nodes: NodeOptions, *, from_phase: str | None = None, only: s
                 merged = kubeconfigs.merge_kubeconfig(kubeconfig, name)
                 console.print(f"merged into {merged} as context '{name}' (now current)", soft_wrap=True)
             else:
-                console.print(f"  export KUBECONFIG={kubeconfig}   # or re-run with --merge-kubeconfig",
-                              soft_wrap=True)
+                console.print(f"  export KUBECONFIG={shlex.quote(str(kubeconfig))}   # or re-run with "
+                              "--merge-kubeconfig", soft_wrap=True)
 
 
 def register(app: typer.Typer) -> None:

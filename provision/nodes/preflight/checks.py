@@ -7,6 +7,7 @@ from dataclasses import dataclass
 from typing import Literal
 
 from provision.inputs import versions
+from provision.inputs.gpu_sharing import Advertised, advertised, mig_problem
 from provision.inputs.inventory import Node
 from provision.inputs.platforms import (
     NodePython,
@@ -39,7 +40,8 @@ KUBE_PROCESSES = frozenset({"kube-apiserver", "etcd", "kubelet", "kube-controlle
 # settings can accept the risk: containerd_1x (Kubernetes 1.35) and cgroup_v1_allowed (kubelet.allow_cgroup_v1)
 # are the warned halves of containerd and cgroup.
 BLOCKING = frozenset({"ssh", "sudo", "facts", "os", "python", "isa", "hostname", "product_uuid", "mac", "ports", "clock",
-                      "gpu", "containerd", "cgroup", "kernel", "gpu_driver", "smoke_image", "vip", "proxy_port"})
+                      "gpu", "containerd", "cgroup", "kernel", "gpu_driver", "smoke_image", "vip", "proxy_port",
+                      "gpu_mig"})
 # These stop `up` only on the control plane (kubeadm init refuses); on a worker they are a warning.
 BLOCKING_ON_CONTROL_PLANE = frozenset({"cpu", "memory"})
 
@@ -373,6 +375,23 @@ def check_gpu_versions(facts: NodeFacts, settings: Settings, node: Node) -> list
     return findings
 
 
+def check_gpu_sharing(facts: NodeFacts, settings: Settings, node: Node,
+                      gpu_count: int) -> tuple[Finding | None, Advertised | None]:
+    """Rule: gpu.mig on GPUs that support it and its profile; then what the scheduler will be offered there (the
+    count verify holds allocatable to). Nothing on a node without GPUs."""
+    if gpu_count == 0:
+        return None, None
+    gpu = settings.gpu
+    problem = mig_problem(gpu, facts.gpu_device_ids)
+    if problem:
+        return Finding("gpu_mig", True, problem[0], problem[1]), None
+    offered = advertised(gpu, facts.gpu_device_ids, gpu_count)
+    if not gpu.mig.enabled and gpu.sharing == "none":
+        return None, offered
+    return Finding("gpu_mig" if gpu.mig.enabled else "gpu_sharing", False,
+                   f"{offered.detail}: {offered.count} {offered.resource} schedulable"), offered
+
+
 def check_unique(facts_by_node: dict[str, NodeFacts]) -> dict[str, list[Finding]]:
     """hostname, product_uuid and MACs must differ between nodes (kubeadm's requirement)."""
     findings: dict[str, list[Finding]] = {name: [] for name in facts_by_node}
@@ -424,6 +443,8 @@ class NodeVerdict:
     checks: list[CheckResult]
     gpu_count: int
     python: NodePython | None  # the interpreter Ansible will run there (None when the node is refused)
+    # What the device plugin will advertise there (None without GPUs, or when its GPUs refuse the MIG settings).
+    advertised: Advertised | None = None
 
 
 def evaluate(nodes: list[Node], facts_by_node: dict[str, NodeFacts], ansible_core: str, *,
@@ -446,7 +467,10 @@ def evaluate(nodes: list[Node], facts_by_node: dict[str, NodeFacts], ansible_cor
                     check_network(facts, multi_node=multi_node, min_gbps=min_link_gbps),
                     check_containerd(facts, settings), check_cgroup(facts, settings), check_kernel(facts, settings),
                     *check_gpu_versions(facts, settings, node)]
+        sharing, offered = check_gpu_sharing(facts, settings, node, gpu_count)
+        if sharing is not None:
+            findings.append(sharing)
         checks = [judge(node, f) for f in findings]
         usable = os_finding.name not in {c.name for c in checks if c.status == "fail"}
-        results[node.name] = NodeVerdict(checks, gpu_count, python if usable else None)
+        results[node.name] = NodeVerdict(checks, gpu_count, python if usable else None, offered)
     return results

@@ -174,7 +174,7 @@ def probe_script(vip: str | None = None) -> str:
     return f"vip={vip or ''}\n" + PROBE_SCRIPT
 
 
-def _sections(text: str) -> dict[str, list[str]]:
+def read_sections(text: str) -> dict[str, list[str]]:
     found: dict[str, list[str]] = {}
     current: list[str] | None = None
     for line in text.splitlines():
@@ -269,7 +269,7 @@ def _float_or_none(text: str) -> float | None:
 
 def parse_facts(text: str) -> NodeFacts:
     """The probe's output -> facts. Raises ValueError when the output is cut short."""
-    sections = _sections(text)
+    sections = read_sections(text)
     if "end" not in sections:
         raise ValueError("the probe's output ended early")
     default_iface = next(iter(sections.get("default_iface", [])), "")

@@ -10,6 +10,8 @@ from dataclasses import dataclass, field, replace
 
 from ansible.release import __version__ as ANSIBLE_CORE
 
+from provision.findings import Finding as NodeFinding
+from provision.inputs.gpu_sharing import Advertised
 from provision.inputs.inventory import Cluster, Node
 from provision.inputs.platforms import NodePython, Platform, platform_for, release_of
 from provision.inputs.settings import Settings
@@ -61,6 +63,8 @@ class NodeReport:
     # What the node will fetch packages with (its platform row, architecture, release, GPU stack, containerd's
     # source): the sources check asks for those indexes. None where the node was not probed or is refused.
     sources_target: NodeTarget | None = None
+    # What the device plugin will advertise there once the gpu settings are applied (None: no GPUs, or refused).
+    advertised: Advertised | None = None
 
     def check(self, name: str) -> CheckResult | None:
         return next((c for c in self.checks if c.name == name), None)
@@ -94,12 +98,23 @@ class PreflightReport:
         return not self.blocking
 
     @property
+    def findings(self) -> list[NodeFinding]:
+        """The problems as findings (blocking first), for telling each once with every node it holds for."""
+        return [NodeFinding(p.check.name, p.node, p.check.status, p.check.detail, p.check.fix)
+                for p in self.blocking + self.warnings]
+
+    @property
     def gpu_counts(self) -> dict[str, int]:
         return {n.name: n.gpu_count for n in self.nodes}
 
     @property
     def gpu_generations(self) -> dict[str, list[str]]:
         return {n.name: list(n.gpu_generations) for n in self.nodes}
+
+    @property
+    def gpu_advertised(self) -> dict[str, Advertised]:
+        """Node -> the resource and count the scheduler will be offered there (GPU nodes only)."""
+        return {n.name: n.advertised for n in self.nodes if n.advertised is not None}
 
     @property
     def link_speeds(self) -> dict[str, float]:
@@ -230,7 +245,8 @@ def run_preflight(cluster: Cluster, settings: Settings, *, nodes: list[str] | No
         reports.append(NodeReport(node.name, node.role, node.address, all_checks, gpu_count,
                                   verdict.python if verdict else None, facts.links.link_gbps if facts else None,
                                   gpu_generations=generations,
-                                  sources_target=sources_target(node, facts, settings, gpu_count) if facts else None))
+                                  sources_target=sources_target(node, facts, settings, gpu_count) if facts else None,
+                                  advertised=verdict.advertised if verdict else None))
         if on_progress:
             with lock:
                 tally = progress.tally[node.name]

@@ -1,0 +1,48 @@
+"""Findings under a table, for preflight and the doctor alike: each one once, with the nodes it holds for.
+
+    FAIL n2: kubelet: not running (inactive): ...
+         fix: `systemctl start kubelet` on the node ...
+    warn all 3 nodes: containerd_1x: containerd 1.6.20 (installed) ...
+         fix: ...
+
+A finding that holds on many nodes names them (the first few and how many more when they are many; every one in
+-o json); one that holds on every node says so. Lines wrap to the console, continuations indented under their
+line, and every `bootstrap ...` command in them carries this run's options (cli/invocation.py).
+"""
+from __future__ import annotations
+
+import textwrap
+from collections.abc import Iterable, Sequence
+from typing import Any
+
+from rich.console import Console
+from rich.text import Text
+
+from provision.cli.invocation import carry
+from provision.findings import Finding, FindingGroup, Status, group_findings, subjects_text
+
+MARK: dict[Status, str] = {"ok": "ok", "warn": "warn", "fail": "FAIL", "skip": "skip"}
+STYLE: dict[Status, str] = {"ok": "green", "warn": "yellow", "fail": "bold red", "skip": "dim"}
+def _wrapped(text: str, indent: int, width: int) -> str:
+    return textwrap.fill(text, width=max(width, 40), subsequent_indent=" " * indent, break_on_hyphens=False)
+
+
+def render_findings(findings: Iterable[Finding], console: Console, *, every: Sequence[str] = ()) -> list[FindingGroup]:
+    """Print the problems (and the checks that could not run) of `findings`, grouped; `every`: all the nodes the
+    run was about (a finding on each of them says "all N nodes"). Returns the groups printed."""
+    groups = [g for g in group_findings(findings) if g.status != "ok"]
+    for group in groups:
+        mark = MARK[group.status]
+        line = Text(_wrapped(carry(f"{mark} {subjects_text(group.subjects, every)}: {group.check}: {group.detail}"),
+                             5, console.width))
+        line.stylize(STYLE[group.status], 0, len(mark))
+        console.print(line)
+        if group.fix:
+            console.print(Text(_wrapped(carry(f"     fix: {group.fix}"), 10, console.width), style="dim"))
+    return groups
+
+
+def groups_document(findings: Iterable[Finding]) -> list[dict[str, Any]]:
+    """The grouped problems as -o json gives them (every node named)."""
+    return [{"check": g.check, "status": g.status, "detail": carry(g.detail), "fix": carry(g.fix),
+             "nodes": list(g.subjects)} for g in group_findings(findings) if g.status != "ok"]

@@ -1,0 +1,518 @@
+"""The doctor's judges of a node: pure functions, what the probe read (NodeHealth) in, a Finding out (ok, or what
+is wrong, how badly, and the fix). Nothing here connects anywhere; tests feed recorded probe output.
+
+Severity: fail is broken now (the kubelet stopped, a port the cluster needs dropped, swap on); warn is wrong but
+not yet breaking anything (an /etc/fstab line that turns swap on at the next boot, a certificate that expires
+within a month, a disk filling past the point where the kubelet will soon evict pods).
+"""
+from __future__ import annotations
+
+import json
+import shlex
+import statistics
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
+from functools import cache
+from typing import Any
+
+import yaml
+
+from provision.findings import Finding, Status
+from provision.inputs.platforms import Platform, platform_for
+from provision.nodes.containerd_config import config_problems
+from provision.nodes.doctor.probe import KUBELET_KUBECONFIG, NodeHealth, Usage
+from provision.resources import ROLES_DIR
+
+# Clocks further apart than this (from the median of the nodes' and this machine's) break etcd's leases and the
+# certificates' validity windows in ways that are hard to tell from other faults.
+CLOCK_SKEW_LIMIT_S = 5.0
+# Per path: (warn, fail) at this percentage used. The kubelet's default hard eviction starts at nodefs.available
+# < 10% (/var/lib/kubelet) and imagefs.available < 15% (/var/lib/containerd), and at nodefs.inodesFree < 5%.
+DISK_LIMITS = {"/var/lib/containerd": (80, 85), "/var/lib/kubelet": (85, 90), "/var/lib/etcd": (80, 90)}
+INODE_LIMITS = (90, 95)
+CERT_WARN_DAYS = 30
+HOSTS_MARKER = "cluster-bootstrap nodes"  # os_prep's blockinfile marker: "# BEGIN/END cluster-bootstrap nodes"
+KUBE_CERTS_FIX = ("renew them on the control plane: `kubeadm certs renew all`, then restart the control-plane "
+                  "static pods (move their manifests out of /etc/kubernetes/manifests and back) and copy the new "
+                  "admin.conf here with `bootstrap up --only control_plane`")
+PREPARE = "`bootstrap prepare` puts prepare's settings back"
+
+
+def _finding(check: str, node: str, status: Status, detail: str, fix: str = "") -> Finding:
+    return Finding(check, node, status, detail, fix if status in ("warn", "fail") else "")
+
+
+# --- swap, SELinux, hostname ---------------------------------------------------------------------------------
+
+def check_swap(node: str, health: NodeHealth) -> Finding:
+    fix = f"`swapoff -a` on the node and comment out the swap line of /etc/fstab ({PREPARE})"
+    if health.swaps_active:
+        return _finding("swap", node, "fail", f"swap is on: {', '.join(health.swaps_active)} (the kubelet refuses "
+                        "to run with swap unless configured for it)", fix)
+    if health.fstab_swaps:
+        return _finding("swap", node, "warn", f"/etc/fstab turns swap on at the next boot: "
+                        f"{'; '.join(health.fstab_swaps)}", fix)
+    return _finding("swap", node, "ok", "off")
+
+
+def check_selinux(node: str, health: NodeHealth) -> Finding:
+    fix = f"`setenforce 0` and SELINUX=permissive in /etc/selinux/config ({PREPARE})"
+    if health.selinux == "enforcing":
+        return _finding("selinux", node, "fail", "SELinux is enforcing again: prepare set it permissive, which "
+                        "kubeadm's static pods need", fix)
+    if health.selinux_config == "enforcing":
+        return _finding("selinux", node, "warn", f"SELinux is {health.selinux or 'off'} now, but /etc/selinux/config "
+                        "says enforcing: it comes back at the next boot", fix)
+    return _finding("selinux", node, "ok", health.selinux or "absent")
+
+
+def check_hostname(node: str, health: NodeHealth) -> Finding:
+    if health.hostname.lower() == node.lower():
+        return _finding("hostname", node, "ok", health.hostname)
+    return _finding("hostname", node, "fail", f"the hostname is '{health.hostname}', not its node name '{node}': the "
+                    "kubelet registers under the hostname", f"`hostnamectl set-hostname {node}` on it ({PREPARE})")
+
+
+# --- /etc/hosts ----------------------------------------------------------------------------------------------
+
+def _hosts_entries(lines: Iterable[str]) -> tuple[list[tuple[str, str, bool]], bool]:
+    """(address, name, inside prepare's block) for every name on every line, in file order; whether the block is
+    there."""
+    entries, inside, seen = [], False, False
+    for line in lines:
+        stripped = line.strip()
+        if stripped == f"# BEGIN {HOSTS_MARKER}":
+            inside, seen = True, True
+            continue
+        if stripped == f"# END {HOSTS_MARKER}":
+            inside = False
+            continue
+        words = stripped.split("#", 1)[0].split()
+        entries += [(words[0], name.lower(), inside) for name in words[1:]]
+    return entries, seen
+
+
+def check_hosts(node: str, health: NodeHealth, expected: Mapping[str, str | None]) -> Finding:
+    """/etc/hosts against the inventory: prepare's block names every node (at its address where the inventory gives
+    one), and no line before it sends another node's name elsewhere (the first line naming a host wins)."""
+    entries, has_block = _hosts_entries(health.hosts)
+    fix = "correct or remove those lines: `bootstrap prepare` rewrites its block (lines outside it are yours)"
+    if not has_block:
+        return _finding("hosts", node, "fail", "/etc/hosts has no cluster-bootstrap block: the nodes' names may not "
+                        "resolve to the addresses they talk on", "`bootstrap prepare` writes it back")
+    drift = []
+    for name, address in expected.items():
+        key = name.lower()
+        block = [a for a, n, inside in entries if n == key and inside]
+        first = next((a for a, n, _ in entries if n == key), None)
+        if not block:
+            drift.append(f"the block does not name {name}")
+        elif address and block[0] != address:
+            drift.append(f"{name} is {block[0]} in the block, the inventory says {address}")
+        elif name != node and first is not None and first != block[0]:
+            # A node's own name may resolve to a loopback address (127.0.1.1 on Debian): only others' matter.
+            drift.append(f"an earlier line sends {name} to {first}, not {block[0]}")
+    if drift:
+        return _finding("hosts", node, "fail", f"/etc/hosts drifted from the inventory: {'; '.join(drift)}", fix)
+    return _finding("hosts", node, "ok", f"{len(expected)} nodes as in the inventory")
+
+
+# --- the firewall ----------------------------------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class Port:
+    low: int
+    high: int
+    protocol: str  # tcp or udp
+
+    def __str__(self) -> str:
+        span = str(self.low) if self.low == self.high else f"{self.low}-{self.high}"
+        return f"{span}/{self.protocol}"
+
+    def overlaps(self, low: int, high: int, protocol: str | None) -> bool:
+        return (protocol in (None, self.protocol)) and low <= self.high and self.low <= high
+
+
+def _port(text: str) -> Port:
+    span, _, protocol = text.partition("/")
+    low, _, high = span.partition("-")
+    return Port(int(low), int(high or low), protocol)
+
+
+@cache
+def _role_ports() -> dict[str, tuple[Port, ...]]:
+    """The ports prepare opens (os_prep's defaults: the one table, read where the role reads it)."""
+    defaults = yaml.safe_load((ROLES_DIR / "os_prep" / "defaults" / "main.yml").read_text())
+    return {kind: tuple(_port(str(p)) for p in defaults[f"os_prep_{kind}_ports"])
+            for kind in ("control_plane", "worker", "calico")}
+
+
+def required_ports(control_plane: bool) -> tuple[Port, ...]:
+    ports = _role_ports()
+    chosen = (*(ports["control_plane"] if control_plane else ()), *ports["worker"], *ports["calico"])
+    return tuple(dict.fromkeys(chosen))
+
+
+def _span(text: str) -> tuple[int, int] | None:
+    low, _, high = text.replace(":", "-").partition("-")
+    if not low.isdigit() or (high and not high.isdigit()):
+        return None
+    return int(low), int(high or low)
+
+
+@dataclass(frozen=True)
+class _Rule:
+    verdict: str  # accept or drop
+    protocol: str | None  # None: any
+    spans: tuple[tuple[int, int], ...] | None  # None: every port
+    where: str
+
+
+def _iptables_rules(text: str) -> tuple[list[_Rule], bool]:
+    """The filter table's INPUT chain (iptables-save): rules that accept or drop new connections by port, in order,
+    and whether the chain's policy drops. Rules that only concern loopback, established or invalid packets, or
+    that jump elsewhere (kube-proxy's, Calico's, ufw's chains) are left out."""
+    rules, policy_drop = [], False
+    for line in text.splitlines():
+        if line.startswith(":INPUT "):
+            policy_drop = line.split()[1] == "DROP"
+            continue
+        if not line.startswith("-A INPUT "):
+            continue
+        try:
+            words = shlex.split(line)
+        except ValueError:
+            continue
+        target = words[words.index("-j") + 1] if "-j" in words[:-1] else ""
+        if target not in ("ACCEPT", "DROP", "REJECT"):
+            continue
+        if {"--ctstate", "--state", "!"} & set(words) or ("-i" in words and words[words.index("-i") + 1] == "lo") \
+                or any(w.startswith("127.") for w in words):
+            continue
+        protocol = words[words.index("-p") + 1] if "-p" in words[:-1] else None
+        spans: list[tuple[int, int]] | None = None
+        for flag in ("--dport", "--dports", "--destination-port", "--destination-ports"):
+            if flag in words[:-1]:
+                spans = [s for s in map(_span, words[words.index(flag) + 1].split(",")) if s]
+        rules.append(_Rule("accept" if target == "ACCEPT" else "drop", protocol,
+                           tuple(spans) if spans is not None else None, f"iptables: {line}"))
+    return rules, policy_drop
+
+
+def _nft_match(expr: dict[str, Any]) -> tuple[str | None, list[tuple[int, int]]] | None:
+    """A `tcp dport ...` / `th dport ...` match -> (protocol, spans); None for other expressions."""
+    match = expr.get("match")
+    if not isinstance(match, dict) or match.get("op") not in ("==", "in"):
+        return None
+    left = match.get("left", {}).get("payload", {}) if isinstance(match.get("left"), dict) else {}
+    if left.get("field") != "dport":
+        return None
+    protocol = left.get("protocol") if left.get("protocol") in ("tcp", "udp") else None
+    right = match.get("right")
+    values = right.get("set", []) if isinstance(right, dict) and "set" in right else [right]
+    spans = []
+    for value in values:
+        if isinstance(value, int):
+            spans.append((value, value))
+        elif isinstance(value, dict) and isinstance(value.get("range"), list) and len(value["range"]) == 2:
+            spans.append((int(value["range"][0]), int(value["range"][1])))
+    return protocol, spans
+
+
+def _about_state_or_loopback(expr: dict[str, Any]) -> bool:
+    """A match on conntrack state (established, invalid) or on the input interface: not about new connections to
+    a port from other machines."""
+    match = expr.get("match")
+    left = match.get("left") if isinstance(match, dict) else None
+    return isinstance(left, dict) and ("ct" in left or left.get("meta", {}).get("key") == "iifname")
+
+
+def _nft_rules(text: str, skip_tables: frozenset[str]) -> tuple[list[_Rule], bool]:
+    """Native nftables (`nft -j list ruleset`): the rules of base chains on the input hook, read as the iptables
+    ones are; whether any such chain's policy drops."""
+    try:
+        items = json.loads(text).get("nftables", []) if text.strip() else []
+    except (ValueError, AttributeError):
+        return [], False
+    chains, policy_drop = set(), False
+    for item in items:
+        chain = item.get("chain") if isinstance(item, dict) else None
+        if chain and chain.get("hook") == "input" and chain.get("table") not in skip_tables:
+            chains.add((chain.get("family"), chain.get("table"), chain.get("name")))
+            policy_drop |= chain.get("policy") == "drop"
+    rules = []
+    for item in items:
+        rule = item.get("rule") if isinstance(item, dict) else None
+        if not rule or (rule.get("family"), rule.get("table"), rule.get("chain")) not in chains:
+            continue
+        exprs = rule.get("expr", [])
+        verdict = next(("accept" if "accept" in e else "drop" for e in exprs
+                        if isinstance(e, dict) and ({"accept", "drop", "reject"} & set(e))), None)
+        if verdict is None or any(_about_state_or_loopback(e) for e in exprs if isinstance(e, dict)):
+            continue
+        ports = [m for m in map(_nft_match, [e for e in exprs if isinstance(e, dict)]) if m is not None]
+        protocol, spans = (ports[0][0], tuple(ports[0][1])) if ports else (None, None)
+        rules.append(_Rule(verdict, protocol, spans, f"nftables: table {rule.get('family')} {rule.get('table')}, "
+                                                     f"chain {rule.get('chain')}"))
+    return rules, policy_drop
+
+
+def _blocked_by_rules(port: Port, rules: list[_Rule], policy_drop: bool) -> str | None:
+    """What drops new connections to `port`: the first rule that decides for it, else a dropping policy."""
+    for rule in rules:
+        if rule.spans is not None and not any(port.overlaps(low, high, rule.protocol) for low, high in rule.spans):
+            continue
+        if rule.spans is None and rule.protocol not in (None, port.protocol):
+            continue
+        return rule.where if rule.verdict == "drop" else None
+    return "the input chain's policy drops it" if policy_drop else None
+
+
+def _allowed_by(port: Port, allowed: Iterable[str]) -> bool:
+    """firewalld's `6443/tcp 2379-2380/tcp` or ufw's `6443/tcp 2379:2380/tcp 22` port specs."""
+    for spec in allowed:
+        span, _, protocol = spec.partition("/")
+        found = _span(span)
+        if found and port.overlaps(found[0], found[1], protocol or None) \
+                and found[0] <= port.low and port.high <= found[1]:
+            return True
+    return False
+
+
+def check_firewall(node: str, health: NodeHealth, ports: tuple[Port, ...]) -> Finding:
+    """Does the node's firewall let in the ports kubeadm and Calico need (its role's, as prepare opens them)?"""
+    blocked: dict[str, str] = {}
+    ufw_active = bool(health.ufw) and health.ufw[0].strip().lower() == "status: active"
+    skip = frozenset({"firewalld"}) if health.firewalld is not None else frozenset()
+    iptables, iptables_drop = _iptables_rules(health.iptables)
+    nft, nft_drop = _nft_rules(health.nft, skip)
+    for port in ports:
+        # ufw and firewalld keep their rules in chains of their own, behind a dropping policy: read them instead.
+        where = (_blocked_by_rules(port, iptables, iptables_drop and not ufw_active)
+                 or _blocked_by_rules(port, nft, nft_drop and not ufw_active and health.firewalld is None))
+        if where is None and health.firewalld is not None and not _allowed_by(port, health.firewalld.get("ports", ())):
+            where = "firewalld does not open it"
+        if where is None and ufw_active:
+            allowed = [line.split()[0] for line in health.ufw[1:] if len(line.split()) > 1
+                       and line.split()[1] == "ALLOW"]
+            if not _allowed_by(port, allowed):
+                where = "ufw does not allow it"
+        if where:
+            blocked[str(port)] = where
+    if not blocked:
+        return _finding("firewall", node, "ok", f"{len(ports)} ports open")
+    shown = "; ".join(f"{port} ({where})" for port, where in blocked.items())
+    return _finding("firewall", node, "fail", f"blocks what kubeadm and Calico need: {shown}",
+                    "remove the rule (`iptables -D INPUT ...` with the rule as shown), or open the ports; "
+                    "with firewall.mode: open-ports, `bootstrap prepare` opens them in firewalld or ufw")
+
+
+# --- containerd and the kubelet --------------------------------------------------------------------------------
+
+def check_containerd(node: str, health: NodeHealth, *, sandbox_image: str, nvidia: bool,
+                     nvidia_default: bool) -> Finding:
+    if health.containerd_active != "active":
+        state = health.containerd_active or "not installed"
+        return _finding("containerd", node, "fail", f"containerd is not running ({state})",
+                        "`systemctl start containerd` on the node; `journalctl -u containerd` says why it stopped")
+    if not health.containerd_dump.strip():
+        return _finding("containerd", node, "fail", "`containerd config dump` printed nothing",
+                        "run it on the node and read its error")
+    departures = config_problems(health.containerd_dump, sandbox_image, nvidia=nvidia, nvidia_default=nvidia_default)
+    if departures:
+        return _finding("containerd", node, "fail", f"containerd's effective configuration drifted from prepare's: "
+                        f"{'; '.join(departures)}", f"{PREPARE} (is another file under /etc/containerd overriding "
+                        "it? `containerd config dump` shows the result); then `systemctl restart containerd`")
+    return _finding("containerd", node, "ok", "running as prepare configured it")
+
+
+def check_kubelet(node: str, health: NodeHealth) -> Finding:
+    unit = health.kubelet
+    if not health.kubelet_joined:
+        return _finding("kubelet", node, "ok", f"not joined yet (no {KUBELET_KUBECONFIG})")
+    tail = " | ".join(line[:200] for line in health.kubelet_journal[-3:])
+    lines = f"; its last lines: {tail}" if tail else ""
+    fix = "`journalctl -u kubelet` on the node says why; `systemctl restart kubelet` once fixed"
+    if unit.load == "not-found":
+        return _finding("kubelet", node, "fail", "the kubelet is not installed (no kubelet.service)",
+                        "`bootstrap prepare` installs it")
+    if unit.active == "active" and unit.sub == "running":
+        return _finding("kubelet", node, "ok", "running")
+    if unit.sub == "auto-restart" or (unit.active == "activating" and unit.restarts):
+        return _finding("kubelet", node, "fail", f"the kubelet is crash-looping ({unit.restarts} restarts){lines}", fix)
+    return _finding("kubelet", node, "fail", f"the kubelet is not running ({unit.active or 'unknown'}, "
+                    f"{unit.sub or 'unknown'}){lines}", "`systemctl start kubelet` on the node (`systemctl enable "
+                    "kubelet` keeps it at boot); `journalctl -u kubelet` says why it stopped")
+
+
+# --- disks, DNS, certificates ------------------------------------------------------------------------------------
+
+def _fullness(usages: Iterable[Usage], limits: Mapping[str, tuple[int, int]], what: str) -> list[tuple[Status, str]]:
+    found = []
+    for usage in usages:
+        warn, fail = limits[usage.path]
+        if usage.used_percent >= warn:
+            status: Status = "fail" if usage.used_percent >= fail else "warn"
+            found.append((status, f"{usage.path} ({usage.mount}) is {usage.used_percent}% full of {what} "
+                                  f"(warn at {warn}%, the kubelet evicts pods from {fail}%)"))
+    return found
+
+
+def check_disk(node: str, health: NodeHealth) -> Finding:
+    problems = _fullness(health.disk, DISK_LIMITS, "space") + _fullness(
+        health.inodes, dict.fromkeys(DISK_LIMITS, INODE_LIMITS), "inodes")
+    if not problems:
+        return _finding("disk", node, "ok", ", ".join(f"{u.path} {u.used_percent}%" for u in health.disk) or "-")
+    status: Status = "fail" if any(s == "fail" for s, _ in problems) else "warn"
+    return _finding("disk", node, status, "; ".join(text for _, text in problems),
+                    "free space there (`crictl rmi --prune` drops unused images, `journalctl --vacuum-size=500M` old "
+                    "logs) or give it a bigger disk")
+
+
+def _loopback(address: str) -> bool:
+    return address.startswith("127.") or address == "::1"
+
+
+def _listening(address: str, listeners: Iterable[str]) -> bool:
+    """Something listens on port 53 at `address` (ss's local addresses: 127.0.0.53%lo:53, 0.0.0.0:53, [::]:53)."""
+    hosts = {listener.rsplit(":", 1)[0].split("%", 1)[0].strip("[]") for listener in listeners}
+    return bool(hosts & {address, "0.0.0.0", "*", "::"})
+
+
+def check_dns(node: str, health: NodeHealth) -> Finding:
+    """The node's resolver: CoreDNS forwards what is not the cluster's to the nameservers of the node it runs on,
+    and the kubelet gives pods with hostNetwork the node's /etc/resolv.conf."""
+    fix = ("point /etc/resolv.conf at a nameserver the node reaches (or start the local resolver it names: "
+           "`systemctl start systemd-resolved`)")
+    if health.resolv is None:
+        return _finding("dns", node, "fail", "/etc/resolv.conf is missing: the node resolves no name outside "
+                        "/etc/hosts", fix)
+    servers = [line.split()[1] for line in health.resolv if len(line.split()) > 1 and line.split()[0] == "nameserver"]
+    if not servers:
+        return _finding("dns", node, "fail", "/etc/resolv.conf names no nameserver: the node resolves no name outside "
+                        "/etc/hosts", fix)
+    dead = [s for s in servers if _loopback(s) and not _listening(s, health.dns_listeners)]
+    if dead and len(dead) == len(servers):
+        return _finding("dns", node, "fail", f"/etc/resolv.conf points at {', '.join(dead)}, where nothing listens on "
+                        "port 53", fix)
+    return _finding("dns", node, "ok", f"nameserver {', '.join(servers)}")
+
+
+def _not_after(text: str) -> datetime | None:
+    try:
+        return datetime.strptime(" ".join(text.split()), "%b %d %H:%M:%S %Y %Z").replace(tzinfo=UTC)
+    except ValueError:
+        return None
+
+
+def check_certs(node: str, health: NodeHealth, now: datetime) -> Finding:
+    if not health.certs:
+        return _finding("certs", node, "ok", "none on this node")
+    expired, soon = [], []
+    for path, text in sorted(health.certs.items()):
+        after = _not_after(text)
+        if after is None:
+            continue
+        if after <= now:
+            expired.append(f"{path} (expired {after:%Y-%m-%d})")
+        elif after - now <= timedelta(days=CERT_WARN_DAYS):
+            soon.append(f"{path} ({(after - now).days} days, {after:%Y-%m-%d})")
+    if expired:
+        return _finding("certs", node, "fail", f"expired: {', '.join(expired)}" +
+                        (f"; expiring: {', '.join(soon)}" if soon else ""), KUBE_CERTS_FIX)
+    if soon:
+        return _finding("certs", node, "warn", f"expiring within {CERT_WARN_DAYS} days: {', '.join(soon)}",
+                        KUBE_CERTS_FIX)
+    return _finding("certs", node, "ok", f"{len(health.certs)} valid past {CERT_WARN_DAYS} days")
+
+
+# --- GPUs --------------------------------------------------------------------------------------------------------
+
+def check_gpu(node: str, health: NodeHealth, expected: int) -> list[Finding]:
+    """On a node with GPUs (preflight's count, else the probe's): on PCI, the driver loaded, nvidia-smi answering,
+    no Xid errors in the kernel log."""
+    if expected <= 0:
+        return [_finding("gpu", node, "ok", "no GPU expected")]
+    driver_fix = ("`bootstrap prepare` installs the driver of gpu.driver_branch; after a kernel update, rebuild its "
+                  "module (`dkms autoinstall`) and reboot")
+    if health.gpus < expected:
+        return [_finding("gpu", node, "fail", f"{health.gpus} NVIDIA GPUs on PCI, preflight counted {expected}",
+                         "a GPU fell off the bus: `dmesg | grep -i nvrm` on the node, then reseat or power-cycle it")]
+    if health.nvidia_driver is None:
+        return [_finding("gpu", node, "fail", "the NVIDIA driver is not loaded (no /proc/driver/nvidia/version)",
+                         driver_fix)]
+    findings = []
+    if health.nvidia_smi is None:
+        findings.append(_finding("gpu", node, "fail", "nvidia-smi is not installed", driver_fix))
+    elif health.nvidia_smi[0] != 0:
+        last = health.nvidia_smi[1][-1] if health.nvidia_smi[1] else f"exit code {health.nvidia_smi[0]}"
+        findings.append(_finding("gpu", node, "fail", f"nvidia-smi fails: {last}",
+                                 "the driver and its user-space libraries must be the same version: reinstall "
+                                 f"them ({driver_fix.split('; ')[0]}) and reboot"))
+    else:
+        findings.append(_finding("gpu", node, "ok", f"{health.gpus} GPUs, nvidia-smi answers"))
+    if health.xid:
+        findings.append(_finding("gpu_xid", node, "warn", f"Xid errors in the kernel log, the last: {health.xid[-1]}",
+                                 "look the Xid up in NVIDIA's Xid table; most need the GPU reset (`nvidia-smi -r`) "
+                                 "or the node drained and rebooted"))
+    return findings
+
+
+# --- the package source --------------------------------------------------------------------------------------------
+
+def source_kind(health: NodeHealth) -> str | None:
+    """deb or rpm: the layout of the Kubernetes repository this node's package manager reads."""
+    row = platform_for(health.os_release)
+    return ("deb" if row.package_manager == "apt" else "rpm") if isinstance(row, Platform) else None
+
+
+CURL_REASONS = {6: "its name does not resolve", 7: "the connection is refused", 22: "it answers with an HTTP error",
+                28: "it does not answer in time", 35: "the TLS handshake fails", 37: "the file is not there",
+                60: "its certificate is not trusted"}
+
+
+def check_package_source(node: str, health: NodeHealth, urls: Mapping[str, str], setting: str) -> Finding:
+    """The node fetches the index of the Kubernetes repository it installs from (upgrades and `node add` need it)."""
+    kind = source_kind(health)
+    if health.sources is None:
+        return _finding("package_source", node, "skip", "not checked: the node has no curl")
+    fetched = next((f for f in health.sources if f.kind == kind), None)
+    if kind is None or fetched is None:
+        return _finding("package_source", node, "skip", "not checked: the node's system is not one prepare knows")
+    url = urls[kind]
+    answered = fetched.http_code[:1] in ("2", "3") or (fetched.http_code == "000" and url.startswith("file:"))
+    if fetched.exit_code == 0 and answered:
+        return _finding("package_source", node, "ok", url)
+    # curl without --fail exits 0 on an HTTP error: the answer's code tells.
+    code = 22 if fetched.exit_code == 0 else fetched.exit_code
+    reason = CURL_REASONS.get(code, f"curl exit code {code}")
+    said = f" (HTTP {fetched.http_code})" if fetched.http_code not in ("000", "") else ""
+    message = f": {fetched.message}" if fetched.message else ""
+    return _finding("package_source", node, "fail", f"cannot fetch {url}: {reason}{said}{message}",
+                    f"the node installs and upgrades Kubernetes from {setting}: let it reach that (route, proxy, "
+                    "DNS), or point the setting at a mirror it reaches")
+
+
+# --- across nodes: the clocks ---------------------------------------------------------------------------------------
+
+def check_clocks(healths: Mapping[str, NodeHealth]) -> dict[str, Finding]:
+    """Each node's clock against the median of every node's and this machine's (a node read halfway through its
+    probe's round trip, give or take half of it)."""
+    offsets = [0.0, *(h.clock_offset_s for h in healths.values() if h.node_time_s is not None)]
+    reference = statistics.median(offsets)
+    found = {}
+    for name, health in healths.items():
+        if health.node_time_s is None:
+            found[name] = _finding("clock", name, "skip", "not checked: `date` printed no time")
+            continue
+        off = health.clock_offset_s - reference
+        if abs(off) - health.clock_uncertainty_s <= CLOCK_SKEW_LIMIT_S:
+            found[name] = _finding("clock", name, "ok", f"{off:+.1f} s")
+            continue
+        way = "ahead of" if off > 0 else "behind"
+        found[name] = _finding("clock", name, "fail", f"the clock is {abs(off):.0f} s {way} the other nodes' (and this "
+                               f"machine's; the limit is {CLOCK_SKEW_LIMIT_S:.0f} s)",
+                               "`timedatectl set-ntp true` on it (chrony or systemd-timesyncd), then `chronyc tracking` "
+                               "or `timedatectl timesync-status` to see it sync")
+    return found

@@ -1,0 +1,265 @@
+"""The doctor's probe: one POSIX sh script, run once per node through sudo over one SSH connection, that reads
+what the doctor judges on a node of a running cluster, and changes nothing. Its output, sections headed `@@name`
+as preflight's probe prints them, is read into NodeHealth here; the judging is checks.py's.
+
+The package source is fetched from the node itself (its index file, with curl, a few seconds at most): whether
+this machine reaches it says nothing about whether the node does.
+"""
+from __future__ import annotations
+
+import shlex
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+
+from provision.nodes.preflight.probe import NVIDIA_VENDOR, parse_os_release, read_sections
+
+# What the doctor watches for space: containerd's images and snapshots, the kubelet's pods and volumes, etcd's data.
+DISK_PATHS = ("/var/lib/containerd", "/var/lib/kubelet", "/var/lib/etcd")
+# Certificates kubeadm keeps on disk, and the kubeconfigs it writes with an embedded client certificate.
+CERT_GLOBS = ("/etc/kubernetes/pki/*.crt", "/etc/kubernetes/pki/etcd/*.crt",
+              "/var/lib/kubelet/pki/kubelet-client-current.pem")
+KUBECONFIG_CERTS = ("/etc/kubernetes/admin.conf", "/etc/kubernetes/super-admin.conf",
+                    "/etc/kubernetes/controller-manager.conf", "/etc/kubernetes/scheduler.conf")
+# The kubelet's kubeconfig, written by kubeadm init and join: the node has joined the cluster.
+KUBELET_KUBECONFIG = "/etc/kubernetes/kubelet.conf"
+SOURCE_TIMEOUT_S = 8
+JOURNAL_LINES = 5
+
+SCRIPT = r"""
+section() { echo "@@$1"; }
+section os-release; cat /etc/os-release 2>/dev/null
+section hostname; hostname
+section time; date +%s.%N
+section swaps; tail -n +2 /proc/swaps 2>/dev/null
+section fstab; grep -v '^[[:space:]]*#' /etc/fstab 2>/dev/null
+section selinux
+if command -v getenforce >/dev/null 2>&1; then getenforce
+elif [ -r /sys/fs/selinux/enforce ]; then cat /sys/fs/selinux/enforce; fi
+section selinux_config; grep -E '^[[:space:]]*SELINUX=' /etc/selinux/config 2>/dev/null
+section hosts; cat /etc/hosts 2>/dev/null
+section resolv; [ -e /etc/resolv.conf ] && { echo present; cat /etc/resolv.conf 2>/dev/null; }
+section dns_listeners; ss -Hlntu 2>/dev/null | awk '$5 ~ /:53$/ {print $1, $5}'
+section iptables; command -v iptables-save >/dev/null 2>&1 && iptables-save -t filter 2>/dev/null
+section nft; command -v nft >/dev/null 2>&1 && nft -j list ruleset 2>/dev/null
+section firewalld
+if command -v firewall-cmd >/dev/null 2>&1 && [ "$(firewall-cmd --state 2>/dev/null)" = running ]; then
+  echo "ports $(firewall-cmd --list-ports 2>/dev/null)"
+  echo "services $(firewall-cmd --list-services 2>/dev/null)"
+fi
+section ufw; command -v ufw >/dev/null 2>&1 && ufw status 2>/dev/null
+section containerd_active; systemctl is-active containerd 2>/dev/null
+section containerd_dump; command -v containerd >/dev/null 2>&1 && timeout 20 containerd config dump 2>/dev/null
+section kubelet; systemctl show kubelet -p LoadState -p ActiveState -p SubState -p NRestarts -p Result 2>/dev/null
+section kubelet_joined; [ -f "$kubelet_kubeconfig" ] && echo yes
+section kubelet_journal; journalctl -u kubelet -n "$journal_lines" -o cat --no-pager 2>/dev/null
+section disk
+for p in $disk_paths; do [ -d "$p" ] && echo "$p $(df -P "$p" 2>/dev/null | tail -n 1)"; done
+section inodes
+for p in $disk_paths; do [ -d "$p" ] && echo "$p $(df -Pi "$p" 2>/dev/null | tail -n 1)"; done
+section certs
+for f in $cert_globs; do
+  [ -f "$f" ] && echo "$f|$(openssl x509 -noout -enddate -in "$f" 2>/dev/null | cut -d= -f2)"
+done
+for f in $kubeconfig_certs; do
+  [ -f "$f" ] || continue
+  data=$(sed -n 's/^[[:space:]]*client-certificate-data:[[:space:]]*//p' "$f" | head -n 1)
+  [ -n "$data" ] && echo "$f|$(echo "$data" | base64 -d 2>/dev/null | openssl x509 -noout -enddate 2>/dev/null | cut -d= -f2)"
+done
+section nvidia_pci
+gpus=0
+for d in /sys/bus/pci/devices/*; do
+  [ "$(cat "$d/vendor" 2>/dev/null)" = "0x$nvidia_vendor" ] || continue
+  case "$(cat "$d/class")" in 0x03*) echo "${d##*/}"; gpus=$((gpus + 1));; esac
+done
+section nvidia_driver; head -n 1 /proc/driver/nvidia/version 2>/dev/null
+if [ "$gpus" -gt 0 ]; then
+  section nvidia_smi
+  if command -v nvidia-smi >/dev/null 2>&1; then
+    out=$(timeout 15 nvidia-smi -L 2>&1); echo "rc $?"; printf '%s\n' "$out" | head -n 20
+  fi
+  section xid; dmesg 2>/dev/null | grep 'NVRM: Xid' | tail -n 5
+fi
+section sources
+if command -v curl >/dev/null 2>&1; then
+  for spec in $sources; do
+    ( out=$(curl -sS -o /dev/null -w '%{http_code}' --max-time "$source_timeout" "${spec#*=}" 2>&1)
+      echo "${spec%%=*} $? $(printf '%s' "$out" | tr '\n' ' ')" ) &
+  done
+  wait
+else
+  echo "no-curl"
+fi
+section end
+"""
+
+
+def probe_script(sources: dict[str, str]) -> str:
+    """The script, given the index files of the package sources to fetch (kind -> URL; the URLs are the
+    settings', validated as URLs, and are quoted here all the same)."""
+    words = " ".join(f"{kind}={url}" for kind, url in sources.items())
+    head = {
+        "nvidia_vendor": NVIDIA_VENDOR, "disk_paths": " ".join(DISK_PATHS), "cert_globs": " ".join(CERT_GLOBS),
+        "kubeconfig_certs": " ".join(KUBECONFIG_CERTS), "kubelet_kubeconfig": KUBELET_KUBECONFIG,
+        "journal_lines": str(JOURNAL_LINES), "source_timeout": str(SOURCE_TIMEOUT_S), "sources": words,
+    }
+    # cert_globs is expanded by the loop (unquoted there): quoting it here keeps it from expanding early.
+    return "".join(f"{name}={shlex.quote(value)}\n" for name, value in head.items()) + SCRIPT
+
+
+@dataclass(frozen=True)
+class Usage:
+    """One path's filesystem: how full, in blocks and in inodes."""
+
+    path: str
+    mount: str
+    used_percent: int
+
+
+@dataclass(frozen=True)
+class Unit:
+    load: str = ""  # loaded, not-found
+    active: str = ""  # active, inactive, failed, activating
+    sub: str = ""  # running, dead, auto-restart
+    restarts: int = 0
+    result: str = ""
+
+
+@dataclass(frozen=True)
+class SourceFetch:
+    kind: str
+    exit_code: int  # curl's (0: fetched; 6: name not resolved; 7: refused; 22: HTTP error; 28: timed out)
+    http_code: str  # "000" when no HTTP answer (and for file://)
+    message: str  # curl's error line, if any
+
+
+@dataclass(frozen=True)
+class NodeHealth:
+    """What the probe read on one node."""
+
+    os_release: dict[str, str]
+    hostname: str
+    node_time_s: float | None
+    swaps_active: tuple[str, ...]
+    fstab_swaps: tuple[str, ...]
+    selinux: str | None  # enforcing, permissive, disabled; None without SELinux
+    selinux_config: str | None  # SELINUX= in /etc/selinux/config
+    hosts: tuple[str, ...]  # /etc/hosts as lines
+    resolv: tuple[str, ...] | None  # /etc/resolv.conf as lines; None when the file is missing
+    dns_listeners: tuple[str, ...]  # local addresses listening on port 53
+    iptables: str
+    nft: str
+    firewalld: dict[str, tuple[str, ...]] | None  # "ports", "services" when firewalld runs; else None
+    ufw: tuple[str, ...]  # `ufw status` lines (empty without ufw)
+    containerd_active: str
+    containerd_dump: str
+    kubelet: Unit
+    kubelet_joined: bool
+    kubelet_journal: tuple[str, ...]
+    disk: tuple[Usage, ...]
+    inodes: tuple[Usage, ...]
+    certs: dict[str, str]  # path -> notAfter as openssl prints it ("" when unreadable)
+    gpus: int  # NVIDIA display controllers on PCI
+    nvidia_driver: str | None
+    nvidia_smi: tuple[int, tuple[str, ...]] | None  # (exit code, lines); None when not installed or not asked
+    xid: tuple[str, ...]
+    sources: tuple[SourceFetch, ...] | None  # None when the node has no curl
+    clock_offset_s: float = 0.0
+    clock_uncertainty_s: float = 0.0
+    sections: frozenset[str] = field(default_factory=frozenset)
+
+
+def _first(lines: Iterable[str]) -> str | None:
+    return next((line.strip() for line in lines if line.strip()), None)
+
+
+def _usage(lines: Iterable[str]) -> tuple[Usage, ...]:
+    """`PATH <df -P row>` lines: Filesystem, size, used, available, Use% (or IUse%), mounted on."""
+    found = []
+    for line in lines:
+        words = line.split()
+        if len(words) < 7 or not words[5].endswith("%"):
+            continue
+        percent = words[5].rstrip("%")
+        found.append(Usage(words[0], words[6], int(percent) if percent.isdigit() else 0))
+    return tuple(found)
+
+
+def _unit(lines: Iterable[str]) -> Unit:
+    values = dict(line.strip().split("=", 1) for line in lines if "=" in line)
+    restarts = values.get("NRestarts", "0")
+    return Unit(load=values.get("LoadState", ""), active=values.get("ActiveState", ""), sub=values.get("SubState", ""),
+                restarts=int(restarts) if restarts.isdigit() else 0, result=values.get("Result", ""))
+
+
+def _sources(lines: list[str]) -> tuple[SourceFetch, ...] | None:
+    if any(line.strip() == "no-curl" for line in lines):
+        return None
+    found = []
+    for line in lines:
+        words = line.split(" ", 2)
+        if len(words) < 2 or not words[1].isdigit():
+            continue
+        out = words[2].strip() if len(words) > 2 else ""
+        code, message = (out[-3:], out[:-3].strip()) if out[-3:].isdigit() else ("000", out)
+        found.append(SourceFetch(words[0], int(words[1]), code, message))
+    return tuple(sorted(found, key=lambda f: f.kind))
+
+
+def parse_health(text: str) -> NodeHealth:
+    """The probe's output -> NodeHealth. Raises ValueError when the output is cut short."""
+    sections = read_sections(text)
+    if "end" not in sections:
+        raise ValueError("the probe's output ended early")
+    selinux = _first(sections.get("selinux", []))
+    selinux = {"1": "enforcing", "0": "permissive"}.get(selinux or "", (selinux or "").lower() or None)
+    config = _first(sections.get("selinux_config", []))
+    resolv = sections.get("resolv", [])
+    firewalld = None
+    if sections.get("firewalld"):
+        firewalld = {words[0]: tuple(words[1:]) for words in (line.split() for line in sections["firewalld"]) if words}
+    smi = sections.get("nvidia_smi")
+    smi_result = None
+    if smi and smi[0].startswith("rc "):
+        code = smi[0][3:].strip()
+        smi_result = (int(code) if code.isdigit() else 1, tuple(line for line in smi[1:] if line.strip()))
+    time_text = _first(sections.get("time", []))
+    try:
+        node_time = float(time_text) if time_text else None
+    except ValueError:
+        node_time = None
+    certs = {}
+    for line in sections.get("certs", []):
+        path, _, after = line.partition("|")
+        if path.strip():
+            certs[path.strip()] = after.strip()
+    return NodeHealth(
+        os_release=parse_os_release(sections.get("os-release", [])),
+        hostname=_first(sections.get("hostname", [])) or "",
+        node_time_s=node_time,
+        swaps_active=tuple(line.split()[0] for line in sections.get("swaps", []) if line.strip()),
+        fstab_swaps=tuple(" ".join(line.split()) for line in sections.get("fstab", [])
+                          if len(line.split()) >= 3 and line.split()[2] == "swap"),
+        selinux=selinux,
+        selinux_config=config.split("=", 1)[1].strip().strip("\"'").lower() if config else None,
+        hosts=tuple(sections.get("hosts", [])),
+        resolv=tuple(resolv[1:]) if resolv[:1] == ["present"] else None,
+        dns_listeners=tuple(line.split()[-1] for line in sections.get("dns_listeners", []) if line.split()),
+        iptables="\n".join(sections.get("iptables", [])),
+        nft="\n".join(sections.get("nft", [])),
+        firewalld=firewalld,
+        ufw=tuple(line for line in sections.get("ufw", []) if line.strip()),
+        containerd_active=_first(sections.get("containerd_active", [])) or "",
+        containerd_dump="\n".join(sections.get("containerd_dump", [])),
+        kubelet=_unit(sections.get("kubelet", [])),
+        kubelet_joined=_first(sections.get("kubelet_joined", [])) == "yes",
+        kubelet_journal=tuple(line for line in sections.get("kubelet_journal", []) if line.strip()),
+        disk=_usage(sections.get("disk", [])),
+        inodes=_usage(sections.get("inodes", [])),
+        certs=certs,
+        gpus=sum(1 for line in sections.get("nvidia_pci", []) if line.strip()),
+        nvidia_driver=_first(sections.get("nvidia_driver", [])),
+        nvidia_smi=smi_result,
+        xid=tuple(line for line in sections.get("xid", []) if line.strip()),
+        sources=_sources(sections.get("sources", [])),
+        sections=frozenset(sections),
+    )

@@ -1,0 +1,137 @@
+"""The doctor on the nodes: every node probed in parallel, one SSH connection and one command each, then judged.
+
+A node that cannot be reached (or whose sudo refuses) is one finding of its own; the other nodes are judged all
+the same.
+"""
+from __future__ import annotations
+
+import time
+from collections.abc import Mapping
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, replace
+from datetime import datetime
+
+from provision.findings import Finding
+from provision.inputs.inventory import Cluster, Node
+from provision.inputs.settings import Settings
+from provision.inputs.sources import resolve_sources
+from provision.nodes.doctor.checks import (
+    check_certs,
+    check_clocks,
+    check_containerd,
+    check_disk,
+    check_dns,
+    check_firewall,
+    check_gpu,
+    check_hostname,
+    check_hosts,
+    check_kubelet,
+    check_package_source,
+    check_selinux,
+    check_swap,
+    required_ports,
+)
+from provision.nodes.doctor.probe import NodeHealth, parse_health, probe_script
+from provision.nodes.ssh import SshError, SshShell
+from provision.render.endpoint import node_ip
+from provision.render.playbook_vars import sandbox_image
+
+PROBE_TIMEOUT_S = 60
+# Where the doctor points a node at when its Kubernetes repository does not answer.
+KUBERNETES_REPO_SETTING = "mirrors.kubernetes_repo (or offline.source)"
+
+
+@dataclass(frozen=True)
+class NodeDoctorReport:
+    name: str
+    role: str
+    address: str
+    findings: tuple[Finding, ...]
+    # The node was probed (reached, sudo worked, the probe's output read); its GPUs on PCI.
+    probed: bool = True
+    gpus: int = 0
+    probe_s: float = 0.0
+
+
+def kubernetes_index_urls(settings: Settings) -> dict[str, str]:
+    """The index file of the Kubernetes repository each package manager reads (the kubernetes_packages role's
+    layout: <repo>/v<minor>/deb/ with suite "/", <repo>/v<minor>/rpm/)."""
+    base = f"{resolve_sources(settings).kubernetes_repo}/v{settings.kubernetes.minor}"
+    return {"deb": f"{base}/deb/InRelease", "rpm": f"{base}/rpm/repodata/repomd.xml"}
+
+
+def _probe(node: Node, settings: Settings, become_password: str | None, script: str) -> NodeHealth | Finding:
+    shell = SshShell(node, settings.ssh, become_password)
+    try:
+        started = time.time()
+        result = shell.run(script, sudo=True, timeout_s=PROBE_TIMEOUT_S)
+        finished = time.time()
+    except SshError as exc:
+        return Finding("ssh", node.name, "fail", f"not checked: {exc.problem}", exc.fix)
+    finally:
+        shell.close()
+    try:
+        health = parse_health(result.stdout)
+    except ValueError as exc:
+        return Finding("probe", node.name, "fail", f"not checked: {exc} ({result.first_error_line()})",
+                       "run it again with the node reachable and /bin/sh working")
+    if health.node_time_s is None:
+        return health
+    # The node read its clock somewhere within the round trip: assume halfway, within half of it.
+    return replace(health, clock_offset_s=health.node_time_s - (started + finished) / 2,
+                   clock_uncertainty_s=(finished - started) / 2)
+
+
+def expected_gpus(node: Node, health: NodeHealth, counted: Mapping[str, int] | None) -> int:
+    """The GPUs a node should have: preflight's count (kept in the cluster's state), else those on its PCI bus;
+    none where the inventory says gpu=false."""
+    if node.gpu == "false":
+        return 0
+    if counted is not None and node.name in counted:
+        return counted[node.name]
+    return health.gpus
+
+
+def judge_node(node: Node, health: NodeHealth, cluster: Cluster, settings: Settings, *, gpus: int,
+               now: datetime) -> list[Finding]:
+    """Every check of one node's probe (the clock is judged across nodes, apart)."""
+    name = node.name
+    return [
+        check_swap(name, health), check_hostname(name, health),
+        check_hosts(name, health, {n.name: node_ip(n) for n in cluster.nodes}),
+        check_firewall(name, health, required_ports(node.is_control_plane)), check_selinux(name, health),
+        check_containerd(name, health, sandbox_image=sandbox_image(settings), nvidia=gpus > 0,
+                         nvidia_default=settings.gpu.runtime == "default"),
+        check_kubelet(name, health), check_disk(name, health), check_dns(name, health),
+        check_certs(name, health, now), *check_gpu(name, health, gpus),
+        check_package_source(name, health, kubernetes_index_urls(settings), KUBERNETES_REPO_SETTING),
+    ]
+
+
+def run_node_checks(cluster: Cluster, settings: Settings, *, counted_gpus: Mapping[str, int] | None = None,
+                    become_password: str | None = None, now: datetime | None = None,
+                    max_parallel: int = 32) -> list[NodeDoctorReport]:
+    """Probe and judge every node of the inventory, in inventory order."""
+    script = probe_script(kubernetes_index_urls(settings))
+
+    def probe(node: Node) -> tuple[NodeHealth | Finding, float]:
+        started = time.monotonic()
+        return _probe(node, settings, become_password, script), time.monotonic() - started
+
+    with ThreadPoolExecutor(max_workers=max(1, min(max_parallel, len(cluster.nodes)))) as pool:
+        probed = dict(zip([n.name for n in cluster.nodes], pool.map(probe, cluster.nodes), strict=True))
+    healths = {name: found for name, (found, _) in probed.items() if isinstance(found, NodeHealth)}
+    clocks = check_clocks(healths)
+    moment = now or datetime.now().astimezone()
+    reports = []
+    for node in cluster.nodes:
+        found, seconds = probed[node.name]
+        if isinstance(found, Finding):
+            reports.append(NodeDoctorReport(node.name, node.role, node.address, (found,), probed=False,
+                                            probe_s=seconds))
+            continue
+        gpus = expected_gpus(node, found, counted_gpus)
+        findings = [clocks[node.name], *judge_node(node, found, cluster, settings, gpus=gpus, now=moment)]
+        reports.append(NodeDoctorReport(node.name, node.role, node.address, tuple(findings), gpus=gpus,
+                                        probe_s=seconds))
+    return reports
