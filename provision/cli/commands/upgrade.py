@@ -7,6 +7,7 @@ from typing import Annotated, Any
 
 import typer
 
+from provision.cli.invocation import carry
 from provision.cli.options import NodeOptions, Output, OutputOption, YesOption, node_options
 from provision.cli.support import echo_json, load_inputs, new_context, show_result
 from provision.cli.views import PhaseView, console
@@ -110,8 +111,9 @@ def register(app: typer.Typer) -> None:
             again = " ".join(["bootstrap upgrade", f"--to {target}", *(["--step"] if step else []),
                               *([f"--parallel {parallel}"] if parallel > 1 else []),
                               *(["--skip-etcd-snapshot"] if skip_etcd_snapshot else [])])
-            console.print(f"fix the cause, then re-run `{again}`: it reads what the cluster runs and goes on from "
-                          "there", style="yellow", soft_wrap=True)
+            # As printed, with the inventory, settings and state directory this run was given: the same run.
+            console.print(carry(f"fix the cause, then re-run `{again}`: it reads what the cluster runs and goes on "
+                                "from there"), style="yellow", soft_wrap=True)
             raise result.error
         for line in _closing(plan, settings, config):
             console.print(line, style="yellow", soft_wrap=True)
