@@ -17,11 +17,13 @@ from hypothesis import strategies as st
 from provision.errors import BootstrapError, InputError
 from provision.inputs.inventory import Cluster, Node
 from provision.inputs.settings import Settings, parse_settings
+from provision.inputs.state import ClusterState
 from provision.inputs.upgrade import (
     ClusterVersions,
     NodeVersions,
     Release,
     Target,
+    UpgradeOptions,
     describe_plan,
     parse_target,
     plan_upgrade,
@@ -31,6 +33,8 @@ from provision.inputs.upgrade import (
 from provision.inputs.versions import KUBERNETES_RELEASES, kubernetes_release
 from provision.kube.upgrade import NodeStatus
 from provision.nodes.upgrade import KubeVersions
+from provision.phases import upgrade_plan
+from provision.phases.engine import PhaseContext
 from provision.phases.upgrade_plan import versions_from
 from tests.support.paths import REPO_ROOT
 
@@ -250,6 +254,29 @@ def test_a_step_runs_with_its_version_and_calico_follows_the_table_unless_chosen
     chosen = parse_settings({"kubernetes": {"version": "1.35"}, "calico": {"version": "v3.31.3"}})
     with pytest.raises(InputError, match=r"^calico.version: Calico 3.31 was tested with Kubernetes 1.32-1.35, not 1.36"):
         step_settings(chosen, "1.36")
+
+
+def test_an_add_on_the_last_step_would_leave_unsupported_is_refused_in_the_plan(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """cert-manager states its Kubernetes range (1.33-1.36) and KServe needs it: `upgrade --to 1.37 --step` of such a
+    cluster at 1.35 is refused by the plan (also under --dry-run), not after the 1.36 step has moved the cluster."""
+    found, _ = recorded("made-at-1.35.json")
+    monkeypatch.setattr(upgrade_plan, "read_versions", lambda ctx: found)
+    settings = parse_settings({"kubernetes": {"version": "1.35"}, "addons": {"enabled": ["kserve"]}})
+    cluster = Cluster(Path("hosts.ini"), (Node("n1", "10.88.0.11", "control_plane", "tester"),))
+
+    def plan_to(text: str) -> str:
+        ctx = PhaseContext(cluster=cluster, settings=settings, state=ClusterState(),
+                           upgrade=UpgradeOptions(parse_target(text, settings), step=True))
+        return upgrade_plan.check(ctx)
+
+    assert plan_to("1.36") == "1.35.2 -> 1.36: 1 step (1.36)"
+    with pytest.raises(InputError) as refused:
+        plan_to("1.37")
+    assert str(refused.value).startswith("addons.enabled: cert_manager ")
+    assert str(refused.value).endswith("supports Kubernetes 1.33-1.36, not 1.37 (needed by kserve): choose a "
+                                       "kubernetes.version it supports, or leave kserve out of addons.enabled (the "
+                                       "upgrade moves the cluster to Kubernetes 1.37)")
 
 
 def test_settings_older_than_the_upgraded_cluster_are_named() -> None:

@@ -885,22 +885,30 @@ class Settings(_Section):
             return data
         return {**data, "calico": {**calico, "version": versions.kubernetes_release(int(match.group(1))).calico}}
 
-    @model_validator(mode="after")
-    def _addons_fit_kubernetes(self) -> Settings:
-        # Only a stated support range refuses (a tested range warns: validation.addon_warnings), and only for the
-        # table's own release at a minor the versions table knows (a pinned release's range is not known here; a
-        # newer minor is allowed as untested, as Calico's pairing is).
+    def addons_kubernetes_problem(self) -> str | None:
+        """Why an enabled add-on cannot run on kubernetes.version (its stated support range), or None. Settings
+        refuse it when read; `bootstrap upgrade` asks again of each step's settings (model_copy validates nothing).
+        Only a stated support range refuses (a tested range warns: validation.addon_warnings), and only for the
+        table's own release at a minor the versions table knows (a pinned release's range is not known here; a
+        newer minor is allowed as untested, as Calico's pairing is)."""
         minor = self.kubernetes.minor_number
         if minor > versions.KUBERNETES_RELEASES[-1].minor:
-            return self
+            return None
         for name in self.addons.enabled:
             addon = ADDONS[name]
             problem = addon.kubernetes_problem(minor) if addon.kubernetes_required else None
             if problem and self.addons.version(name) == addon.version:
                 needed_by = [n for n in self.addons.enabled if name in ADDONS[n].requires]
                 why = f" (needed by {', '.join(needed_by)})" if needed_by else ""
-                raise ValueError(f"addons.enabled: {problem}{why}: choose a kubernetes.version it supports, or "
-                                 f"leave {', '.join(needed_by) or name} out of addons.enabled")
+                return (f"addons.enabled: {problem}{why}: choose a kubernetes.version it supports, or "
+                        f"leave {', '.join(needed_by) or name} out of addons.enabled")
+        return None
+
+    @model_validator(mode="after")
+    def _addons_fit_kubernetes(self) -> Settings:
+        problem = self.addons_kubernetes_problem()
+        if problem:
+            raise ValueError(problem)
         return self
 
     @model_validator(mode="after")

@@ -72,7 +72,8 @@ def parse_target(text: str, settings: Settings, *, source: str = "--to") -> Targ
 def step_settings(settings: Settings, version: str) -> Settings:
     """The settings a step runs with: kubernetes.version moved to the step's version, and Calico to the release
     the versions table pairs with it where calico.version was the pairing of the minor the settings named (a
-    version the user chose is kept, and checked against the step's minor)."""
+    version the user chose is kept, and checked against the step's minor). Refused (InputError) where the step's
+    minor is outside what the chosen Calico or an enabled add-on states it supports."""
     kube = settings.kubernetes
     paired = versions.kubernetes_release(kube.minor_number).calico
     minor = int(version.split(".")[1])
@@ -82,9 +83,13 @@ def step_settings(settings: Settings, version: str) -> Settings:
     problem = versions.calico_problem(calico, minor)
     if problem:
         raise InputError(f"calico.version: {problem} (the upgrade moves the cluster to Kubernetes 1.{minor})")
-    return settings.model_copy(update={
+    moved = settings.model_copy(update={
         "kubernetes": kube.model_copy(update={"version": version}),
         "calico": settings.calico.model_copy(update={"version": calico})})
+    problem = moved.addons_kubernetes_problem()
+    if problem:
+        raise InputError(f"{problem} (the upgrade moves the cluster to Kubernetes 1.{minor})")
+    return moved
 
 
 @dataclass(frozen=True)
