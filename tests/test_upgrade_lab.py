@@ -90,7 +90,8 @@ def test_what_kubeadm_would_refuse_is_refused_before_any_change(kube: KubeLab) -
     assert behind.code == 2 and behind.lines[-1] == (
         "error: n4's kubelet runs 1.33.9, more than one minor behind the control plane's 1.35.2: kubeadm upgrades "
         "only while every kubelet is at most one minor older; take the node out and in again at the cluster's "
-        "version (`bootstrap node remove n4`, then `bootstrap node add n4`), then upgrade")
+        f"version (`{kube.printed('node remove', 'n4')}`, then `{kube.printed('node add', 'n4')}`), then "
+        "upgrade")
     unchanged(kube)
 
 
@@ -118,12 +119,14 @@ def test_a_budget_that_blocks_a_drain_stops_the_upgrade_there_after_the_control_
     started = time.time()
     outcome = kube.bootstrap("upgrade", "--to", "1.36", "--yes", "--skip-etcd-snapshot")
     assert outcome.code == 1
-    assert outcome.lines[-2].startswith("fix the cause, then re-run `bootstrap upgrade --to 1.36 --skip-etcd-snapshot`"), \
-        outcome.stderr
+    # The re-run, as printed, is this same run: its state directory, inventory and settings, and its options.
+    assert outcome.lines[-2] == (
+        f"fix the cause, then re-run `{kube.printed('upgrade', '--to', '1.36', '--skip-etcd-snapshot')}`: it reads "
+        "what the cluster runs and goes on from there"), outcome.stderr
     assert outcome.lines[-1] == (
         f"error: drain of n3 timed out after 10 s: pod default/web-0 is not evicted: {BUDGET}; let its disruption "
         "budget allow it (scale the workload up, or relax the budget), or raise upgrade.drain_timeout_s, then re-run "
-        "`bootstrap upgrade` (n3 stays cordoned, nothing on it was upgraded)")
+        "the upgrade with the same --to (n3 stays cordoned, nothing on it was upgraded)")
     # The control planes, one at a time: n1 applies, then n2; each drained first and back in service after.
     assert order(kube, started) == [
         "api cordon n1", "n1 kubeadm upgrade plan v1.36.4", "n1 kubeadm upgrade apply v1.36.4 --yes", "n1 kubelet",

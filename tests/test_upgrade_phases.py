@@ -184,8 +184,8 @@ def test_a_pod_its_budget_holds_back_stops_the_drain_by_name_and_nothing_is_forc
         assert str(stopped.value) == (
             "drain of w1 timed out after 0.5 s: pod shop/web-0 is not evicted: The disruption budget web needs 2 "
             "healthy pods and has 2 currently; let its disruption budget allow it (scale the workload up, or relax "
-            "the budget), or raise upgrade.drain_timeout_s, then re-run `bootstrap upgrade` (w1 stays cordoned, "
-            "nothing on it was upgraded)")
+            "the budget), or raise upgrade.drain_timeout_s, then re-run the upgrade with the same --to (w1 stays "
+            "cordoned, nothing on it was upgraded)")
         assert waits[0] == "shop/web-0: The disruption budget web needs 2 healthy pods and has 2 currently"
         assert not server.requests_to("DELETE")
         # Only one cordon was sent; uncordon puts it back once, then has nothing to do.

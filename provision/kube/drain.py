@@ -168,14 +168,14 @@ def drain_for_upgrade(api: client.ApiClient, node: str, *, timeout_s: float, sle
         if found:
             raise BootstrapError(f"drain of {node}: pod {found[0]} is managed by no controller, so nothing would "
                                  "start it again elsewhere (kubectl drain refuses it too): delete it or run it under a "
-                                 f"Deployment, then re-run `bootstrap upgrade` ({node} stays cordoned)")
+                                 f"Deployment, then re-run the upgrade with the same --to ({node} stays cordoned)")
     blocked = _evict_until_gone(api, node, time.monotonic() + timeout_s, sleep, on_wait, refuse_unmanaged)
     if blocked:
         more = f" (and {len(blocked) - 1} more)" if len(blocked) > 1 else ""
         raise BootstrapError(f"drain of {node} timed out after {timeout_s:g} s: pod {blocked[0].pod} is not evicted: "
                              f"{blocked[0].reason}{more}; let its disruption budget allow it (scale the workload up, "
-                             f"or relax the budget), or raise upgrade.drain_timeout_s, then re-run `bootstrap upgrade` "
-                             f"({node} stays cordoned, nothing on it was upgraded)")
+                             "or relax the budget), or raise upgrade.drain_timeout_s, then re-run the upgrade with the "
+                             f"same --to ({node} stays cordoned, nothing on it was upgraded)")
 
 
 def drain_and_delete(api: client.ApiClient | None, nodes: Iterable[str], *, timeout_s: float = 120,

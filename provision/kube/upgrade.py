@@ -51,8 +51,8 @@ def wait_for_kubelet(api: client.ApiClient, node: str, tag: str, *, timeout_s: f
         seen = f"its kubelet reports {status.kubelet or 'no version'}, {'Ready' if status.ready else 'not Ready'}"
         if time.monotonic() >= deadline:
             raise BootstrapError(f"{node}: after its upgrade to {tag} {seen} after {timeout_s:g} s: see "
-                                 f"`journalctl -u kubelet` on {node}, then re-run `bootstrap upgrade` ({node} stays "
-                                 "cordoned)")
+                                 f"`journalctl -u kubelet` on {node}, then re-run the upgrade with the same --to "
+                                 f"({node} stays cordoned)")
         if on_message:
             on_message(f"waiting: {node}: {seen}, waiting for {tag} and Ready")
         sleep(min(2.0, max(0.0, deadline - time.monotonic())))

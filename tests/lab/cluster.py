@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import shlex
 import subprocess
 import sys
 from collections.abc import Iterator, Sequence
@@ -75,6 +76,12 @@ class KubeLab:
         """`bootstrap ARGS` for this cluster (its state directory, inventory and settings)."""
         return [sys.executable, "-m", "provision", "--state-dir", str(self.state_dir), *args,
                 "-i", str(self.lab.inventory_path), "-c", str(self.config)]
+
+    def printed(self, command: str, *rest: str) -> str:
+        """`bootstrap COMMAND REST` as the tool prints a command for this run (invocation.complete): the state
+        directory first, then the (sub)command, this cluster's inventory and settings, then the rest."""
+        return shlex.join(["bootstrap", "--state-dir", str(self.state_dir), *command.split(), "--inventory",
+                           str(self.lab.inventory_path), "--config", str(self.config), *rest])
 
     def bootstrap(self, *args: str, timeout_s: int = 1800) -> Outcome:
         done = subprocess.run(self.command(*args), capture_output=True, text=True, timeout=timeout_s)
