@@ -209,5 +209,5 @@ def test_killed_among_the_workers_the_upgrade_is_finished_by_a_rerun_and_a_secon
     # Settings left at 1.35 would move the nodes back: `up` refuses them, before any connection.
     behind = kube.bootstrap("up")
     assert behind.code == 2 and behind.lines[-1] == (
-        "error: kubernetes.version is 1.35, but the cluster runs 1.36.4 (`bootstrap upgrade` moves it forward): set "
+        "error: kubernetes.version is 1.35, but the cluster runs 1.36.4 (an upgrade moved it forward): set "
         "kubernetes.version: '1.36' in cluster.yaml (older packages would move its nodes back)")

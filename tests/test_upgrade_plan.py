@@ -281,7 +281,7 @@ def test_an_add_on_the_last_step_would_leave_unsupported_is_refused_in_the_plan(
 
 def test_settings_older_than_the_upgraded_cluster_are_named() -> None:
     assert settings_behind(parse_settings({"kubernetes": {"version": "1.36"}}), "1.37.1") == (
-        "kubernetes.version is 1.36, but the cluster runs 1.37.1 (`bootstrap upgrade` moves it forward): set "
+        "kubernetes.version is 1.36, but the cluster runs 1.37.1 (an upgrade moved it forward): set "
         "kubernetes.version: '1.37' in cluster.yaml (older packages would move its nodes back)")
     assert settings_behind(parse_settings({"kubernetes": {"version": "1.37"}}), "1.37.1") is None
     assert settings_behind(parse_settings({}), None) is None

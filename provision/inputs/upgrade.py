@@ -112,9 +112,11 @@ def settings_behind(settings: Settings, cluster_release: str | None) -> str | No
     release = Release.parse(cluster_release)
     if release is None or settings.kubernetes.minor_number >= release.minor:
         return None
-    return (f"kubernetes.version is {settings.kubernetes.version}, but the cluster runs {release} (`bootstrap "
-            f"upgrade` moves it forward): set kubernetes.version: '1.{release.minor}' in cluster.yaml (older packages "
-            "would move its nodes back)")
+    # No command in backticks: printed, it would be completed as a command to run, and an upgrade run with these
+    # settings would aim at the older version.
+    return (f"kubernetes.version is {settings.kubernetes.version}, but the cluster runs {release} (an upgrade moved "
+            f"it forward): set kubernetes.version: '1.{release.minor}' in cluster.yaml (older packages would move its "
+            "nodes back)")
 
 
 @dataclass(frozen=True)
