@@ -8,10 +8,11 @@ from typing import Any
 
 from provision.kube.kubeconfig import fetched_kubeconfig_path, refresh_admin_credentials
 from provision.phases.engine import Phase, PhaseContext
+from provision.render.playbook_vars import certs_renew_vars
 
 
 def extra_vars(ctx: PhaseContext) -> dict[str, Any]:
-    return {"cb_kubeconfig_fetch_dest": str(fetched_kubeconfig_path(ctx.cluster))}
+    return certs_renew_vars(fetched_kubeconfig_path(ctx.cluster))
 
 
 def check(ctx: PhaseContext) -> str:

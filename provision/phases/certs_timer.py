@@ -5,14 +5,16 @@ from __future__ import annotations
 
 from typing import Any
 
+from provision.inputs.values import HostName
 from provision.phases.engine import Phase, PhaseContext
+from provision.render.playbook_vars import certs_timer_vars
 
 # The first control plane's hour (local time on the node); each next one two hours later.
 FIRST_HOUR = 3
 HOURS_APART = 2
 
 
-def hours(ctx: PhaseContext) -> dict[str, int]:
+def hours(ctx: PhaseContext) -> dict[HostName, int]:
     """Inventory host -> the hour its timer runs at."""
     return {node.host: (FIRST_HOUR + HOURS_APART * index) % 24 for index, node in enumerate(ctx.cluster.control_planes)}
 
@@ -25,8 +27,8 @@ def skip_reason(ctx: PhaseContext) -> str | None:
 
 def extra_vars(ctx: PhaseContext) -> dict[str, Any]:
     certificates = ctx.settings.certificates
-    return {"cb_certs_timer": {"enabled": certificates.renew_timer, "renew_before_days": certificates.renew_before_days,
-                               "hours": hours(ctx)}}
+    return certs_timer_vars(enabled=certificates.renew_timer, renew_before_days=certificates.renew_before_days,
+                            hours=hours(ctx))
 
 
 def check(ctx: PhaseContext) -> str:

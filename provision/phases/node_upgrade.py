@@ -19,6 +19,7 @@ from provision.kube.upgrade import wait_for_kubelet
 from provision.nodes.runner import PlaybookResult, failure_line, failure_mark, nodes_error, run_playbook
 from provision.phases.common import api
 from provision.phases.engine import PhaseContext
+from provision.render.playbook_vars import upgrade_node_vars
 
 PLAYBOOK = "upgrade_node.yml"
 
@@ -92,7 +93,7 @@ def upgrade_nodes(ctx: PhaseContext, names: Sequence[str]) -> PlaybookResult:
     ctx.say(f"{', '.join(names)}: upgrading to {release}")
     result = run_playbook(PLAYBOOK, ctx.cluster, ctx.settings, phase="upgrade_node",
                           limit=ctx.cluster.hosts(names),
-                          extra_vars={"cb_kubeconfig_fetch_dest": str(fetched_kubeconfig_path(ctx.cluster))},
+                          extra_vars=upgrade_node_vars(fetched_kubeconfig_path(ctx.cluster)),
                           pythons=ctx.state.pythons, on_progress=ctx.on_progress, verbose=ctx.verbose,
                           become_password=ctx.become_password)
     ctx.playbook_results.append(result)
