@@ -57,7 +57,8 @@ def test_benchmarks_import_no_test_module() -> None:
     assert {path: modules for path, modules in offenders.items() if modules} == {}
 
 
-@pytest.mark.parametrize("module", ["bench.prepare", "bench.trainer_cpu", "bench.doctor", "bench.bundle", "bench.etcd"])
+@pytest.mark.parametrize("module", ["bench.prepare", "bench.trainer_cpu", "bench.upgrade", "bench.doctor", "bench.bundle",
+                                    "bench.etcd"])
 def test_benchmarks_import(module: str) -> None:
     """mypy checks the package only: a benchmark broken by a move must still fail here."""
     result = subprocess.run([sys.executable, "-c", f"import {module}"], cwd=REPO_ROOT, capture_output=True, text=True,

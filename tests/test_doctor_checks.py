@@ -234,7 +234,7 @@ def test_certificates_expired_fail_and_expiring_within_a_month_warn() -> None:
     assert found.status == "fail"
     assert found.detail == ("expired: /etc/kubernetes/admin.conf (expired 2026-11-20); expiring: "
                             "/etc/kubernetes/pki/apiserver.crt (10 days, 2026-12-05)")
-    assert "kubeadm certs renew all" in found.fix
+    assert found.fix.startswith("renew them with `bootstrap certs renew`: `kubeadm certs renew all` on each")
     soon = check_certs("n1", health(certs=certs.rsplit("\n", 1)[0]), NOW)
     assert soon.status == "warn"
     assert check_certs("n1", health(certs="/etc/kubernetes/pki/ca.crt|Nov 20 09:00:00 2035 GMT"), NOW).status == "ok"

@@ -228,7 +228,9 @@ def test_the_join_is_etcds_own_under_systemd_and_kubeadms_under_static_pods(clus
     assert replace_join_phases(survey(), cluster.node("n2")) == REPLACE_JOIN_SYSTEMD_PHASES == ("etcd_member_join",)
     static = survey(n1={"kind": "static_pod"})
     assert replace_join_phases(static, cluster.node("n2")) == REPLACE_JOIN_KUBEADM_PHASES
-    assert REPLACE_JOIN_KUBEADM_PHASES == ("drain", "reset", "preflight", "prepare", "join", "gpu", "verify")
+    # A control plane that replaces one gets the certificate renewal timer, as `node add` gives it.
+    assert REPLACE_JOIN_KUBEADM_PHASES == ("drain", "reset", "preflight", "prepare", "join", "certs_timer", "gpu",
+                                           "verify")
 
 
 # --- the command's refusals, before any node is touched ----------------------------------------------------------

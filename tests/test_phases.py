@@ -105,7 +105,7 @@ def test_from_and_only_select_phases() -> None:
 
 
 def test_up_is_the_issue_order_and_node_add_reuses_its_phases() -> None:
-    assert UP_PHASES == ("preflight", "prepare", "control_plane", "network", "join", "etcd_timer", "gpu",
+    assert UP_PHASES == ("preflight", "prepare", "control_plane", "network", "join", "etcd_timer", "certs_timer", "gpu",
                          "volcano", "training_operator", "trainer", "cert_manager", "kserve", "pipelines",
                          "node_feature_discovery", "gpu_feature_discovery", "dcgm_exporter", "verify", "smoke")
     assert set(NODE_ADD_PHASES) <= set(UP_PHASES)
@@ -116,7 +116,10 @@ def test_up_is_the_issue_order_and_node_add_reuses_its_phases() -> None:
                          "join": "join.yml", "gpu": "gpu_plugin.yml", "etcd": "etcd_remove.yml",
                          "reset": "reset.yml", "etcd_probe": "etcd_probe.yml",
                          "etcd_snapshot": "etcd_snapshot.yml", "etcd_timer": "etcd_timer.yml",
-                         "etcd_member_remove": "etcd_member_remove.yml", "etcd_member_join": "etcd_member_join.yml"} \
+                         "etcd_member_remove": "etcd_member_remove.yml", "etcd_member_join": "etcd_member_join.yml",
+                         "certs_timer": "certs_timer.yml", "certs_check": "certs_read.yml",
+                         "certs_renew": "certs_renew.yml", "upgrade_plan": "upgrade_versions.yml",
+                         "upgrade_repositories": "upgrade_repositories.yml"} \
         | {f"etcd_restore_{step}": f"etcd_restore_{step}.yml" for step in ("stage", "stop", "data", "start", "api")} \
         | addons
     assert all((PLAYBOOKS_DIR / playbook).is_file() for playbook in playbooks.values())

@@ -1,8 +1,9 @@
 """The lab's signed apt repository in the pkgs.k8s.io layout (tests/lab/repos.py: `build_kubernetes_repo`).
 
 pkgs.k8s.io cannot be reached here, so the lab points `mirrors.kubernetes_repo` at a copy of this repository on
-each node (file://). The packages are PLACEHOLDERS built with dpkg-deb: `kubeadm`, `kubelet` and `kubectl`
-whose binaries only print a version, and a kubelet.service unit. What is real is everything around them: the
+each node (file://). The packages are STAND-INS built with dpkg-deb: `kubeadm`, `kubelet` and `kubectl`
+that know their release and act out what the product relies on (tests/lab/kube_acting.py), and a kubelet.service
+unit. What is real is everything around them: the
 repository layout, its Release file signed with a throwaway GPG key (so apt's signature check stays on and
 the role's key handling is exercised), install, hold and enabling the kubelet.
 """

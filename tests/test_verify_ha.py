@@ -16,7 +16,8 @@ from provision.kube import verify
 from provision.kube.client import load_api_client
 from provision.kube.verify import Expectations, etcd_member_names, etcd_member_problems, verify_cluster
 from provision.render.kubeadm_config import endpoint_change_problem
-from tests.support.apiserver import FakeApiServer, object_list
+from tests.lab.cluster_api import ExecApiServer
+from tests.support.apiserver import object_list
 from tests.support.kube_objects import VERSION, healthy_pods, node, pod
 
 CONTROL_PLANE = {"node-role.kubernetes.io/control-plane": ""}
@@ -44,12 +45,13 @@ def run(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, *, nodes: list[dict[str
         pods: list[dict[str, Any]], members: Any = MEMBERS, expect: Expectations | None = None) -> verify.VerifyReport:
     exec_calls: list[tuple[str, list[str]]] = []
 
-    def stand_in_exec(_fn: Any, name: str, namespace: str, **kwargs: Any) -> str:
-        exec_calls.append((name, kwargs["command"]))
+    def stand_in_exec(name: str, command: list[str]) -> str:
+        exec_calls.append((name, command))
         return json.dumps(members) if not isinstance(members, str) else members
 
-    monkeypatch.setattr("kubernetes.stream.stream", stand_in_exec)
-    with FakeApiServer() as server:
+    # The exec goes over a real websocket, read by the kubernetes client installed (whose versions differ in what
+    # they make of output that is JSON).
+    with ExecApiServer(stand_in_exec) as server:
         server.add("GET", "/version/", VERSION)
         server.add("GET", "/api/v1/nodes", object_list("NodeList", nodes))
         server.add("GET", "/api/v1/namespaces/kube-system/pods", object_list("PodList", pods))

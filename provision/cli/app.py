@@ -21,7 +21,8 @@ from provision.inputs.values import LOCAL_PATH, creatable_directory_problem
 
 # One module per command under provision/cli/commands/, each exposing register(app).
 COMMAND_MODULES: tuple[str, ...] = ("init", "config", "lab", "preflight", "prepare", "smoke_test", "up", "reset", "bundle",
-                                    "node", "addons", "etcd", "doctor", "support_bundle", "completion")
+                                    "node", "addons", "etcd", "upgrade", "certs", "doctor", "support_bundle",
+                                    "completion")
 
 HELP = """bootstrap: turn machines you can reach over SSH into a Kubernetes cluster with working NVIDIA GPUs.
 

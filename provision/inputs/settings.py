@@ -586,6 +586,20 @@ class VerifySettings(_Section):
     dns_probe_image: ImageReference = "docker.io/library/busybox:1.36"
 
 
+class UpgradeSettings(_Section):
+    # How long `bootstrap upgrade` waits for a node's pods to be evicted (a PodDisruptionBudget may hold one back)
+    # before it stops, naming the pod that blocks; the node stays cordoned and a re-run goes on from it.
+    drain_timeout_s: int = Field(default=300, ge=10, le=86400)
+
+
+class CertificatesSettings(_Section):
+    # A systemd timer on every control plane renews kubeadm's certificates (and restarts the control-plane static
+    # pods) once one of them expires within renew_before_days. Off: `bootstrap certs renew` does it when asked.
+    renew_timer: bool = False
+    # The renewal timer's threshold; `bootstrap certs check` warns about certificates below it too.
+    renew_before_days: int = Field(default=30, ge=1, le=300)
+
+
 class AnsibleSettings(_Section):
     # auto: Mitogen's mitogen_linear strategy when it is installed and supports this Ansible, else the stock one.
     # Mitogen costs far less controller CPU per task and host; stock is the fallback and the reference.
@@ -725,6 +739,8 @@ class Settings(_Section):
     smoke_test: SmokeTestSettings = Field(default_factory=SmokeTestSettings)
     addons: AddonsSettings = Field(default_factory=AddonsSettings)
     verify: VerifySettings = Field(default_factory=VerifySettings)
+    upgrade: UpgradeSettings = Field(default_factory=UpgradeSettings)
+    certificates: CertificatesSettings = Field(default_factory=CertificatesSettings)
     ssh: SshSettings = Field(default_factory=SshSettings)
     firewall: FirewallSettings = Field(default_factory=FirewallSettings)
     control_plane: ControlPlaneSettings = Field(default_factory=ControlPlaneSettings)
@@ -751,22 +767,30 @@ class Settings(_Section):
             return data
         return {**data, "calico": {**calico, "version": versions.kubernetes_release(minor).calico}}
 
-    @model_validator(mode="after")
-    def _addons_fit_kubernetes(self) -> Settings:
-        # Only a stated support range refuses (a tested range warns: validation.addon_warnings), and only for the
-        # table's own release at a minor the versions table knows (a pinned release's range is not known here; a
-        # newer minor is allowed as untested, as Calico's pairing is).
+    def addons_kubernetes_problem(self) -> str | None:
+        """Why an enabled add-on cannot run on kubernetes.version (its stated support range), or None. Settings
+        refuse it when read; `bootstrap upgrade` asks again of each step's settings (model_copy validates nothing).
+        Only a stated support range refuses (a tested range warns: validation.addon_warnings), and only for the
+        table's own release at a minor the versions table knows (a pinned release's range is not known here; a
+        newer minor is allowed as untested, as Calico's pairing is)."""
         minor = self.kubernetes.minor_number
         if minor > versions.KUBERNETES_RELEASES[-1].minor:
-            return self
+            return None
         for name in self.addons.enabled:
             addon = ADDONS[name]
             problem = addon.kubernetes_problem(minor) if addon.kubernetes_required else None
             if problem and self.addons.version(name) == addon.version:
                 needed_by = [n for n in self.addons.enabled if name in ADDONS[n].requires]
                 why = f" (needed by {', '.join(needed_by)})" if needed_by else ""
-                raise ValueError(f"addons.enabled: {problem}{why}: choose a kubernetes.version it supports, or "
-                                 f"leave {', '.join(needed_by) or name} out of addons.enabled")
+                return (f"addons.enabled: {problem}{why}: choose a kubernetes.version it supports, or "
+                        f"leave {', '.join(needed_by) or name} out of addons.enabled")
+        return None
+
+    @model_validator(mode="after")
+    def _addons_fit_kubernetes(self) -> Settings:
+        problem = self.addons_kubernetes_problem()
+        if problem:
+            raise ValueError(problem)
         return self
 
     @model_validator(mode="after")

@@ -16,6 +16,7 @@ import shutil
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
+from typing import Any
 
 from provision.errors import BootstrapError, InputError
 from provision.inputs.inventory import Cluster
@@ -117,6 +118,41 @@ class PhaseRecord:
 
 
 @dataclass
+class NodeStage:
+    """Where one node is in its step of an upgrade (`bootstrap upgrade`)."""
+
+    # The release its step moves it to.
+    release: str
+    # cordoned (by the upgrade), drained, upgraded (its packages and kubeadm's part done), done (uncordoned, its
+    # kubelet reporting the release).
+    stage: str
+    # It was unschedulable before the upgrade cordoned it: it stays so afterwards.
+    was_unschedulable: bool = False
+
+
+@dataclass
+class UpgradeRecord:
+    """The upgrade under way (or the last one): what was asked, the release chosen for each minor (a re-run keeps
+    it), and each node's stage; a re-run reads it to finish the job."""
+
+    target: str
+    # "1.36" -> "1.36.4": the release each minor of the upgrade moves to, once chosen.
+    releases: dict[str, str] = field(default_factory=dict)
+    nodes: dict[str, NodeStage] = field(default_factory=dict)
+    # The steps as planned by the run that recorded them (each: minor, version, control planes, workers).
+    plan: list[dict[str, Any]] = field(default_factory=list)
+    finished: bool = False
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any] | None) -> UpgradeRecord | None:
+        if not data:
+            return None
+        return cls(target=str(data["target"]), releases=dict(data.get("releases") or {}),
+                   nodes={name: NodeStage(**stage) for name, stage in (data.get("nodes") or {}).items()},
+                   plan=list(data.get("plan") or []), finished=bool(data.get("finished")))
+
+
+@dataclass
 class ClusterState:
     # Node name -> GPUs preflight found (0 for none); None until preflight has run.
     gpus: dict[NodeName, int] | None = None
@@ -142,6 +178,10 @@ class ClusterState:
     # A restore under way (id, snapshot, started): a restore killed midway and run again carries on under the same
     # id, so the members' data from before it stays the one kept aside.
     etcd_restore: dict[str, str] | None = None
+    # The upgrade under way, or the last one (`bootstrap upgrade`); a finished one moves kubernetes_version.
+    upgrade: UpgradeRecord | None = None
+    # The certificate renewal timer is installed on the control planes (certificates.renew_timer).
+    certs_timer: bool = False
 
     @classmethod
     def load(cls, cluster: Cluster) -> ClusterState:
@@ -158,8 +198,9 @@ class ClusterState:
                        link_gbps=dict(data.get("link_gbps") or {}),
                        kubernetes_version=data.get("kubernetes_version"),
                        etcd_timer=list(data.get("etcd_timer") or []),
-                       etcd_restore=data.get("etcd_restore") or None)
-        except (ValueError, TypeError) as exc:
+                       etcd_restore=data.get("etcd_restore") or None,
+                       upgrade=UpgradeRecord.from_dict(data.get("upgrade")), certs_timer=bool(data.get("certs_timer")))
+        except (ValueError, TypeError, KeyError) as exc:
             raise BootstrapError(f"{path}: unreadable state ({exc}); delete it and re-run `bootstrap up`") from None
 
     def save(self, cluster: Cluster) -> None:
@@ -172,7 +213,9 @@ class ClusterState:
                                    "vip_interfaces": self.vip_interfaces,
                                    "link_gbps": self.link_gbps,
                                    "kubernetes_version": self.kubernetes_version, "etcd_timer": self.etcd_timer,
-                                   "etcd_restore": self.etcd_restore}, indent=2))
+                                   "etcd_restore": self.etcd_restore,
+                                   "upgrade": asdict(self.upgrade) if self.upgrade else None,
+                                   "certs_timer": self.certs_timer}, indent=2))
         tmp.replace(path)
 
 

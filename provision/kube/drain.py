@@ -1,10 +1,14 @@
-"""Take nodes out of a cluster through the API: cordon, evict their pods, delete the Node objects.
+"""Take nodes out of service through the API: cordon, evict their pods (respecting PodDisruptionBudgets: the
+eviction API refuses what a budget holds back), and either delete the Node objects (before `kubeadm reset`) or
+uncordon them again (after an upgrade).
 
-Used before `kubeadm reset` so that workloads move away cleanly. Where the API does not answer (a cluster
-half built or already gone) there is nothing to drain, and reset goes on without it.
+Before a reset, where the API does not answer (a cluster half built or already gone) there is nothing to drain, and
+reset goes on without it; pods a budget still holds back at the timeout are deleted. Before an upgrade nothing is
+forced: past the timeout the drain stops, naming the pod that blocks and why.
 """
 from __future__ import annotations
 
+import json
 import time
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
@@ -12,7 +16,8 @@ from dataclasses import dataclass, field
 from kubernetes import client
 from kubernetes.client.exceptions import ApiException
 
-from provision.kube.pods import owner_kinds, pod_annotations, pod_name, pod_namespace
+from provision.errors import BootstrapError
+from provision.kube.pods import owner_kinds, pod_annotations, pod_name, pod_namespace, pod_phase
 from provision.kube.verify import ApiUnreachable, call_api
 
 
@@ -47,6 +52,60 @@ def _pods_on(api: client.ApiClient, node: str) -> list[client.V1Pod]:
     return [p for p in pods.items if _evictable(p)]
 
 
+@dataclass(frozen=True)
+class Blocked:
+    """A pod still on the node: namespace/name, and why it is not evicted (the API's word)."""
+
+    pod: str
+    reason: str
+
+
+def _refusal(exc: ApiException) -> str:
+    """What a refused eviction says: the disruption budget's own message where the API gives one."""
+    try:
+        body = json.loads(exc.body or "{}")
+    except (ValueError, TypeError):
+        body = {}
+    causes = [c.get("message") for c in (body.get("details") or {}).get("causes") or []
+              if isinstance(c, dict) and c.get("message")]
+    return str(causes[0] if causes else body.get("message") or exc.reason or f"HTTP {exc.status}")
+
+
+def _evict_until_gone(api: client.ApiClient, node: str, deadline: float, sleep: Callable[[float], None],
+                      on_wait: Callable[[Blocked], None] | None = None,
+                      first_look: Callable[[list[client.V1Pod]], None] | None = None) -> list[Blocked]:
+    """Ask the eviction API for every evictable pod on the node, again each second, until none is left (returns [])
+    or the deadline passes (returns those still there, each with the last reason it stayed). `first_look` sees the
+    pods found first, before any eviction (it may refuse them)."""
+    core = client.CoreV1Api(api)
+    reasons: dict[str, str] = {}
+    while True:
+        pods = _pods_on(api, node)
+        if first_look is not None:
+            first_look(pods)
+            first_look = None
+        if not pods:
+            return []
+        if time.monotonic() >= deadline:
+            return [Blocked(f"{pod_namespace(p)}/{pod_name(p)}", reasons.get(f"{pod_namespace(p)}/{pod_name(p)}",
+                                                                             "still terminating")) for p in pods]
+        for pod in pods:
+            name, namespace = pod_name(pod), pod_namespace(pod)
+            eviction = client.V1Eviction(metadata=client.V1ObjectMeta(name=name, namespace=namespace))
+            try:
+                call_api(api, core.create_namespaced_pod_eviction, name, namespace, eviction)
+                reasons[f"{namespace}/{name}"] = "evicted, still terminating"
+            except ApiException as exc:
+                # 429: a disruption budget says not yet; 404: already gone. Both: look again shortly.
+                if exc.status not in (404, 429):
+                    raise
+                if exc.status == 429:
+                    reasons[f"{namespace}/{name}"] = _refusal(exc)
+                    if on_wait:
+                        on_wait(Blocked(f"{namespace}/{name}", reasons[f"{namespace}/{name}"]))
+        sleep(1.0)
+
+
 def drain_node(api: client.ApiClient, node: str, *, timeout_s: float, result: DrainResult,
                sleep: Callable[[float], None] = time.sleep) -> None:
     core = client.CoreV1Api(api)
@@ -57,37 +116,66 @@ def drain_node(api: client.ApiClient, node: str, *, timeout_s: float, result: Dr
             result.not_registered.append(node)
             return
         raise
-    deadline = time.monotonic() + timeout_s
-    while True:
-        pods = _pods_on(api, node)
-        if not pods:
-            break
-        if time.monotonic() >= deadline:
-            for pod in pods:
-                name, namespace = pod_name(pod), pod_namespace(pod)
-                try:
-                    call_api(api, core.delete_namespaced_pod, name, namespace, grace_period_seconds=0)
-                    result.forced.append(f"{namespace}/{name}")
-                except ApiException as exc:
-                    if exc.status != 404:
-                        raise
-            break
-        for pod in pods:
-            name, namespace = pod_name(pod), pod_namespace(pod)
-            eviction = client.V1Eviction(metadata=client.V1ObjectMeta(name=name, namespace=namespace))
-            try:
-                call_api(api, core.create_namespaced_pod_eviction, name, namespace, eviction)
-            except ApiException as exc:
-                # 429: a disruption budget says not yet; 404: already gone. Both: look again shortly.
-                if exc.status not in (404, 429):
-                    raise
-        sleep(1.0)
+    for blocked in _evict_until_gone(api, node, time.monotonic() + timeout_s, sleep):
+        namespace, name = blocked.pod.split("/", 1)
+        try:
+            call_api(api, core.delete_namespaced_pod, name, namespace, grace_period_seconds=0)
+            result.forced.append(blocked.pod)
+        except ApiException as exc:
+            if exc.status != 404:
+                raise
     try:
         call_api(api, core.delete_node, node)
     except ApiException as exc:
         if exc.status != 404:
             raise
     result.drained.append(node)
+
+
+def _schedulable(api: client.ApiClient, node: str, unschedulable: bool) -> bool:
+    """Set the node's spec.unschedulable, sending nothing when it is so already; returns what it was."""
+    core = client.CoreV1Api(api)
+    current = call_api(api, core.read_node, node)
+    was = bool(current.spec is not None and current.spec.unschedulable)
+    if was != unschedulable:
+        call_api(api, core.patch_node, node, {"spec": {"unschedulable": unschedulable}})
+    return was
+
+
+def cordon(api: client.ApiClient, node: str) -> bool:
+    """Mark the node unschedulable; returns whether it was already (then nothing is sent)."""
+    return _schedulable(api, node, True)
+
+
+def uncordon(api: client.ApiClient, node: str) -> bool:
+    """Let pods be scheduled on the node again; returns whether it had to be changed."""
+    return _schedulable(api, node, False)
+
+
+def unmanaged(pods: Iterable[client.V1Pod]) -> list[str]:
+    """Pods no controller would start again elsewhere (kubectl drain refuses them too without --force): running
+    ones without an owner."""
+    return [f"{pod_namespace(p)}/{pod_name(p)}" for p in pods
+            if not owner_kinds(p) and pod_phase(p) not in ("Succeeded", "Failed")]
+
+
+def drain_for_upgrade(api: client.ApiClient, node: str, *, timeout_s: float, sleep: Callable[[float], None] = time.sleep,
+                      on_wait: Callable[[Blocked], None] | None = None) -> None:
+    """Evict every pod of a cordoned node but DaemonSets' and static pods, as long as their disruption budgets allow,
+    within timeout_s; nothing is forced. Raises BootstrapError naming the pod that blocks and why."""
+    def refuse_unmanaged(pods: list[client.V1Pod]) -> None:
+        found = unmanaged(pods)
+        if found:
+            raise BootstrapError(f"drain of {node}: pod {found[0]} is managed by no controller, so nothing would "
+                                 "start it again elsewhere (kubectl drain refuses it too): delete it or run it under a "
+                                 f"Deployment, then re-run the upgrade with the same --to ({node} stays cordoned)")
+    blocked = _evict_until_gone(api, node, time.monotonic() + timeout_s, sleep, on_wait, refuse_unmanaged)
+    if blocked:
+        more = f" (and {len(blocked) - 1} more)" if len(blocked) > 1 else ""
+        raise BootstrapError(f"drain of {node} timed out after {timeout_s:g} s: pod {blocked[0].pod} is not evicted: "
+                             f"{blocked[0].reason}{more}; let its disruption budget allow it (scale the workload up, "
+                             "or relax the budget), or raise upgrade.drain_timeout_s, then re-run the upgrade with the "
+                             f"same --to ({node} stays cordoned, nothing on it was upgraded)")
 
 
 def drain_and_delete(api: client.ApiClient | None, nodes: Iterable[str], *, timeout_s: float = 120,

@@ -80,6 +80,31 @@ def install_admin_kubeconfig(fetched: Path, cluster: Cluster, settings: Settings
     return target
 
 
+def refresh_admin_credentials(fetched: Path, cluster: Cluster, settings: Settings) -> Path:
+    """After kubeadm renewed the control plane's admin.conf (`certs renew`, `upgrade`): the operator's copy takes
+    its new client certificate and key and the cluster's CA data, and keeps the server it was installed with. No
+    copy yet: installed as the control_plane phase installs it."""
+    target = admin_kubeconfig_path(cluster)
+    if not target.exists():
+        return install_admin_kubeconfig(fetched, cluster, settings)
+    incoming, current = _load(fetched), _load(target)
+    try:
+        user = incoming["users"][0]["user"]
+        authority = incoming["clusters"][0]["cluster"].get("certificate-authority-data")
+        users, clusters = current["users"], current["clusters"]
+    except (KeyError, IndexError, TypeError, AttributeError):
+        raise BootstrapError(f"{fetched}: the admin kubeconfig fetched from {cluster.control_plane.name} has no "
+                             f"cluster or user; check {ADMIN_CONF} there") from None
+    for entry in users:
+        entry["user"] = dict(user)
+    for entry in clusters:
+        if authority:
+            entry.setdefault("cluster", {})["certificate-authority-data"] = authority
+    fetched.chmod(0o600)
+    _write_private(target, current)
+    return target
+
+
 def merge_kubeconfig(source: Path, context: str, target: Path = DEFAULT_KUBECONFIG) -> Path:
     """Merge the first context of `source` into `target` as cluster, user and context all named `context`,
     replacing entries of that name and keeping every other one. The merged context becomes current."""

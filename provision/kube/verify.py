@@ -275,10 +275,17 @@ def read_etcd_members(api: client.ApiClient, pods: Iterable[client.V1Pod]) -> li
     for pod in pods:
         if pod_phase(pod) != "Running" or pod_labels(pod).get("component") != "etcd":
             continue
+        # The socket is read here, not through the client's preloaded answer: kubernetes < 31 (kfp pins it) parses
+        # output that is JSON and hands back its Python repr, which no JSON reader takes.
         try:
-            output = stream(core.connect_get_namespaced_pod_exec, pod_name(pod), "kube-system",
-                            command=ETCDCTL_MEMBER_LIST, stderr=False, stdin=False, stdout=True, tty=False,
-                            _request_timeout=REQUEST_TIMEOUT_S)
+            session = stream(core.connect_get_namespaced_pod_exec, pod_name(pod), "kube-system",
+                             command=ETCDCTL_MEMBER_LIST, stderr=False, stdin=False, stdout=True, tty=False,
+                             _request_timeout=REQUEST_TIMEOUT_S, _preload_content=False)
+            try:
+                session.run_forever(timeout=REQUEST_TIMEOUT_S)
+                output = session.read_all()
+            finally:
+                session.close()
         except (ApiException, urllib3.exceptions.HTTPError, OSError):
             continue
         members = etcd_member_names(str(output))

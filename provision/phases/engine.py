@@ -28,8 +28,10 @@ from provision.nodes.runner import PlaybookResult, RunProgress, run_playbook
 from provision.render.endpoint import endpoint_mode
 
 if TYPE_CHECKING:
+    from provision.inputs.upgrade import ClusterVersions, Step, UpgradeOptions, UpgradePlan
     from provision.kube.drain import DrainResult
     from provision.kube.verify import VerifyReport
+    from provision.nodes.certs import CertsReport
     from provision.nodes.etcd.members import JoinPlan
     from provision.nodes.etcd.report import EtcdSurvey
     from provision.nodes.etcd.restore import RestorePlan
@@ -55,6 +57,11 @@ class PhaseResults:
     verify: VerifyReport | None = None
     smoke: Verdict | None = None
     drain: DrainResult | None = None
+    # upgrade_plan: the versions read from the cluster and the plan made from them.
+    versions: ClusterVersions | None = None
+    upgrade: UpgradePlan | None = None
+    # certs_check: every control plane's certificates and their expiry.
+    certs: CertsReport | None = None
     etcd: EtcdSurvey | None = None  # etcd_probe: every control plane's etcd
     etcd_snapshot: LocalSnapshot | None = None  # etcd_snapshot: the snapshot on this machine (path, revision, keys, hash)
     etcd_restore: RestorePlan | None = None  # etcd_restore_check: what the restore does on each member
@@ -87,6 +94,9 @@ class PhaseContext:
     on_message: Callable[[str], None] | None = None
     # The smoke test's live view (provision.smoke.driver.SmokeProgress).
     on_smoke_progress: Callable[[Any], None] | None = None
+    # `bootstrap upgrade`: what was asked, and the step its phases run for.
+    upgrade: UpgradeOptions | None = None
+    step: Step | None = None
     playbook_results: list[PlaybookResult] = field(default_factory=list)
     results: PhaseResults = field(default_factory=PhaseResults)
     etcd: EtcdOptions = field(default_factory=EtcdOptions)

@@ -15,7 +15,8 @@ from typing import Any
 from pydantic import ValidationError
 
 from provision.errors import BootstrapError
-from provision.nodes.etcd.report import LAYOUT, EtcdReport, module_documents
+from provision.nodes.documents import module_documents
+from provision.nodes.etcd.report import LAYOUT, EtcdReport
 from provision.nodes.etcd.snapshot import (
     SnapshotRecord,
     clean_parts,

@@ -151,8 +151,31 @@ def control_plane_vars(cluster: Cluster, settings: Settings, kubernetes_version:
                        vip_interfaces: Mapping[str, str], fetch_dest: Path) -> dict[str, Any]:
     """control_plane.yml: the kubeadm configuration for `kubernetes_version` (the release prepare installed), where
     the admin kubeconfig is fetched to on this machine, and kube-vip's static pods."""
-    return {"cb_kubeadm_config": render_init_config(cluster, settings, kubernetes_version),
-            "cb_kubeconfig_fetch_dest": str(fetch_dest)} | kube_vip_vars(cluster, settings, vip_interfaces)
+    return ({"cb_kubeadm_config": render_init_config(cluster, settings, kubernetes_version)}
+            | kubeconfig_fetch_vars(fetch_dest) | kube_vip_vars(cluster, settings, vip_interfaces))
+
+
+def kubeconfig_fetch_vars(fetch_dest: Path) -> dict[str, Any]:
+    """Where the first control plane's admin kubeconfig is fetched to on this machine, for the playbooks that end
+    with it (the kubeadm_control_plane role's 0040-kubeconfig.yml)."""
+    return {"cb_kubeconfig_fetch_dest": str(fetch_dest)}
+
+
+def certs_renew_vars(fetch_dest: Path) -> dict[str, Any]:
+    """certs_renew.yml: where the renewed admin kubeconfig is fetched to."""
+    return kubeconfig_fetch_vars(fetch_dest)
+
+
+def certs_timer_vars(*, enabled: bool, renew_before_days: int, hours: Mapping[HostName, int]) -> dict[str, Any]:
+    """certs_timer.yml: whether the renewal timer is on, how many days before expiry it renews, and the hour each
+    control plane's timer runs at, by inventory host name."""
+    return {"cb_certs_timer": {"enabled": enabled, "renew_before_days": renew_before_days, "hours": dict(hours)}}
+
+
+def upgrade_node_vars(fetch_dest: Path) -> dict[str, Any]:
+    """upgrade_node.yml: where the admin kubeconfig kubeadm renewed on the first control plane is fetched to (the
+    release itself is the step's kubernetes.version: playbook_vars's cb_kube_patch)."""
+    return kubeconfig_fetch_vars(fetch_dest)
 
 
 def join_vars(cluster: Cluster, settings: Settings, *, vip_interfaces: Mapping[str, str]) -> dict[str, Any]:

@@ -10,13 +10,14 @@ check the product turns on stays on:
   `docker/centos/...`, `kubernetes/v<minor>/rpm/`, `nvidia-cuda/rhel<N>/...`, `nvidia-container-toolkit/...`);
   the lab serves it over HTTP from the hub to the nodes of a RHEL-shaped lab (`Lab.up(flavour="rocky9")`).
 
-Most packages are PLACEHOLDERS: their binaries only print a version (`placeholder_script`). What is real is
-everything around them: names, versions and dependencies as the product asks for them, the repository layout
-and its signatures, install, version locks, units. Two payloads are real, taken from Debian's archive (cached
-under the lab's cache directory): containerd.io (Debian's containerd and runc, so containerd runs on the
-node) and docker-ce/docker-ce-cli (Debian's dockerd and docker). The RHEL-shaped nodes' own tools (chronyd,
-conntrack, ipset, ...) are Debian's, already in their base: the os repository's stand-ins own only what Rocky's
-packages add around them (chronyd.service, /etc/sysconfig/chronyd).
+Most packages are PLACEHOLDERS: their binaries only print a version (`placeholder_script`); kubeadm, the kubelet
+and kubectl are stand-ins that know their release and act out what the upgrade and certificate commands rely on
+(tests/lab/kube_acting.py). What is real is everything around them: names, versions and dependencies as the
+product asks for them, the repository layout and its signatures, install, version locks, units. Two payloads
+are real, taken from Debian's archive (cached under the lab's cache directory): containerd.io (Debian's
+containerd and runc, so containerd runs on the node) and docker-ce/docker-ce-cli (Debian's dockerd and docker).
+The RHEL-shaped nodes' own tools (chronyd, conntrack, ipset, ...) are Debian's, already in their base: the os
+repository's stand-ins own only what Rocky's packages add around them (chronyd.service, /etc/sysconfig/chronyd).
 """
 from __future__ import annotations
 
@@ -40,6 +41,7 @@ from provision.inputs.versions import (
     KUBERNETES_DEFAULT,
     KUBERNETES_RELEASES,
 )
+from tests.lab import kube_acting
 from tests.lab.lab import CACHE_DIR, Lab, LabError, _flock
 
 KUBERNETES_PACKAGES = ("kubeadm", "kubelet", "kubectl")
@@ -101,28 +103,26 @@ class Package:
 STAND_IN_KUBEADM_EXTRA = ("coredns/coredns:v1.12.1", "etcd:3.6.5-0")
 
 
-def kubeadm_script(minor: str, patch: int) -> str:
-    """The stand-in kubeadm: `version -o short` and `config images list` answer as kubeadm's do (what a bundle build
-    asks it), anything else prints the placeholder line."""
+def stand_in_images(minor: str, patch: int) -> list[str]:
+    """What the stand-in kubeadm's `config images list` names, as kubeadm's does (what a bundle build asks it)."""
     version = f"v{minor}.{patch}"
-    release = next(r for r in KUBERNETES_RELEASES if r.name == minor) if any(
-        r.name == minor for r in KUBERNETES_RELEASES) else KUBERNETES_RELEASES[-1]
+    release = next((r for r in KUBERNETES_RELEASES if r.name == minor), KUBERNETES_RELEASES[-1])
     images = [f"kube-{part}:{version}" for part in ("apiserver", "controller-manager", "scheduler", "proxy")] + \
         list(STAND_IN_KUBEADM_EXTRA) + [f"pause:{release.pause}"]
-    listing = "\n".join(f"registry.k8s.io/{image}" for image in images)
-    return (f'#!/bin/sh\ncase "$*" in\n  "version -o short") echo {version} ;;\n'
-            f'  "config images list"*) printf \'%s\\n\' {" ".join(listing.split())} ;;\n'
-            f"  *) echo 'kubeadm placeholder v{minor}.{patch}' ;;\nesac\n")
+    return [f"registry.k8s.io/{image}" for image in images]
 
 
 def kubernetes_packages(minor: str, patch: int, family: str) -> list[Package]:
     """kubeadm, kubelet and kubectl at <minor>.<patch>, versioned and laid out as pkgs.k8s.io's for the family
-    ("deb" or "rpm"); the RPM kubeadm needs cri-tools (crictl), as pkgs.k8s.io's does."""
+    ("deb" or "rpm"), each a stand-in that knows its release and acts out what the product relies on
+    (tests/lab/kube_acting.py); the RPM kubeadm needs cri-tools (crictl), as pkgs.k8s.io's does."""
     rpm = family == "rpm"
     version, release = f"{minor}.{patch}", "150500.1.1" if rpm else "1.1"
-    packages = [Package(name, version, release, f"{name} placeholder").add_placeholder_binaries(f"/usr/bin/{name}")
+    scripts = {"kubeadm": kube_acting.kubeadm_script(version, stand_in_images(minor, patch)),
+               "kubelet": kube_acting.kubelet_script(version), "kubectl": kube_acting.kubectl_script(version)}
+    packages = [Package(name, version, release, f"{name} stand-in").add_text(f"/usr/bin/{name}", scripts[name], 0o755)
                 for name in KUBERNETES_PACKAGES]
-    packages[0].files["/usr/bin/kubeadm"] = (kubeadm_script(minor, patch).encode(), 0o755)
+    packages[0].add_text(kube_acting.PKI_LIB, kube_acting.PKI)
     packages[1].add_text(f"{'/usr' if rpm else ''}/lib/systemd/system/kubelet.service", KUBELET_UNIT)
     if rpm:
         packages.append(Package("cri-tools", f"{minor}.0", release, "crictl placeholder")
@@ -211,22 +211,33 @@ def _release(directory: Path, files: list[str]) -> str:
 
 def build_kubernetes_repo(dest: Path, minor: str = KUBERNETES_DEFAULT, patch: int = 0) -> Path:
     """Write `<dest>/kubernetes/v<minor>/deb/` (signed flat repository + Release.key); returns `<dest>/kubernetes`."""
-    repo = dest / "kubernetes" / f"v{minor}" / "deb"
-    repo.mkdir(parents=True)
+    return build_kubernetes_repos(dest, {minor: (patch,)})
+
+
+def build_kubernetes_repos(dest: Path, published: dict[str, tuple[int, ...]]) -> Path:
+    """One repository per minor, as pkgs.k8s.io lays them out (`<dest>/kubernetes/v<minor>/deb/`), each with the
+    packages of the patches `published` names for it, all signed by one key (pkgs.k8s.io signs every minor's
+    repository with the same key); returns `<dest>/kubernetes`."""
     with tempfile.TemporaryDirectory() as scratch:
         work = Path(scratch)
-        debs = [_build_deb(work, package) for package in
-                kubernetes_packages(minor, patch, "deb")]
-        for deb in debs:
-            shutil.copy2(deb, repo / deb.name)
-        packages = "\n".join(_packages_entry(repo / deb.name) for deb in debs)
-        (repo / "Packages").write_text(packages)
-        (repo / "Packages.gz").write_bytes(gzip.compress(packages.encode(), mtime=0))
-        (repo / "Release").write_text(_release(repo, ["Packages", "Packages.gz"]))
         with signing_key(work, "cluster-bootstrap lab repository <tests@invalid>") as key:
-            key.export(repo / "Release.key")
-            key.run("--clearsign", "--output", str(repo / "InRelease"), str(repo / "Release"))
-            key.detach_sign(repo / "Release", ".gpg")
+            for minor, patches in published.items():
+                repo = dest / "kubernetes" / f"v{minor}" / "deb"
+                repo.mkdir(parents=True)
+                debs = []
+                for number in patches:
+                    patch_work = work / f"{minor}.{number}"
+                    patch_work.mkdir()
+                    debs += [_build_deb(patch_work, package) for package in kubernetes_packages(minor, number, "deb")]
+                for deb in debs:
+                    shutil.copy2(deb, repo / deb.name)
+                packages = "\n".join(_packages_entry(repo / deb.name) for deb in debs)
+                (repo / "Packages").write_text(packages)
+                (repo / "Packages.gz").write_bytes(gzip.compress(packages.encode(), mtime=0))
+                (repo / "Release").write_text(_release(repo, ["Packages", "Packages.gz"]))
+                key.export(repo / "Release.key")
+                key.run("--clearsign", "--output", str(repo / "InRelease"), str(repo / "Release"))
+                key.detach_sign(repo / "Release", ".gpg")
     _world_readable(dest)
     return dest / "kubernetes"
 

@@ -33,9 +33,8 @@ DISK_LIMITS = {"/var/lib/containerd": (80, 85), "/var/lib/kubelet": (85, 90), "/
 INODE_LIMITS = (90, 95)
 CERT_WARN_DAYS = 30
 HOSTS_MARKER = "cluster-bootstrap nodes"  # os_prep's blockinfile marker: "# BEGIN/END cluster-bootstrap nodes"
-KUBE_CERTS_FIX = ("renew them on the control plane: `kubeadm certs renew all`, then restart the control-plane "
-                  "static pods (move their manifests out of /etc/kubernetes/manifests and back) and copy the new "
-                  "admin.conf here with `bootstrap up --only control_plane`")
+KUBE_CERTS_FIX = ("renew them with `bootstrap certs renew`: `kubeadm certs renew all` on each control plane, one at "
+                  "a time, its static pods restarted, the admin kubeconfig here refreshed (docs/upgrade.md)")
 PREPARE = "`bootstrap prepare` puts prepare's settings back"
 
 

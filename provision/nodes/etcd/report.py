@@ -7,9 +7,7 @@ others did not. The judges (snapshot.py, restore.py, members.py) read surveys; n
 """
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
@@ -17,6 +15,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from provision.errors import BootstrapError
 from provision.inputs.inventory import Cluster
 from provision.inputs.versions import parse_version
+from provision.nodes.documents import module_documents
 from provision.nodes.runner import PlaybookResult
 from provision.render.node_paths import STATIC_POD_DIR
 
@@ -253,23 +252,6 @@ class EtcdSurvey:
         """How etcd runs in this cluster: as the reports that found one say (static pods win a disagreement)."""
         kinds = {r.kind for r in self.reports.values()}
         return "static_pod" if "static_pod" in kinds else "systemd" if "systemd" in kinds else "none"
-
-
-def module_documents(run_dir: Path, key: str) -> dict[str, Any]:
-    """Each host's last document under `key` in a playbook run's saved events (ansible-runner's job_events, in
-    the order they were written): what a module reported, whatever the task's title."""
-    found: dict[str, tuple[int, Any]] = {}
-    for path in run_dir.glob("artifacts/*/job_events/*.json"):
-        event = json.loads(path.read_text())
-        data = event.get("event_data", {})
-        document = (data.get("res") or {}).get(key)
-        if event.get("event") != "runner_on_ok" or document is None:
-            continue
-        counter = int(event.get("counter", 0))
-        host = data["host"]
-        if host not in found or found[host][0] < counter:
-            found[host] = (counter, document)
-    return {host: document for host, (_, document) in found.items()}
 
 
 def parse_report(host: str, document: Any) -> EtcdReport:

@@ -1,0 +1,25 @@
+"""certs_renew (`bootstrap certs renew`): `kubeadm certs renew all` on each control plane, one at a time, its
+control-plane static pods restarted to load the new certificates (their manifests moved out and back, as kubeadm's
+guide says), the API server and etcd healthy again before the next; then the operator's admin kubeconfig takes the
+renewed client certificate."""
+from __future__ import annotations
+
+from typing import Any
+
+from provision.kube.kubeconfig import fetched_kubeconfig_path, refresh_admin_credentials
+from provision.phases.engine import Phase, PhaseContext
+from provision.render.playbook_vars import certs_renew_vars
+
+
+def extra_vars(ctx: PhaseContext) -> dict[str, Any]:
+    return certs_renew_vars(fetched_kubeconfig_path(ctx.cluster))
+
+
+def check(ctx: PhaseContext) -> str:
+    kubeconfig = refresh_admin_credentials(fetched_kubeconfig_path(ctx.cluster), ctx.cluster, ctx.settings)
+    planes = [n.name for n in ctx.cluster.control_planes]
+    return f"renewed on {', '.join(planes)}, one at a time, static pods restarted; admin kubeconfig {kubeconfig} refreshed"
+
+
+PHASE = Phase("certs_renew", "kubeadm certs renew on each control plane, one at a time", check,
+              playbook="certs_renew.yml", extra_vars=extra_vars)
