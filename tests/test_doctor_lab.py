@@ -239,10 +239,11 @@ def test_a_bundle_of_the_lab_holds_every_nodes_parts_and_not_one_planted_secret(
     n1.ssh("DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends python3-grpcio >/dev/null",
            timeout=600)
     n1.ssh("cat > /usr/local/bin/crictl && chmod 755 /usr/local/bin/crictl", input=CRICTL.read_text())
-    # This machine: an inventory holding a become password, a run's log, and an admin kubeconfig of an API that
-    # is down (the bundle must never carry the kubeconfig, and must be made without the API).
+    # This machine: an inventory holding a become password (in a comment: the inventory refuses the variable
+    # itself), a run's log, and an admin kubeconfig of an API that is down (the bundle must never carry the
+    # kubeconfig, and must be made without the API).
     inventory = tmp_path / "hosts.ini"
-    inventory.write_text(lab.inventory_path.read_text() + f"\n[all:vars]\nansible_become_password={s['password']}\n")
+    inventory.write_text(lab.inventory_path.read_text() + f"\n# ansible_become_password={s['password']}\n")
     admin = cluster_dir(load_inventory(inventory)) / "admin.conf"
     admin.write_text(f"apiVersion: v1\nkind: Config\nclusters:\n- name: c\n  cluster:\n    server: https://127.0.0.1:1\n"
                      f"contexts:\n- name: c\n  context:\n    cluster: c\n    user: u\ncurrent-context: c\n"

@@ -22,6 +22,7 @@ import tempfile
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import ansible
 import pytest
@@ -329,6 +330,13 @@ def test_prepare_runs_for_real_on_a_rocky9_node_and_a_second_run_changes_nothing
     assert python is not None and python.detail.startswith("/usr/bin/python3 (3.")
 
 
+def _run_inventory(run_dir: Path) -> dict[str, Any]:
+    """The inventory a run handed Ansible (nodes/runner.py), read as plain YAML: the document carries Ansible's
+    `!unsafe` tag (nothing in it is templated), which a plain loader does not know."""
+    document: dict[str, Any] = yaml.safe_load((run_dir / "inventory.yml").read_text().removeprefix("!unsafe\n"))
+    return document
+
+
 @pytest.mark.skipif(not MODERN, reason="EL8-family nodes need ansible-core 2.21 (the 2.19 refusal is tested above)")
 def test_prepare_runs_for_real_on_an_el8_node_with_python_3_12_and_a_second_run_changes_nothing(
         prepared: Callable[[str], Prepared]) -> None:
@@ -341,13 +349,13 @@ def test_prepare_runs_for_real_on_an_el8_node_with_python_3_12_and_a_second_run_
     assert_prepared_for_real(run, "8")
     assert node.ssh("rpm -q --qf '%{NAME}' python3.12").stdout == "python3.12"
     assert node.ssh("/usr/bin/python3.12 -c 'import dnf'", check=False).returncode != 0
-    groups = yaml.safe_load((run.first.playbook.run_dir / "groups.yml").read_text())
+    groups = _run_inventory(run.first.playbook.run_dir)
     host = groups["all"]["children"]["control_plane"]["hosts"][node.name]
     assert host["ansible_python_interpreter"] == "/usr/bin/python3.12" and "dnf -y -q" in host["cb_python_bootstrap"]
     first = run.first.playbook.run_dir / "run.log"
     assert re.search(r"\tchanged\tInstall the node's Python where preflight found it missing", first.read_text())
     # The second preflight found it: nothing to install, the same interpreter.
-    second_groups = yaml.safe_load((run.second.playbook.run_dir / "groups.yml").read_text())
+    second_groups = _run_inventory(run.second.playbook.run_dir)
     again = second_groups["all"]["children"]["control_plane"]["hosts"][node.name]
     assert again == {k: v for k, v in host.items() if k != "cb_python_bootstrap"}
 

@@ -47,10 +47,12 @@ PLUGIN_PATH_VARIABLES = (
     "ANSIBLE_CLICONF_PLUGINS", "ANSIBLE_CONNECTION_PLUGINS", "ANSIBLE_DOC_FRAGMENT_PLUGINS",
     "ANSIBLE_FILTER_PLUGINS", "ANSIBLE_HTTPAPI_PLUGINS", "ANSIBLE_INVENTORY_PLUGINS", "ANSIBLE_LOOKUP_PLUGINS",
     "ANSIBLE_NETCONF_PLUGINS", "ANSIBLE_STRATEGY_PLUGINS", "ANSIBLE_TERMINAL_PLUGINS", "ANSIBLE_TEST_PLUGINS",
-    "ANSIBLE_VARS_PLUGINS", "ANSIBLE_MODULE_UTILS",
+    "ANSIBLE_VARS_PLUGINS",
 )
 NO_PLUGINS = PLAYBOOKS_DIR / "no-plugins-here"
 LIBRARY_DIR = PLAYBOOKS_DIR / "library"
+# Our modules' shared code: found by every playbook, the ones beside playbooks/ and any other (a test's play).
+MODULE_UTILS_DIR = PLAYBOOKS_DIR / "module_utils"
 # The inventory plugins a run may use: the tool writes each run's inventory in YAML; a user's is INI or YAML.
 INVENTORY_PLUGINS = ("yaml", "ini")
 # Quiet while validating in this process: Ansible would print its own warnings, and the tool says one line.
@@ -86,6 +88,7 @@ def tool_environment() -> dict[str, str]:
         "ANSIBLE_CONFIG": str(ANSIBLE_CFG),
         "ANSIBLE_ROLES_PATH": str(ROLES_DIR),
         "ANSIBLE_LIBRARY": str(LIBRARY_DIR),
+        "ANSIBLE_MODULE_UTILS": str(MODULE_UTILS_DIR),
         **{name: str(NO_PLUGINS) for name in PLUGIN_PATH_VARIABLES},
         "ANSIBLE_COLLECTIONS_PATH": _collections_root(),
         "ANSIBLE_COLLECTIONS_SCAN_SYS_PATH": "False",
