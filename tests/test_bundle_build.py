@@ -25,6 +25,7 @@ import yaml
 from provision.bundle.images import REGISTRY_DIR, free_port
 from provision.bundle.manifest import MANIFEST, verify_directory
 from provision.bundle.serve import serve
+from provision.resources import ROLES_DIR
 from tests.lab.upstream import STORE, TOOLS, Upstream, serve_upstream
 from tests.support.refusal import run_main
 
@@ -104,8 +105,10 @@ def test_the_debian_part_is_debians_own_signed_archive(built: Built) -> None:
                 listed[name.group(1)] = digest.group(1)
     debs = list((built.root / "os").rglob("*.deb"))
     names = {p.name.split("_")[0] for p in debs}
-    # The closure: what prepare asks for, and what that needs down to the C library.
-    assert {"chrony", "conntrack", "iptables", "socat", "libc6", "python3"} <= names
+    # The closure: what prepare asks for, and what that needs down to the C library (iptables' netfilter libraries).
+    asked = yaml.safe_load((ROLES_DIR / "os_prep/defaults/main/Debian.yml").read_text())["os_prep_packages_debian"]
+    assert {"chrony", "iptables"} <= set(asked)
+    assert set(asked) | {"libc6", "libnftnl11"} <= names
     for deb in debs:
         archive = deb.parent
         while archive.name not in ("debian", "debian-security"):

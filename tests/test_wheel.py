@@ -5,6 +5,7 @@ collects them with `support-bundle`."""
 from __future__ import annotations
 
 import os
+import shutil
 import subprocess
 import sys
 import tarfile
@@ -15,6 +16,7 @@ from pathlib import Path
 import pytest
 
 from provision import __version__
+from tests.lab.disks import between, measure
 from tests.lab.lab import Lab
 from tests.lab.repos import OFFLINE_DIR, push_kubernetes_repo, write_config
 from tests.support.paths import REPO_ROOT
@@ -23,8 +25,17 @@ from tests.support.paths import REPO_ROOT
 @pytest.fixture(scope="module")
 def wheel(tmp_path_factory: pytest.TempPathFactory) -> Path:
     out = tmp_path_factory.mktemp("dist")
+    # Built from a copy of the checkout's files as git sees them: setuptools reuses a checkout's build/, where a file
+    # since moved away would still sit and be packed (a stale module shadowing a role's own).
+    source = tmp_path_factory.mktemp("source") / "checkout"
+    listed = subprocess.run(["git", "ls-files", "-z", "--cached", "--others", "--exclude-standard"], cwd=REPO_ROOT,
+                            check=True, capture_output=True, timeout=60).stdout.decode().split("\0")
+    for name in filter(None, listed):
+        if (REPO_ROOT / name).is_file():
+            (source / name).parent.mkdir(parents=True, exist_ok=True)
+            shutil.copy2(REPO_ROOT / name, source / name)
     subprocess.run([sys.executable, "-m", "pip", "wheel", "-q", "--no-deps", "--no-build-isolation", "-w", str(out),
-                    str(REPO_ROOT)], check=True, capture_output=True, timeout=300)
+                    str(source)], check=True, capture_output=True, timeout=300)
     return next(out.glob("cluster_bootstrap-*.whl"))
 
 
@@ -96,10 +107,18 @@ def test_the_installed_tool_prepares_lab_nodes_from_another_directory(
     assert lab.nodes[0].ssh("systemctl is-active containerd").stdout.strip() == "active"
     # The doctor judges the prepared node healthy with the tables the wheel carries (the firewall ports are the
     # os_prep role's own); there is no cluster yet, which it says.
+    # The node's disk is this host's: where df on the node puts it past the doctor's marks, that is the one finding.
+    before = measure(lab.nodes)
     doctor = _run(installed, "doctor", "-i", str(lab.inventory_path), "-c", str(config), cwd=work, state=state,
                   timeout=300)
-    assert doctor.returncode == 0, doctor.stdout + doctor.stderr
-    assert "n1     control-plane  ok" in doctor.stdout and "api: not checked" in " ".join(doctor.stdout.split())
+    disks = between(before, measure(lab.nodes))
+    assert "api: not checked" in " ".join(doctor.stdout.split()), doctor.stdout + doctor.stderr
+    if disks.judged_ok("n1"):
+        assert doctor.returncode == 0, doctor.stdout + doctor.stderr
+        assert "n1     control-plane  ok" in doctor.stdout
+    elif disks.full:
+        assert doctor.returncode == 1 and "1 problem on n1" in doctor.stdout + doctor.stderr, doctor.stdout + doctor.stderr
+        assert "warn n1: disk: " in doctor.stdout or "FAIL n1: disk: " in doctor.stdout, doctor.stdout
     bundle = _run(installed, "support-bundle", "-i", str(lab.inventory_path), "-c", str(config), "-o", "support.tar.gz",
                   cwd=work, state=state, timeout=300)
     assert bundle.returncode == 0, bundle.stdout + bundle.stderr
