@@ -62,17 +62,46 @@ install_kubectl() {
 }
 install_kubectl
 
-make_venv() {  # make_venv DIR PYTHON EXTRAS: create or refresh a venv with the project installed (editable)
-  local dir=$1 python=$2 extras=$3 stamp want
-  stamp="$dir/.setup-stamp"
-  want=$(cat pyproject.toml scripts/setup.sh <("$python" -V) <(echo "$extras") | sha256sum | cut -c1-16)
-  if [ -f "$stamp" ] && [ "$(cat "$stamp")" = "$want" ]; then return 0; fi
+# Two venvs, each refreshed when its inputs change (pyproject.toml, this script, its Python, its extras). Their
+# dependencies install side by side (most of set-up's time is pip unpacking wheels, torch above all); the project
+# itself then goes into one venv at a time, since an editable install writes its metadata into this checkout.
+venv_stamp() {  # venv_stamp PYTHON EXTRAS
+  cat pyproject.toml scripts/setup.sh <("$1" -V) <(echo "$2") | sha256sum | cut -c1-16
+}
+venv_current() {  # venv_current DIR PYTHON EXTRAS
+  [ -f "$1/.setup-stamp" ] && [ "$(cat "$1/.setup-stamp")" = "$(venv_stamp "$2" "$3")" ]
+}
+venv_deps() {  # venv_deps DIR PYTHON EXTRAS: create the venv and install what the project and its extras require
+  local dir=$1 python=$2 extras=$3
   echo "setup: creating $dir ($("$python" -V))"
   [ -x "$dir/bin/python" ] || "$python" -m venv "$dir"
+  # The requirements as pyproject.toml lists them, markers included (pip evaluates them for this venv's Python).
+  "$dir/bin/python" -c 'import sys, tomllib
+project = tomllib.load(open("pyproject.toml", "rb"))["project"]
+extras = [e for e in sys.argv[1].split(",") if e]
+print("\n".join(project["dependencies"] + [r for e in extras for r in project["optional-dependencies"][e]]))' \
+    "$extras" > "$dir/.setup-requirements"
   # torch==2.13.0 is pinned in the trainer extra; the CPU wheel is taken from a local wheel directory when one is
   # configured. pip's warnings about configured-but-absent local indexes are noise; real errors still fail.
-  "$dir/bin/pip" install -q --disable-pip-version-check -e ".[$extras]" 2> >(grep -v "^WARNING: Location" >&2)
-  echo "$want" > "$stamp"
+  "$dir/bin/pip" install -q --disable-pip-version-check -r "$dir/.setup-requirements" \
+    2> >(grep -v "^WARNING: Location" >&2)
 }
-make_venv "$VENV" "$PY" "test,trainer,fast"
-make_venv "$MODERN_VENV" "$(scripts/modern-python.sh)" "test,fast"
+venv_project() {  # venv_project DIR PYTHON EXTRAS: the project itself, editable, then the stamp
+  local dir=$1 python=$2 extras=$3
+  "$dir/bin/pip" install -q --disable-pip-version-check --no-deps -e . 2> >(grep -v "^WARNING: Location" >&2)
+  venv_stamp "$python" "$extras" > "$dir/.setup-stamp"
+}
+MODERN_PY=$(scripts/modern-python.sh)
+declare -a VENVS=("$VENV|$PY|test,trainer,fast" "$MODERN_VENV|$MODERN_PY|test,fast") STALE=() PIDS=()
+for spec in "${VENVS[@]}"; do
+  IFS='|' read -r dir python extras <<< "$spec"
+  venv_current "$dir" "$python" "$extras" && continue
+  STALE+=("$spec")
+  venv_deps "$dir" "$python" "$extras" &
+  PIDS+=($!)
+done
+for pid in "${PIDS[@]}"; do wait "$pid"; done
+for spec in "${STALE[@]}"; do
+  IFS='|' read -r dir python extras <<< "$spec"
+  venv_project "$dir" "$python" "$extras"
+done
