@@ -196,7 +196,7 @@ def export_ref(ref: str, into: Path) -> Code:
     into.mkdir(parents=True)
     archive = subprocess.run(["git", "-C", str(REPO), "archive", commit], check=True, capture_output=True).stdout
     subprocess.run(["tar", "-x", "-C", str(into)], input=archive, check=True)
-    return Code(f"{ref} ({commit})", into)
+    return Code(ref if ref == commit else f"{ref} ({commit})", into)
 
 
 def bootstrap_prepare(code: Code, lab: Lab, config: Path, state_dir: Path) -> Prepared:
@@ -316,9 +316,10 @@ def render(results: list[Measurement], started: str) -> str:
               "on a first run preflight, included); the nodes' and others' are over the same span.", "",
               "The packages (the run's own `package_plan`, installed by the floor in one call per node): "
               + ", ".join(f"`{p}`" for p in results[-1].packages) + "."]
-    for r in results:
-        if r.packages != results[-1].packages:
-            lines.append(f"{r.code} installs {', '.join(f'`{p}`' for p in r.packages)} instead.")
+    # Once per code and package list (each size and executor installs the same).
+    other = {(r.code, tuple(r.packages)): r for r in results if r.packages != results[-1].packages}
+    for code, packages in other:
+        lines.append(f"{code} installs {', '.join(f'`{p}`' for p in packages)} instead.")
     lines += ["",
               "Slowest tasks of each first run and of its re-run (seconds a node waits, averaged over nodes):", ""]
     for r in results:
