@@ -63,8 +63,8 @@ def test_the_plan_from_1_35_to_1_37_goes_through_1_36_and_changes_nothing(kube: 
     assert document["versions"]["available"] == ["1.35.2", "1.35.1"]
     assert {n: v["kubelet"] for n, v in document["versions"]["nodes"].items()} == dict.fromkeys(kube.nodes, "1.35.2")
     assert document["plan"] == {"current": "1.35.2", "target": "1.37", "steps": [
-        {"minor": "1.36", "version": "1.36", "control_planes": ["n1", "n2"], "workers": ["n3", "n4"]},
-        {"minor": "1.37", "version": "1.37", "control_planes": ["n1", "n2"], "workers": ["n3", "n4"]}]}
+        {"minor": "1.36", "version": "1.36", "control_planes": ["n1", "n2"], "workers": ["n3", "n4"], "warnings": []},
+        {"minor": "1.37", "version": "1.37", "control_planes": ["n1", "n2"], "workers": ["n3", "n4"], "warnings": []}]}
     unchanged(kube)
 
 

@@ -15,6 +15,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from provision.errors import BootstrapError, InputError
+from provision.inputs.addons import ADDONS
 from provision.inputs.inventory import Cluster, Node
 from provision.inputs.settings import Settings, parse_settings
 from provision.inputs.state import ClusterState
@@ -22,12 +23,15 @@ from provision.inputs.upgrade import (
     ClusterVersions,
     NodeVersions,
     Release,
+    Step,
     Target,
     UpgradeOptions,
+    UpgradePlan,
     describe_plan,
     parse_target,
     plan_upgrade,
     settings_behind,
+    settings_for_steps,
     step_settings,
 )
 from provision.inputs.versions import KUBERNETES_RELEASES, kubernetes_release
@@ -61,8 +65,8 @@ def test_a_cluster_at_1_35_goes_to_1_37_through_1_36_every_node_in_each_step() -
     assert found.control_plane == Release(35, 2) and found.available == (Release(35, 2), Release(35, 1))
     plan = plan_upgrade(found, target("1.37"), step=True)
     assert plan.as_dict() == {"current": "1.35.2", "target": "1.37", "steps": [
-        {"minor": "1.36", "version": "1.36", "control_planes": ["n1", "n2"], "workers": ["n3", "n4"]},
-        {"minor": "1.37", "version": "1.37", "control_planes": ["n1", "n2"], "workers": ["n3", "n4"]}]}
+        {"minor": "1.36", "version": "1.36", "control_planes": ["n1", "n2"], "workers": ["n3", "n4"], "warnings": []},
+        {"minor": "1.37", "version": "1.37", "control_planes": ["n1", "n2"], "workers": ["n3", "n4"], "warnings": []}]}
     lines = describe_plan(plan, "n1")
     assert lines[0] == "upgrade 1.35.2 -> 1.37 in 2 steps, one minor at a time"
     assert lines[1] == "step 1.36 (its newest patch, as the repository offers it):"
@@ -127,7 +131,7 @@ def test_an_upgrade_killed_among_the_workers_is_planned_as_what_is_left() -> Non
     plan = plan_upgrade(found, target("1.37"), resolved=resolved)
     # The control planes are done; n3 (kubeadm moved, kubelet not) and n4 are left, at the release chosen before.
     assert plan.as_dict() == {"current": "1.37.1", "target": "1.37", "steps": [
-        {"minor": "1.37", "version": "1.37.1", "control_planes": [], "workers": ["n3", "n4"]}]}
+        {"minor": "1.37", "version": "1.37.1", "control_planes": [], "workers": ["n3", "n4"], "warnings": []}]}
     # The same, asked again with --step: nothing of 1.36 is left to do.
     assert plan_upgrade(found, target("1.37"), step=True, resolved=resolved) == plan
 
@@ -277,6 +281,34 @@ def test_an_add_on_the_last_step_would_leave_unsupported_is_refused_in_the_plan(
     assert str(refused.value).endswith("supports Kubernetes 1.33-1.36, not 1.37 (needed by kserve): choose a "
                                        "kubernetes.version it supports, or leave kserve out of addons.enabled (the "
                                        "upgrade moves the cluster to Kubernetes 1.37)")
+
+
+def test_an_add_on_tested_with_older_minors_is_a_warning_on_each_step_it_would_run_untested(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """Volcano's pinned release is tested with Kubernetes up to 1.35 (a tested range, not a stated support range):
+    an upgrade from 1.35 is planned, and each step past 1.35 says so, in the text, the JSON and the state's plan."""
+    found, _ = recorded("made-at-1.35.json")
+    monkeypatch.setattr(upgrade_plan, "read_versions", lambda ctx: found)
+    settings = parse_settings({"kubernetes": {"version": "1.35"}, "addons": {"enabled": ["volcano", "trainer"]}})
+    cluster = Cluster(Path("hosts.ini"), (Node("n1", "10.88.0.11", "control_plane", "tester"),))
+    ctx = PhaseContext(cluster=cluster, settings=settings, state=ClusterState(),
+                       upgrade=UpgradeOptions(parse_target("1.37", settings), step=True))
+    assert upgrade_plan.check(ctx) == "1.35.2 -> 1.37: 2 steps (1.36, 1.37)"
+    plan = ctx.results.upgrade
+    assert plan is not None
+    volcano = ADDONS["volcano"]
+    for step, minor in zip(plan.steps, (36, 37), strict=True):
+        assert step.warnings == (f"addons: {volcano.kubernetes_problem(minor)}",), step
+        assert step.as_dict()["warnings"] == list(step.warnings)
+    assert "Volcano v" in plan.steps[0].warnings[0] and "not 1.36: it is installed anyway" in plan.steps[0].warnings[0]
+    lines = describe_plan(plan, "n1")
+    shown = [line for line in lines if line.startswith("  warning: ")]
+    assert shown == [f"  warning: {w}" for step in plan.steps for w in step.warnings]
+    # Each warning is printed under its own step, after that step's add-ons line.
+    assert lines.index(shown[0]) < lines.index("step 1.37 (its newest patch, as the repository offers it):")
+    # Inside the tested range there is nothing to say: a patch upgrade at 1.35 has no warning.
+    patch = UpgradePlan(Release(35, 1), Target(35, 2), (Step(35, "1.35.2", ("n1",), ()),))
+    assert settings_for_steps(patch, settings).steps[0].warnings == ()
 
 
 def test_settings_older_than_the_upgraded_cluster_are_named() -> None:

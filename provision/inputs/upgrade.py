@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from pydantic import ValidationError
@@ -19,6 +19,7 @@ from pydantic import ValidationError
 from provision.errors import InputError
 from provision.inputs import versions
 from provision.inputs.settings import KubernetesSettings, Settings
+from provision.inputs.validation import addon_warnings
 
 # kubeadm's policy (above): how far one upgrade moves the control plane, and how far a kubelet may lag the version
 # the control plane moves to.
@@ -183,6 +184,9 @@ class Step:
     version: str
     control_planes: tuple[str, ...]
     workers: tuple[str, ...]
+    # What the step's minor is for the enabled add-ons whose pinned release was tested with other minors: they are
+    # installed anyway (settings_for_steps).
+    warnings: tuple[str, ...] = ()
 
     @property
     def nodes(self) -> tuple[str, ...]:
@@ -194,7 +198,7 @@ class Step:
 
     def as_dict(self) -> dict[str, Any]:
         return {"minor": f"1.{self.minor}", "version": self.version, "control_planes": list(self.control_planes),
-                "workers": list(self.workers)}
+                "workers": list(self.workers), "warnings": list(self.warnings)}
 
 
 @dataclass(frozen=True)
@@ -310,6 +314,16 @@ def plan_upgrade(found: ClusterVersions, target: Target, *, step: bool = False,
     return UpgradePlan(current, target, tuple(steps))
 
 
+def settings_for_steps(plan: UpgradePlan, settings: Settings) -> UpgradePlan:
+    """The plan with each step's settings checked (step_settings: refused here, in the plan, not when the step
+    before has already moved the cluster) and the add-on warnings of each step's minor attached."""
+    steps = []
+    for step in plan.steps:
+        moved = step_settings(settings, step.version)
+        steps.append(replace(step, warnings=tuple(addon_warnings(moved, moved.addons.enabled))))
+    return replace(plan, steps=tuple(steps))
+
+
 def describe_plan(plan: UpgradePlan, first_control_plane: str) -> list[str]:
     """The plan in lines for people: what runs where, in order."""
     if plan.nothing_to_do:
@@ -328,4 +342,5 @@ def describe_plan(plan: UpgradePlan, first_control_plane: str) -> list[str]:
         for name in step.workers:
             lines.append(f"  {name}: drain, kubeadm, kubeadm upgrade node, kubelet and kubectl, uncordon")
         lines.append("  Calico, the device plugin and the enabled add-ons at their paired versions; verify")
+        lines += [f"  warning: {warning}" for warning in step.warnings]
     return lines

@@ -8,7 +8,7 @@ from collections.abc import Mapping
 
 from provision.errors import BootstrapError
 from provision.inputs.inventory import Cluster
-from provision.inputs.upgrade import ClusterVersions, NodeVersions, Release, plan_upgrade, step_settings
+from provision.inputs.upgrade import ClusterVersions, NodeVersions, Release, plan_upgrade, settings_for_steps
 from provision.kube.upgrade import NodeStatus, api_server_version, node_statuses
 from provision.nodes.upgrade import KubeVersions, read_kube_versions
 from provision.phases.common import api
@@ -55,9 +55,8 @@ def check(ctx: PhaseContext) -> str:
     ctx.results.versions = found
     plan = plan_upgrade(found, ctx.upgrade.target, step=ctx.upgrade.step, resolved=resolved_releases(ctx))
     # Each step's settings (Calico's pairing, the add-ons' stated Kubernetes ranges) are refused here, in the plan,
-    # not when the step before them has already moved the cluster.
-    for step in plan.steps:
-        step_settings(ctx.settings, step.version)
+    # not when the step before them has already moved the cluster; the add-ons' tested ranges are its warnings.
+    plan = settings_for_steps(plan, ctx.settings)
     ctx.results.upgrade = plan
     if plan.nothing_to_do:
         return f"every node runs {found.control_plane}: nothing to upgrade"
