@@ -33,7 +33,7 @@ from provision.nodes.doctor.checks import (
 )
 from provision.nodes.doctor.probe import parse_health, probe_script
 from provision.nodes.doctor.run import judge_node, kubernetes_index_urls
-from tests.support.doctor_probe import health
+from tests.support.doctor_probe import health, healthy_output
 from tests.support.paths import REPO_ROOT
 
 NOW = datetime(2026, 11, 25, 12, 0, tzinfo=UTC)
@@ -71,6 +71,28 @@ def test_selinux_enforcing_again_fails_and_enforcing_at_the_next_boot_warns() ->
     boot = check_selinux("n2", health(selinux="Permissive", selinux_config="SELINUX=enforcing"))
     assert boot.status == "warn" and "next boot" in boot.detail and "setenforce 0" in boot.fix
     assert check_selinux("n2", health(selinux="Permissive", selinux_config="SELINUX=permissive")).status == "ok"
+
+
+def test_both_probes_read_selinux_swap_and_the_clock_alike() -> None:
+    """The sections preflight's probe and the doctor's share (SHARED_SECTIONS) read the same way by both: SELinux's
+    mode from getenforce's word or from /sys/fs/selinux/enforce's 1 and 0, swap areas and fstab's swap lines, the
+    clock."""
+    from provision.nodes.preflight.probe import SHARED_SECTIONS, parse_facts
+
+    recorded = (REPO_ROOT / "tests" / "data" / "doctor" / "bookworm-healthy-probe.txt").read_text()
+    assert all(f"@@{name}\n" in recorded for name in ("time", "swaps", "fstab", "selinux"))
+    assert all(f"section {name}" in SHARED_SECTIONS for name in ("time", "swaps", "fstab", "selinux"))
+    for word, mode in (("Enforcing", "enforcing"), ("1", "enforcing"), ("0", "permissive"),
+                       ("Permissive", "permissive"), ("Disabled", "disabled"), (None, None)):
+        output = healthy_output(selinux=word, time="1767225600.250", swaps="/dev/sdb2 partition 8388604 0 -2",
+                                fstab="UUID=ab12  none  swap  sw  0  0\n/dev/sda1 / ext4 defaults 0 1")
+        doctor = parse_health(output)
+        preflight = parse_facts(output)
+        for read in (doctor, preflight):
+            assert read.selinux == mode, (word, read.selinux)
+            assert read.swaps_active == ("/dev/sdb2",)
+            assert read.fstab_swaps == ("UUID=ab12 none swap sw 0 0",)
+            assert read.node_time_s == 1767225600.25
 
 
 def test_a_changed_hostname_names_both_names_and_the_command_to_put_it_back() -> None:

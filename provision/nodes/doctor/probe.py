@@ -11,7 +11,15 @@ import shlex
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 
-from provision.nodes.preflight.probe import NVIDIA_VENDOR, parse_os_release, read_sections
+from provision.nodes.preflight.probe import (
+    NVIDIA_VENDOR,
+    SHARED_SECTIONS,
+    parse_node_time,
+    parse_os_release,
+    parse_selinux,
+    parse_swaps,
+    read_sections,
+)
 from provision.render.node_paths import ADMIN_CONF, KUBELET_CONF, KUBERNETES_DIR, SUPER_ADMIN_CONF
 
 # What the doctor watches for space: containerd's images and snapshots, the kubelet's pods and volumes, etcd's data.
@@ -30,13 +38,7 @@ SCRIPT = r"""
 section() { echo "@@$1"; }
 section os-release; cat /etc/os-release 2>/dev/null
 section hostname; hostname
-section time; date +%s.%N
-section swaps; tail -n +2 /proc/swaps 2>/dev/null
-section fstab; grep -v '^[[:space:]]*#' /etc/fstab 2>/dev/null
-section selinux
-if command -v getenforce >/dev/null 2>&1; then getenforce
-elif [ -r /sys/fs/selinux/enforce ]; then cat /sys/fs/selinux/enforce; fi
-section selinux_config; grep -E '^[[:space:]]*SELINUX=' /etc/selinux/config 2>/dev/null
+""" + SHARED_SECTIONS + r"""section selinux_config; grep -E '^[[:space:]]*SELINUX=' /etc/selinux/config 2>/dev/null
 section hosts; cat /etc/hosts 2>/dev/null
 section resolv; [ -e /etc/resolv.conf ] && { echo present; cat /etc/resolv.conf 2>/dev/null; }
 section dns_listeners; ss -Hlntu 2>/dev/null | awk '$5 ~ /:53$/ {print $1, $5}'
@@ -211,8 +213,7 @@ def parse_health(text: str) -> NodeHealth:
     sections = read_sections(text)
     if "end" not in sections:
         raise ValueError("the probe's output ended early")
-    selinux = _first(sections.get("selinux", []))
-    selinux = {"1": "enforcing", "0": "permissive"}.get(selinux or "", (selinux or "").lower() or None)
+    swaps_active, fstab_swaps = parse_swaps(sections)
     config = _first(sections.get("selinux_config", []))
     resolv = sections.get("resolv", [])
     firewalld = None
@@ -223,11 +224,6 @@ def parse_health(text: str) -> NodeHealth:
     if smi and smi[0].startswith("rc "):
         code = smi[0][3:].strip()
         smi_result = (int(code) if code.isdigit() else 1, tuple(line for line in smi[1:] if line.strip()))
-    time_text = _first(sections.get("time", []))
-    try:
-        node_time = float(time_text) if time_text else None
-    except ValueError:
-        node_time = None
     certs = {}
     for line in sections.get("certs", []):
         path, _, after = line.partition("|")
@@ -236,11 +232,10 @@ def parse_health(text: str) -> NodeHealth:
     return NodeHealth(
         os_release=parse_os_release(sections.get("os-release", [])),
         hostname=_first(sections.get("hostname", [])) or "",
-        node_time_s=node_time,
-        swaps_active=tuple(line.split()[0] for line in sections.get("swaps", []) if line.strip()),
-        fstab_swaps=tuple(" ".join(line.split()) for line in sections.get("fstab", [])
-                          if len(line.split()) >= 3 and line.split()[2] == "swap"),
-        selinux=selinux,
+        node_time_s=parse_node_time(sections),
+        swaps_active=swaps_active,
+        fstab_swaps=fstab_swaps,
+        selinux=parse_selinux(sections),
         selinux_config=config.split("=", 1)[1].strip().strip("\"'").lower() if config else None,
         hosts=tuple(sections.get("hosts", [])),
         resolv=tuple(resolv[1:]) if resolv[:1] == ["present"] else None,

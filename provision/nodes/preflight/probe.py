@@ -100,6 +100,16 @@ for name in ("dnf", "selinux"):
         pass
 print("%d.%d %s" % (sys.version_info[0], sys.version_info[1], " ".join(found)))"""
 
+# Sections the doctor's probe reads too, and reads the same way (parse_node_time, parse_swaps, parse_selinux): the
+# node's clock, its swap (active, and set up in fstab) and SELinux's mode.
+SHARED_SECTIONS = r"""section time; date +%s.%N
+section swaps; tail -n +2 /proc/swaps 2>/dev/null
+section fstab; grep -v '^[[:space:]]*#' /etc/fstab 2>/dev/null
+section selinux
+if command -v getenforce >/dev/null 2>&1; then getenforce
+elif [ -r /sys/fs/selinux/enforce ]; then cat /sys/fs/selinux/enforce; fi
+"""
+
 # Runs as root through sudo; POSIX sh; every section is optional so a missing tool only empties its section.
 PROBE_SCRIPT = (f"nvidia_vendor={NVIDIA_VENDOR}\ninterpreters={shlex.quote(' '.join(probed_interpreters()))}\n"
                 f"kube_configs={shlex.quote(f'{ADMIN_CONF} {KUBELET_CONF}')}\n"
@@ -119,13 +129,7 @@ section cpus; nproc 2>/dev/null || grep -c '^processor' /proc/cpuinfo
 section meminfo; grep '^MemTotal:' /proc/meminfo
 if command -v ss >/dev/null 2>&1; then section listen; ss -ltnp 2>/dev/null | tail -n +2
 else section proc_net_tcp; cat /proc/net/tcp /proc/net/tcp6 2>/dev/null; fi
-section time; date +%s.%N
-section swaps; tail -n +2 /proc/swaps 2>/dev/null
-section fstab; grep -v '^[[:space:]]*#' /etc/fstab 2>/dev/null
-section selinux
-if command -v getenforce >/dev/null 2>&1; then getenforce
-elif [ -r /sys/fs/selinux/enforce ]; then cat /sys/fs/selinux/enforce; fi
-section nvidia_pci
+""" + SHARED_SECTIONS + r"""section nvidia_pci
 for d in /sys/bus/pci/devices/*; do
   [ "$(cat "$d/vendor" 2>/dev/null)" = "0x$nvidia_vendor" ] || continue
   case "$(cat "$d/class")" in 0x03*) echo "${d##*/}";; esac
@@ -273,6 +277,26 @@ def _float_or_none(text: str) -> float | None:
         return None
 
 
+def parse_node_time(sections: dict[str, list[str]]) -> float | None:
+    """The node's clock (`date +%s.%N`), or None where it printed none."""
+    return next((t for t in map(_float_or_none, sections.get("time", [])) if t is not None), None)
+
+
+def parse_swaps(sections: dict[str, list[str]]) -> tuple[tuple[str, ...], tuple[str, ...]]:
+    """(the active swap areas, fstab's swap lines with their spaces collapsed)."""
+    active = tuple(line.split()[0] for line in sections.get("swaps", []) if line.strip())
+    fstab = tuple(" ".join(line.split()) for line in sections.get("fstab", [])
+                  if len(line.split()) >= 3 and line.split()[2] == "swap")
+    return active, fstab
+
+
+def parse_selinux(sections: dict[str, list[str]]) -> str | None:
+    """"enforcing", "permissive", "disabled" (getenforce's words, or /sys/fs/selinux/enforce's 1 and 0), or None
+    where the node has no SELinux."""
+    lines = [line.strip().lower() for line in sections.get("selinux", []) if line.strip()]
+    return {"1": "enforcing", "0": "permissive"}.get(lines[0], lines[0]) if lines else None
+
+
 def parse_facts(text: str) -> NodeFacts:
     """The probe's output -> facts. Raises ValueError when the output is cut short."""
     sections = read_sections(text)
@@ -285,8 +309,7 @@ def parse_facts(text: str) -> NodeFacts:
         if len(parts) == 3 and (parts[2] == "1" or parts[0] == default_iface):
             macs[parts[0]] = parts[1].lower()
     memory_kb = next((int(line.split()[1]) for line in sections.get("meminfo", []) if line.split()[1:2]), 0)
-    selinux_lines = [line.strip().lower() for line in sections.get("selinux", []) if line.strip()]
-    selinux = {"1": "enforcing", "0": "permissive"}.get(selinux_lines[0], selinux_lines[0]) if selinux_lines else None
+    swaps_active, fstab_swaps = parse_swaps(sections)
     names = {}
     for line in sections.get("lspci", []):
         parts = shlex.split(line) if line.strip() else []
@@ -307,15 +330,14 @@ def parse_facts(text: str) -> NodeFacts:
         memory_mb=memory_kb // 1024,
         listeners=parse_listeners(sections["listen"]) if "listen" in sections
         else parse_proc_net_tcp(sections.get("proc_net_tcp", [])),
-        swaps_active=tuple(line.split()[0] for line in sections.get("swaps", []) if line.strip()),
-        fstab_swaps=tuple(" ".join(line.split()) for line in sections.get("fstab", [])
-                          if len(line.split()) >= 3 and line.split()[2] == "swap"),
-        selinux=selinux,
+        swaps_active=swaps_active,
+        fstab_swaps=fstab_swaps,
+        selinux=parse_selinux(sections),
         gpus=tuple(gpus),
         nvidia_driver=next((line.strip() for line in sections.get("nvidia_driver", []) if line.strip()), None),
         kube_configs=tuple(line.strip() for line in sections.get("kube", []) if line.strip()),
         links=parse_links(sections, default_iface),
-        node_time_s=next((t for t in map(_float_or_none, sections.get("time", [])) if t is not None), None),
+        node_time_s=parse_node_time(sections),
         vip=parse_vip(sections),
         kernel=_first(sections.get("kernel")),
         cgroup_version={"cgroup2fs": 2, "tmpfs": 1}.get(_first(sections.get("cgroup_fs")) or ""),
