@@ -252,14 +252,32 @@ def test_certificates_expired_fail_and_expiring_within_a_month_warn() -> None:
     certs = ("/etc/kubernetes/pki/apiserver.crt|Dec  5 12:00:00 2026 GMT\n"
              "/etc/kubernetes/pki/ca.crt|Nov 20 09:00:00 2035 GMT\n"
              "/etc/kubernetes/admin.conf|Nov 20 12:00:00 2026 GMT")
-    found = check_certs("n1", health(certs=certs), NOW)
+    found = check_certs("n1", health(certs=certs), NOW, 30)
     assert found.status == "fail"
     assert found.detail == ("expired: /etc/kubernetes/admin.conf (expired 2026-11-20); expiring: "
                             "/etc/kubernetes/pki/apiserver.crt (10 days, 2026-12-05)")
     assert found.fix.startswith("renew them with `bootstrap certs renew`: `kubeadm certs renew all` on each")
-    soon = check_certs("n1", health(certs=certs.rsplit("\n", 1)[0]), NOW)
-    assert soon.status == "warn"
-    assert check_certs("n1", health(certs="/etc/kubernetes/pki/ca.crt|Nov 20 09:00:00 2035 GMT"), NOW).status == "ok"
+    soon = check_certs("n1", health(certs=certs.rsplit("\n", 1)[0]), NOW, 30)
+    assert soon.status == "warn" and soon.detail.startswith("expiring within 30 days: ")
+    assert check_certs("n1", health(certs="/etc/kubernetes/pki/ca.crt|Nov 20 09:00:00 2035 GMT"), NOW, 30).status == "ok"
+
+
+def test_the_doctor_warns_at_the_threshold_certs_check_and_the_renewal_timer_use() -> None:
+    """certificates.renew_before_days is the one threshold: the doctor's certs check judges with it (through
+    nodes/certs.py's judge, as `bootstrap certs check` does), from the settings the doctor runs with."""
+    from provision.nodes.certs import judge
+
+    in_ten_days = "/etc/kubernetes/pki/apiserver.crt|Dec  5 12:00:00 2026 GMT"
+    assert check_certs("n1", health(certs=in_ten_days), NOW, 10).status == "ok"
+    assert check_certs("n1", health(certs=in_ten_days), NOW, 11).status == "warn"
+    node = CLUSTER.nodes[1]
+    for days, status in ((5, "ok"), (60, "warn")):
+        settings = Settings.model_validate({"certificates": {"renew_before_days": days}})
+        found = next(f for f in judge_node(node, health(certs=in_ten_days), CLUSTER, settings, gpus=0, now=NOW)
+                     if f.check == "certs")
+        assert found.status == status, found
+        after = datetime(2026, 12, 5, 12, tzinfo=UTC)
+        assert judge("n1", "apiserver", "certificate", "p", after, None, NOW, days).status == status
 
 
 GPU_SECTIONS = {"nvidia_pci": "0000:3b:00.0\n0000:86:00.0",

@@ -12,7 +12,7 @@ import shlex
 import statistics
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
-from datetime import UTC, datetime, timedelta
+from datetime import UTC, datetime
 from functools import cache
 from typing import Any
 
@@ -20,6 +20,7 @@ import yaml
 
 from provision.findings import Finding, Status
 from provision.inputs.platforms import Platform, platform_for
+from provision.nodes.certs import judge
 from provision.nodes.containerd_config import config_problems
 from provision.nodes.doctor.probe import KUBELET_KUBECONFIG, NodeHealth, Usage
 from provision.resources import ROLES_DIR
@@ -31,7 +32,6 @@ CLOCK_SKEW_LIMIT_S = 5.0
 # < 10% (/var/lib/kubelet) and imagefs.available < 15% (/var/lib/containerd), and at nodefs.inodesFree < 5%.
 DISK_LIMITS = {"/var/lib/containerd": (80, 85), "/var/lib/kubelet": (85, 90), "/var/lib/etcd": (80, 90)}
 INODE_LIMITS = (90, 95)
-CERT_WARN_DAYS = 30
 HOSTS_MARKER = "cluster-bootstrap nodes"  # os_prep's blockinfile marker: "# BEGIN/END cluster-bootstrap nodes"
 KUBE_CERTS_FIX = ("renew them with `bootstrap certs renew`: `kubeadm certs renew all` on each control plane, one at "
                   "a time, its static pods restarted, the admin kubeconfig here refreshed (docs/upgrade.md)")
@@ -405,25 +405,23 @@ def _not_after(text: str) -> datetime | None:
         return None
 
 
-def check_certs(node: str, health: NodeHealth, now: datetime) -> Finding:
+def check_certs(node: str, health: NodeHealth, now: datetime, renew_before_days: int) -> Finding:
+    """The node's kubeadm certificates judged as `bootstrap certs check` judges them (nodes/certs.py: expired, or
+    within certificates.renew_before_days); one whose date the node could not print is left out."""
     if not health.certs:
         return _finding("certs", node, "ok", "none on this node")
-    expired, soon = [], []
-    for path, text in sorted(health.certs.items()):
-        after = _not_after(text)
-        if after is None:
-            continue
-        if after <= now:
-            expired.append(f"{path} (expired {after:%Y-%m-%d})")
-        elif after - now <= timedelta(days=CERT_WARN_DAYS):
-            soon.append(f"{path} ({(after - now).days} days, {after:%Y-%m-%d})")
+    judged = [judge(node, path, "certificate", path, after, None, now, renew_before_days)
+              for path, after in ((path, _not_after(text)) for path, text in sorted(health.certs.items()))
+              if after is not None]
+    expired = [f"{r.path} (expired {r.not_after:%Y-%m-%d})" for r in judged if r.status == "expired"]
+    soon = [f"{r.path} ({r.days_left} days, {r.not_after:%Y-%m-%d})" for r in judged if r.status == "warn"]
     if expired:
         return _finding("certs", node, "fail", f"expired: {', '.join(expired)}" +
                         (f"; expiring: {', '.join(soon)}" if soon else ""), KUBE_CERTS_FIX)
     if soon:
-        return _finding("certs", node, "warn", f"expiring within {CERT_WARN_DAYS} days: {', '.join(soon)}",
+        return _finding("certs", node, "warn", f"expiring within {renew_before_days} days: {', '.join(soon)}",
                         KUBE_CERTS_FIX)
-    return _finding("certs", node, "ok", f"{len(health.certs)} valid past {CERT_WARN_DAYS} days")
+    return _finding("certs", node, "ok", f"{len(health.certs)} valid past {renew_before_days} days")
 
 
 # --- GPUs --------------------------------------------------------------------------------------------------------

@@ -103,7 +103,7 @@ def judge_node(node: Node, health: NodeHealth, cluster: Cluster, settings: Setti
         check_containerd(name, health, sandbox_image=sandbox_image(settings), nvidia=gpus > 0,
                          nvidia_default=settings.gpu.runtime == "default"),
         check_kubelet(name, health), check_disk(name, health), check_dns(name, health),
-        check_certs(name, health, now), *check_gpu(name, health, gpus),
+        check_certs(name, health, now, settings.certificates.renew_before_days), *check_gpu(name, health, gpus),
         check_package_source(name, health, kubernetes_index_urls(settings), KUBERNETES_REPO_SETTING),
     ]
 
