@@ -54,15 +54,6 @@ case "${1:-}" in
     unit_workers=${UNIT_WORKERS:-$(nproc)}
     #    The few tests marked `network` (they install from PyPI) run in the third pass, which is online.
     unit="not lab and not network and not slow"
-    # The lab's base rootfs of every flavour (a debootstrap each: mostly download and unpack) build behind the unit
-    # passes when the whole suite runs here as root; the lab pass waits for one still building (a file lock) and
-    # builds itself any that failed (the log says why). A build still running when a pass fails finishes on its own.
-    if [ $# = 0 ] && [ "$(id -u)" = 0 ]; then
-      bases_log=${TMPDIR:-/tmp}/cluster-bootstrap-lab-bases.log
-      build_bases() { for flavour in "$@"; do .venv-modern/bin/python -m tests.lab.lab build-base --flavour "$flavour" || true; done; }
-      # Two lanes (each build is 1 to 4 minutes): the five are ready about when the unit passes end.
-      (build_bases bookworm trixie el8 & build_bases rocky9 sid; wait) > "$bases_log" 2>&1 &
-    fi
     CB_REQUIRE_TORCH=1 pytest_pass --offline .venv "$unit" -n "$unit_workers" --dist loadfile "$@"
     CB_CONTROLLER_PASS=second pytest_pass --offline .venv-modern "$unit" -n "$unit_workers" --dist loadfile "$@"
     pytest_pass .venv-modern "lab or network${RUN_SLOW:+ or slow}" -n "${LAB_WORKERS:-4}" --dist loadfile "$@" ;;

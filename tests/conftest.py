@@ -3,6 +3,8 @@ from __future__ import annotations
 
 import importlib.util
 import os
+import shutil
+import subprocess
 import sys
 from collections.abc import Iterator
 from pathlib import Path
@@ -122,5 +124,9 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
 def pytest_sessionfinish(session: pytest.Session) -> None:
     # The run's RPM tree, shared by its xdist workers, goes when the run ends: in the controller, after them all.
     factory = getattr(session.config, "_tmp_path_factory", None)
+    # gpg starts an agent per GnuPG home it signs from and leaves it running; the tests' homes are under this
+    # session's base directory (each worker has its own), and their agents go with it.
+    if factory is not None and shutil.which("pkill"):
+        subprocess.run(["pkill", "-f", f"gpg-agent --homedir {factory.getbasetemp()}/"], check=False, timeout=30)
     if factory is not None and not xdist_worker() and session.config.pluginmanager.has_plugin("dsession"):
         remove_rpm_tree(factory)
