@@ -96,6 +96,20 @@ def test_a_failure_message_with_square_brackets_is_printed_as_written(tmp_path: 
     assert "w1: failed at 'Join': kubeadm join: [preflight] file [/etc/kubernetes/kubelet.conf] exists" in out.getvalue()
 
 
+def test_a_become_password_prompt_is_answered_through_the_plays_wrapper(local_cluster) -> None:
+    """--ask-become-pass: ansible-playbook asks on its terminal and ansible-runner answers; the wrapper that ends
+    the play with us (runner._ended_with_us) hands the terminal on, so the play runs and the password stays out of
+    the log."""
+    cluster, tmp_path = local_cluster
+    password = "pw-wrapper-7f3c"
+    result = run_playbook(PROBE, cluster, Settings(), phase="probe", limit=["cp1"],
+                          extra_vars=LOCAL | {"marker_dir": str(tmp_path), "probe_secret": SECRET},
+                          become_password=password)
+    assert (result.run_dir / "bin" / "ansible-playbook").is_file()
+    assert result.tally["cp1"].ok > 0 and (tmp_path / "cp1.txt").is_file()
+    assert password not in (result.run_dir / "run.log").read_text()
+
+
 def test_a_controller_killed_with_its_process_group_takes_the_play_with_it(local_cluster) -> None:
     """ansible-playbook runs in a session of its own (ansible-runner's pty): it must still end with us."""
     import os

@@ -182,13 +182,38 @@ def executor_envvars(settings: Settings) -> dict[str, str]:
     }
 
 
+# The run's ansible-playbook: the real one started under a shell that outlives nothing. When the controller dies
+# (setpriv's parent-death signal) or the wrapper is told to stop, it interrupts the whole play as Ctrl-C in its
+# terminal would (every process of the group: Ansible's workers and Mitogen's too), and kills what is left after
+# the grace period. stdin is handed on explicitly: a background job's would be /dev/null.
+_PLAY_WRAPPER = """#!/bin/sh
+if [ -z "${{CB_PLAY_GUARDED:-}}" ]; then
+  CB_PLAY_GUARDED=1 exec {setpriv} --pdeathsig INT -- "$0" "$@"
+fi
+exec 3<&0
+{playbook} "$@" <&3 3<&- &
+play=$!
+stop() {{
+  trap '' INT TERM
+  kill -INT 0
+  for _ in $(seq {grace_s}); do kill -0 "$play" 2>/dev/null || exit 130; sleep 1; done
+  kill -KILL 0
+}}
+trap stop INT TERM
+wait "$play"
+"""
+PLAY_STOP_GRACE_S = 10
+
+
 def _ended_with_us(run_dir: Path) -> list[str]:
     """PATH entries under which ansible-playbook ends when this process does.
 
     ansible-runner starts ansible-playbook in a session of its own that ignores the hang-up of its terminal, so
     a controller killed with its process group (or Ctrl-C) would leave it running the play on without anyone
-    watching, beside the next run. Started through setpriv, it gets SIGINT when we die and stops as after Ctrl-C:
-    no new task starts. Without setpriv (not Linux) it is started as is.
+    watching, beside the next run. Signalling ansible-playbook alone is not enough: a worker blocked in a task (a
+    Mitogen connection to a node that went away) kept the play alive for minutes. Started through the wrapper
+    above, the play's whole process group is interrupted when we die, and killed after PLAY_STOP_GRACE_S. Without
+    setpriv (not Linux) it is started as is.
     """
     setpriv, playbook = shutil.which("setpriv"), Path(sys.executable).parent / "ansible-playbook"
     if setpriv is None or not playbook.is_file():
@@ -196,7 +221,8 @@ def _ended_with_us(run_dir: Path) -> list[str]:
     bin_dir = run_dir / "bin"
     bin_dir.mkdir()
     wrapper = bin_dir / "ansible-playbook"
-    wrapper.write_text(f'#!/bin/sh\nexec {shlex.quote(setpriv)} --pdeathsig INT -- {shlex.quote(str(playbook))} "$@"\n')
+    wrapper.write_text(_PLAY_WRAPPER.format(setpriv=shlex.quote(setpriv), playbook=shlex.quote(str(playbook)),
+                                            grace_s=PLAY_STOP_GRACE_S))
     wrapper.chmod(0o755)
     return [str(bin_dir)]
 
