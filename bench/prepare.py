@@ -317,7 +317,7 @@ def render(results: list[Measurement], started: str) -> str:
               "The packages (the run's own `package_plan`, installed by the floor in one call per node): "
               + ", ".join(f"`{p}`" for p in results[-1].packages) + "."]
     # Once per code and package list (each size and executor installs the same).
-    other = {(r.code, tuple(r.packages)): r for r in results if r.packages != results[-1].packages}
+    other = dict.fromkeys((r.code, tuple(r.packages)) for r in results if r.packages != results[-1].packages)
     for code, packages in other:
         lines.append(f"{code} installs {', '.join(f'`{p}`' for p in packages)} instead.")
     lines += ["",

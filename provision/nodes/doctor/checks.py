@@ -410,9 +410,9 @@ def check_certs(node: str, health: NodeHealth, now: datetime, renew_before_days:
     within certificates.renew_before_days); one whose date the node could not print is left out."""
     if not health.certs:
         return _finding("certs", node, "ok", "none on this node")
+    dated = {path: after for path, text in sorted(health.certs.items()) if (after := _not_after(text)) is not None}
     judged = [judge(node, path, "certificate", path, after, None, now, renew_before_days)
-              for path, after in ((path, _not_after(text)) for path, text in sorted(health.certs.items()))
-              if after is not None]
+              for path, after in dated.items()]
     expired = [f"{r.path} (expired {r.not_after:%Y-%m-%d})" for r in judged if r.status == "expired"]
     soon = [f"{r.path} ({r.days_left} days, {r.not_after:%Y-%m-%d})" for r in judged if r.status == "warn"]
     if expired:
