@@ -77,11 +77,15 @@ def test_both_probes_read_selinux_swap_and_the_clock_alike() -> None:
     """The sections preflight's probe and the doctor's share (SHARED_SECTIONS) read the same way by both: SELinux's
     mode from getenforce's word or from /sys/fs/selinux/enforce's 1 and 0, swap areas and fstab's swap lines, the
     clock."""
-    from provision.nodes.preflight.probe import SHARED_SECTIONS, parse_facts
+    from provision.nodes.preflight.probe import PROBE_SCRIPT, SHARED_SECTIONS, parse_facts
+    from provision.nodes.probe import SECTION_HEAD
 
     recorded = (REPO_ROOT / "tests" / "data" / "doctor" / "bookworm-healthy-probe.txt").read_text()
     assert all(f"@@{name}\n" in recorded for name in ("time", "swaps", "fstab", "selinux"))
-    assert all(f"section {name}" in SHARED_SECTIONS for name in ("time", "swaps", "fstab", "selinux"))
+    assert all(f"section {name}" in SHARED_SECTIONS for name in ("swaps", "fstab", "selinux"))
+    # The clock is the probe runner's, first in every probe (nodes/probe.py).
+    assert "section time" in SECTION_HEAD and PROBE_SCRIPT.startswith(SECTION_HEAD)
+    assert probe_script({}).startswith(SECTION_HEAD)
     for word, mode in (("Enforcing", "enforcing"), ("1", "enforcing"), ("0", "permissive"),
                        ("Permissive", "permissive"), ("Disabled", "disabled"), (None, None)):
         output = healthy_output(selinux=word, time="1767225600.250", swaps="/dev/sdb2 partition 8388604 0 -2",
@@ -340,8 +344,11 @@ def test_the_probe_runs_under_posix_sh_and_reads_this_machine() -> None:
 
 def test_docs_doctor_md_lists_every_check_the_judges_name_and_no_other() -> None:
     """docs/doctor.md's tables and the judges hold the same checks (node side, then the API's)."""
+    # The probe runner's own (ssh, sudo, and the probe's check the doctor names) are the doctor's too.
     sources = [REPO_ROOT / "provision" / "nodes" / "doctor" / "checks.py", REPO_ROOT / "provision" / "nodes" / "doctor"
-               / "run.py", REPO_ROOT / "provision" / "kube" / "health.py", REPO_ROOT / "provision" / "diagnose" / "doctor.py"]
-    named = {name for path in sources for name in re.findall(r"(?:_finding|Finding)\(\s*\"(\w+)\"", path.read_text())}
+               / "run.py", REPO_ROOT / "provision" / "kube" / "health.py", REPO_ROOT / "provision" / "diagnose" / "doctor.py",
+               REPO_ROOT / "provision" / "nodes" / "probe.py"]
+    named = {name for path in sources
+             for name in re.findall(r"(?:_finding|Finding|NodeProbe)\(\s*\"(\w+)\"", path.read_text())}
     documented = set(re.findall(r"^\| `(\w+)` \|", (REPO_ROOT / "docs" / "doctor.md").read_text(), re.MULTILINE))
     assert named == documented

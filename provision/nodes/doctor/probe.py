@@ -11,15 +11,8 @@ import shlex
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 
-from provision.nodes.preflight.probe import (
-    NVIDIA_VENDOR,
-    SHARED_SECTIONS,
-    parse_node_time,
-    parse_os_release,
-    parse_selinux,
-    parse_swaps,
-    read_sections,
-)
+from provision.nodes.preflight.probe import NVIDIA_VENDOR, SHARED_SECTIONS, parse_os_release, parse_selinux, parse_swaps
+from provision.nodes.probe import Clock, ended, parse_node_time, read_sections, sectioned
 from provision.render.node_paths import ADMIN_CONF, KUBELET_CONF, KUBERNETES_DIR, SUPER_ADMIN_CONF
 
 # What the doctor watches for space: containerd's images and snapshots, the kubelet's pods and volumes, etcd's data.
@@ -34,9 +27,7 @@ KUBELET_KUBECONFIG = KUBELET_CONF
 SOURCE_TIMEOUT_S = 8
 JOURNAL_LINES = 5
 
-SCRIPT = r"""
-section() { echo "@@$1"; }
-section os-release; cat /etc/os-release 2>/dev/null
+SCRIPT = r"""section os-release; cat /etc/os-release 2>/dev/null
 section hostname; hostname
 """ + SHARED_SECTIONS + r"""section selinux_config; grep -E '^[[:space:]]*SELINUX=' /etc/selinux/config 2>/dev/null
 section hosts; cat /etc/hosts 2>/dev/null
@@ -92,7 +83,6 @@ if command -v curl >/dev/null 2>&1; then
 else
   echo "no-curl"
 fi
-section end
 """
 
 
@@ -106,7 +96,7 @@ def probe_script(sources: dict[str, str]) -> str:
         "journal_lines": str(JOURNAL_LINES), "source_timeout": str(SOURCE_TIMEOUT_S), "sources": words,
     }
     # cert_globs is expanded by the loop (unquoted there): quoting it here keeps it from expanding early.
-    return "".join(f"{name}={shlex.quote(value)}\n" for name, value in head.items()) + SCRIPT
+    return sectioned("".join(f"{name}={shlex.quote(value)}\n" for name, value in head.items()) + SCRIPT)
 
 
 @dataclass(frozen=True)
@@ -208,11 +198,10 @@ def _sources(lines: list[str]) -> tuple[SourceFetch, ...] | None:
     return tuple(sorted(found, key=lambda f: f.kind))
 
 
-def parse_health(text: str) -> NodeHealth:
-    """The probe's output -> NodeHealth. Raises ValueError when the output is cut short."""
-    sections = read_sections(text)
-    if "end" not in sections:
-        raise ValueError("the probe's output ended early")
+def parse_health(text: str, clock: Clock | None = None) -> NodeHealth:
+    """The probe's output -> NodeHealth, with the node's clock against this machine's where the runner timed it.
+    Raises ValueError when the output is cut short."""
+    sections = ended(read_sections(text))
     swaps_active, fstab_swaps = parse_swaps(sections)
     config = _first(sections.get("selinux_config", []))
     resolv = sections.get("resolv", [])
@@ -257,5 +246,7 @@ def parse_health(text: str) -> NodeHealth:
         nvidia_smi=smi_result,
         xid=tuple(line for line in sections.get("xid", []) if line.strip()),
         sources=_sources(sections.get("sources", [])),
+        clock_offset_s=clock.offset_s if clock else 0.0,
+        clock_uncertainty_s=clock.uncertainty_s if clock else 0.0,
         sections=frozenset(sections),
     )
