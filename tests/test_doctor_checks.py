@@ -16,6 +16,8 @@ from provision.findings import Finding
 from provision.inputs.inventory import Cluster, Node
 from provision.inputs.settings import Settings
 from provision.nodes.doctor.checks import (
+    DISK_LIMITS,
+    INODE_LIMITS,
     check_certs,
     check_clocks,
     check_containerd,
@@ -33,6 +35,8 @@ from provision.nodes.doctor.checks import (
 )
 from provision.nodes.doctor.probe import parse_health, probe_script
 from provision.nodes.doctor.run import judge_node, kubernetes_index_urls
+from provision.nodes.probe import Reading
+from provision.nodes.ssh import CommandResult
 from tests.support.doctor_probe import health, healthy_output
 from tests.support.paths import REPO_ROOT
 
@@ -242,6 +246,24 @@ def test_disks_filling_past_the_kubelets_eviction_point_fail_and_before_it_warn(
     assert inodes.status == "fail" and "96% full of inodes" in inodes.detail
 
 
+@pytest.mark.parametrize("path", list(DISK_LIMITS))
+def test_a_disk_exactly_at_a_mark_is_judged_at_that_mark(path: str) -> None:
+    """The marks are inclusive: at exactly the warning mark it warns, at exactly the eviction mark it fails, one
+    below each it does not; the same for inodes."""
+    warn, fail = DISK_LIMITS[path]
+
+    def disk(percent: int, section: str = "disk") -> str:
+        return check_disk("n3", health(**{section: f"{path} /dev/sdb 1000 {percent * 10} {1000 - percent * 10} "
+                                                     f"{percent}% {path}"})).status
+
+    assert [disk(p) for p in (warn - 1, warn, fail - 1, fail)] == ["ok", "warn", "warn", "fail"]
+    inode_warn, inode_fail = INODE_LIMITS
+    assert [disk(p, "inodes") for p in (inode_warn - 1, inode_warn, inode_fail - 1, inode_fail)] == \
+        ["ok", "warn", "warn", "fail"]
+    at_mark = check_disk("n3", health(disk=f"{path} /dev/sdb 1000 {fail * 10} 0 {fail}% {path}"))
+    assert f"is {fail}% full of space (warn at {warn}%, the kubelet evicts pods from {fail}%)" in at_mark.detail
+
+
 def test_a_node_without_a_working_resolver_fails_its_dns_check() -> None:
     assert check_dns("n2", health(resolv=None)).detail.startswith("/etc/resolv.conf is missing")
     assert "names no nameserver" in check_dns("n2", health(resolv="present\noptions timeout:1")).detail
@@ -328,6 +350,25 @@ def test_the_clock_of_the_node_that_is_off_is_named_and_only_that_one() -> None:
     assert [found[n].status for n in ("n1", "n2", "n3")] == ["fail", "ok", "ok"]
     assert found["n1"].detail.startswith("the clock is 3600 s ahead of the other nodes'")
     assert "timedatectl set-ntp true" in found["n1"].fix
+
+
+def test_a_clock_far_behind_is_named_as_behind_from_the_probes_own_timing() -> None:
+    """A node whose clock is an hour behind: the probe runner reads its time at the midpoint of the round trip
+    (nodes/probe.py), and the doctor names that node, and only it, behind the others."""
+    started = 1_767_225_600.0
+    readings = {name: Reading(CLUSTER.node(name), CommandResult(name, "probe", 0, healthy_output(
+        time=f"{started + 1.0 + skew:.3f}"), ""), started, started + 2.0)
+                for name, skew in (("n1", -3600.0), ("n2", 0.4), ("n3", -0.2))}
+    behind = readings["n1"].clock
+    assert behind is not None and behind.offset_s == pytest.approx(-3600.0) and behind.uncertainty_s == 1.0
+    healths = {name: parse_health(reading.stdout, reading.clock) for name, reading in readings.items()}
+    found = check_clocks(healths)
+    assert [found[n].status for n in ("n1", "n2", "n3")] == ["fail", "ok", "ok"]
+    assert found["n1"].detail.startswith("the clock is 3600 s behind the other nodes'")
+    assert "timedatectl set-ntp true" in found["n1"].fix
+    # Within the limit once the round trip's uncertainty is allowed for: 6 s off with 1.5 s of doubt is not wrong.
+    near = {**healths, "n1": replace(healths["n1"], clock_offset_s=-6.0, clock_uncertainty_s=1.5)}
+    assert check_clocks(near)["n1"].status == "ok"
 
 
 @pytest.mark.skipif(subprocess.run(["id", "-u"], capture_output=True, text=True).stdout.strip() != "0",
