@@ -27,6 +27,8 @@ from provision.nodes.preflight.checks import (
     evaluate,
 )
 from provision.nodes.preflight.probe import (
+    NVIDIA_GPUS,
+    NVIDIA_VENDOR,
     PROBE_SCRIPT,
     Listener,
     NodeFacts,
@@ -130,6 +132,24 @@ def test_probe_output_is_parsed_into_facts() -> None:
     assert found.pythons == (PythonFound("/usr/bin/python3", (3, 6)),)
     assert [(name, str(address)) for name, address in found.addresses] == [
         ("lo", "127.0.0.1/8"), ("ens3", "192.168.10.21/24"), ("docker0", "172.17.0.1/16"), ("tunl0", "10.244.17.0/32")]
+
+
+def test_the_nvidia_gpus_on_pci_are_the_display_controllers_of_nvidia(tmp_path) -> None:
+    """The probes' PCI walk (preflight's and the doctor's NVIDIA_GPUS): an NVIDIA VGA or 3D controller counts, its
+    HDMI audio function and another vendor's display controller do not; a function without readable files is
+    passed over."""
+    devices = {"0000:3b:00.0": ("0x10de", "0x030200", "0x2330"), "0000:3b:00.1": ("0x10de", "0x040300", "0x22a3"),
+               "0000:00:02.0": ("0x8086", "0x030000", "0x9a49"), "0000:af:00.0": ("0x10de", "0x030000", "0x1db4")}
+    for address, (vendor, klass, device) in devices.items():
+        folder = tmp_path / address
+        folder.mkdir()
+        for name, value in (("vendor", vendor), ("class", klass), ("device", device)):
+            (folder / name).write_text(value + "\n")
+    (tmp_path / "0000:ff:00.0").mkdir()
+    script = (f"nvidia_vendor={NVIDIA_VENDOR}\npci_devices={tmp_path}\n{NVIDIA_GPUS}"
+              "nvidia_gpus address; echo --; nvidia_gpus device\n")
+    output = LocalShell().run(script).stdout.split()
+    assert output == ["0000:3b:00.0", "0000:af:00.0", "--", "0x2330", "0x1db4"]
 
 
 def test_cut_short_probe_output_is_refused() -> None:

@@ -11,7 +11,15 @@ import shlex
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 
-from provision.nodes.preflight.probe import NVIDIA_VENDOR, SHARED_SECTIONS, parse_os_release, parse_selinux, parse_swaps
+from provision.nodes.preflight.probe import (
+    NVIDIA_GPUS,
+    NVIDIA_VENDOR,
+    PCI_DEVICES,
+    SHARED_SECTIONS,
+    parse_os_release,
+    parse_selinux,
+    parse_swaps,
+)
 from provision.nodes.probe import Clock, ended, parse_node_time, read_sections, sectioned
 from provision.render.node_paths import ADMIN_CONF, KUBELET_CONF, KUBERNETES_DIR, SUPER_ADMIN_CONF
 
@@ -60,13 +68,10 @@ for f in $kubeconfig_certs; do
   [ -n "$data" ] && echo "$f|$(echo "$data" | base64 -d 2>/dev/null | openssl x509 -noout -enddate 2>/dev/null | cut -d= -f2)"
 done
 section nvidia_pci
-gpus=0
-for d in /sys/bus/pci/devices/*; do
-  [ "$(cat "$d/vendor" 2>/dev/null)" = "0x$nvidia_vendor" ] || continue
-  case "$(cat "$d/class")" in 0x03*) echo "${d##*/}"; gpus=$((gpus + 1));; esac
-done
+gpus=$(nvidia_gpus address)
+[ -n "$gpus" ] && echo "$gpus"
 section nvidia_driver; head -n 1 /proc/driver/nvidia/version 2>/dev/null
-if [ "$gpus" -gt 0 ]; then
+if [ -n "$gpus" ]; then
   section nvidia_smi
   if command -v nvidia-smi >/dev/null 2>&1; then
     out=$(timeout 15 nvidia-smi -L 2>&1); echo "rc $?"; printf '%s\n' "$out" | head -n 20
@@ -91,12 +96,13 @@ def probe_script(sources: dict[str, str]) -> str:
     settings', validated as URLs, and are quoted here all the same)."""
     words = " ".join(f"{kind}={url}" for kind, url in sources.items())
     head = {
-        "nvidia_vendor": NVIDIA_VENDOR, "disk_paths": " ".join(DISK_PATHS), "cert_globs": " ".join(CERT_GLOBS),
+        "nvidia_vendor": NVIDIA_VENDOR, "pci_devices": PCI_DEVICES, "disk_paths": " ".join(DISK_PATHS),
+        "cert_globs": " ".join(CERT_GLOBS),
         "kubeconfig_certs": " ".join(KUBECONFIG_CERTS), "kubelet_kubeconfig": KUBELET_KUBECONFIG,
         "journal_lines": str(JOURNAL_LINES), "source_timeout": str(SOURCE_TIMEOUT_S), "sources": words,
     }
     # cert_globs is expanded by the loop (unquoted there): quoting it here keeps it from expanding early.
-    return sectioned("".join(f"{name}={shlex.quote(value)}\n" for name, value in head.items()) + SCRIPT)
+    return sectioned("".join(f"{name}={shlex.quote(value)}\n" for name, value in head.items()) + NVIDIA_GPUS + SCRIPT)
 
 
 @dataclass(frozen=True)

@@ -18,6 +18,7 @@ from provision.render.node_paths import ADMIN_CONF, KUBELET_CONF
 
 # PCI vendor id of NVIDIA; a GPU is a device of that vendor in the display class (0x03xxxx).
 NVIDIA_VENDOR = "10de"
+PCI_DEVICES = "/sys/bus/pci/devices"
 
 
 @dataclass(frozen=True)
@@ -101,6 +102,21 @@ for name in ("dnf", "selinux"):
         pass
 print("%d.%d %s" % (sys.version_info[0], sys.version_info[1], " ".join(found)))"""
 
+# The NVIDIA display controllers on PCI (the doctor's probe lists them too): `nvidia_gpus address` prints each one's
+# PCI address, `nvidia_gpus device` its device id. Read with the shell's own `read`, not a process per file: a node
+# has dozens of PCI functions.
+NVIDIA_GPUS = r"""nvidia_gpus() {
+  for d in "$pci_devices"/*; do
+    read -r vendor 2>/dev/null < "$d/vendor" || continue
+    read -r class 2>/dev/null < "$d/class" || continue
+    [ "$vendor" = "0x$nvidia_vendor" ] || continue
+    case "$class" in
+      0x03*) if [ "$1" = device ]; then read -r id < "$d/device" && echo "$id"; else echo "${d##*/}"; fi ;;
+    esac
+  done
+}
+"""
+
 # Sections the doctor's probe reads too, and reads the same way (parse_swaps, parse_selinux): its swap (active, and
 # set up in fstab) and SELinux's mode. (The node's clock is in every probe: nodes/probe.py's SECTION_HEAD.)
 SHARED_SECTIONS = r"""section swaps; tail -n +2 /proc/swaps 2>/dev/null
@@ -112,9 +128,10 @@ elif [ -r /sys/fs/selinux/enforce ]; then cat /sys/fs/selinux/enforce; fi
 
 # Runs as root through sudo; POSIX sh; every section is optional so a missing tool only empties its section.
 PROBE_SCRIPT = sectioned(
-    f"nvidia_vendor={NVIDIA_VENDOR}\ninterpreters={shlex.quote(' '.join(probed_interpreters()))}\n"
+    f"nvidia_vendor={NVIDIA_VENDOR}\npci_devices={PCI_DEVICES}\n"
+    f"interpreters={shlex.quote(' '.join(probed_interpreters()))}\n"
     f"kube_configs={shlex.quote(f'{ADMIN_CONF} {KUBELET_CONF}')}\n"
-    f"python_probe={shlex.quote(PYTHON_PROBE)}\n" + r"""
+    f"python_probe={shlex.quote(PYTHON_PROBE)}\n" + NVIDIA_GPUS + r"""
 section os-release; cat /etc/os-release 2>/dev/null
 section hostname; hostname
 section product_uuid; cat /sys/class/dmi/id/product_uuid 2>/dev/null
@@ -129,11 +146,7 @@ section cpus; nproc 2>/dev/null || grep -c '^processor' /proc/cpuinfo
 section meminfo; grep '^MemTotal:' /proc/meminfo
 if command -v ss >/dev/null 2>&1; then section listen; ss -ltnp 2>/dev/null | tail -n +2
 else section proc_net_tcp; cat /proc/net/tcp /proc/net/tcp6 2>/dev/null; fi
-""" + SHARED_SECTIONS + r"""section nvidia_pci
-for d in /sys/bus/pci/devices/*; do
-  [ "$(cat "$d/vendor" 2>/dev/null)" = "0x$nvidia_vendor" ] || continue
-  case "$(cat "$d/class")" in 0x03*) echo "${d##*/}";; esac
-done
+""" + SHARED_SECTIONS + r"""section nvidia_pci; nvidia_gpus address
 section lspci; command -v lspci >/dev/null 2>&1 && lspci -mm -d "$nvidia_vendor:" 2>/dev/null
 section nvidia_driver; head -n 1 /proc/driver/nvidia/version 2>/dev/null
 section arch; uname -m
@@ -160,11 +173,7 @@ if [ -n "$vip" ]; then
 fi
 section kernel; uname -r
 section cgroup_fs; stat -fc %T /sys/fs/cgroup 2>/dev/null
-section nvidia_pci_ids
-for d in /sys/bus/pci/devices/*; do
-  [ "$(cat "$d/vendor" 2>/dev/null)" = "0x$nvidia_vendor" ] || continue
-  case "$(cat "$d/class")" in 0x03*) cat "$d/device";; esac
-done
+section nvidia_pci_ids; nvidia_gpus device
 section containerd_version; containerd --version 2>/dev/null
 section runtime_packages
 if command -v dpkg-query >/dev/null 2>&1; then
