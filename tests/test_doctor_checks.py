@@ -33,7 +33,7 @@ from provision.nodes.doctor.checks import (
     check_swap,
     required_ports,
 )
-from provision.nodes.doctor.probe import parse_health, probe_script
+from provision.nodes.doctor.probe import DISK_ROWS, parse_health, probe_script
 from provision.nodes.doctor.run import judge_node, kubernetes_index_urls
 from provision.nodes.probe import Reading
 from provision.nodes.ssh import CommandResult
@@ -350,6 +350,19 @@ def test_the_clock_of_the_node_that_is_off_is_named_and_only_that_one() -> None:
     assert [found[n].status for n in ("n1", "n2", "n3")] == ["fail", "ok", "ok"]
     assert found["n1"].detail.startswith("the clock is 3600 s ahead of the other nodes'")
     assert "timedatectl set-ntp true" in found["n1"].fix
+
+
+def test_one_df_reads_every_watched_path_that_exists_each_on_its_own_row(tmp_path) -> None:
+    """The probe asks df once for all the paths it watches; each row is named by its path, in order, and a path
+    that does not exist is left out (its neighbours keep their own rows)."""
+    first, second = tmp_path / "containerd", tmp_path / "etcd"
+    first.mkdir()
+    second.mkdir()
+    script = f"disk_paths='{first} {tmp_path}/kubelet {second}'\n{DISK_ROWS}disk_rows -P; disk_rows -Pi\n"
+    lines = subprocess.run(["sh"], input=script, capture_output=True, text=True, timeout=60).stdout.splitlines()
+    assert [line.split()[0] for line in lines] == [str(first), str(second)] * 2
+    usage = [u.path for u in parse_health(healthy_output(disk="\n".join(lines[:2]), inodes="\n".join(lines[2:]))).disk]
+    assert usage == [str(first), str(second)]
 
 
 def test_a_clock_far_behind_is_named_as_behind_from_the_probes_own_timing() -> None:

@@ -35,6 +35,16 @@ KUBELET_KUBECONFIG = KUBELET_CONF
 SOURCE_TIMEOUT_S = 8
 JOURNAL_LINES = 5
 
+# One df for every path that exists (not one df, tail and subshell each): `PATH <its df row>` lines, the paths in
+# the order given, since df prints a row per argument in that order.
+DISK_ROWS = r"""disk_rows() {
+  flag=$1; set --
+  for p in $disk_paths; do [ -d "$p" ] && set -- "$@" "$p"; done
+  [ $# -gt 0 ] || return 0
+  df "$flag" "$@" 2>/dev/null | { read -r _; for p in "$@"; do read -r row && echo "$p $row"; done; }
+}
+"""
+
 SCRIPT = r"""section os-release; cat /etc/os-release 2>/dev/null
 section hostname; hostname
 """ + SHARED_SECTIONS + r"""section selinux_config; grep -E '^[[:space:]]*SELINUX=' /etc/selinux/config 2>/dev/null
@@ -49,15 +59,18 @@ if command -v firewall-cmd >/dev/null 2>&1 && [ "$(firewall-cmd --state 2>/dev/n
   echo "services $(firewall-cmd --list-services 2>/dev/null)"
 fi
 section ufw; command -v ufw >/dev/null 2>&1 && ufw status 2>/dev/null
-section containerd_active; systemctl is-active containerd 2>/dev/null
+# One systemctl for both units: their blocks, in the order asked, with an empty line between.
+units=$(systemctl show containerd kubelet -p LoadState -p ActiveState -p SubState -p NRestarts -p Result 2>/dev/null)
+nl='
+'
+section containerd_active
+for kv in ${units%%"$nl$nl"*}; do case $kv in ActiveState=*) echo "${kv#ActiveState=}" ;; esac; done
 section containerd_dump; command -v containerd >/dev/null 2>&1 && timeout 20 containerd config dump 2>/dev/null
-section kubelet; systemctl show kubelet -p LoadState -p ActiveState -p SubState -p NRestarts -p Result 2>/dev/null
+section kubelet; [ -n "$units" ] && echo "${units#*"$nl$nl"}"
 section kubelet_joined; [ -f "$kubelet_kubeconfig" ] && echo yes
 section kubelet_journal; journalctl -u kubelet -n "$journal_lines" -o cat --no-pager 2>/dev/null
-section disk
-for p in $disk_paths; do [ -d "$p" ] && echo "$p $(df -P "$p" 2>/dev/null | tail -n 1)"; done
-section inodes
-for p in $disk_paths; do [ -d "$p" ] && echo "$p $(df -Pi "$p" 2>/dev/null | tail -n 1)"; done
+section disk; disk_rows -P
+section inodes; disk_rows -Pi
 section certs
 for f in $cert_globs; do
   [ -f "$f" ] && echo "$f|$(openssl x509 -noout -enddate -in "$f" 2>/dev/null | cut -d= -f2)"
@@ -102,7 +115,7 @@ def probe_script(sources: dict[str, str]) -> str:
         "journal_lines": str(JOURNAL_LINES), "source_timeout": str(SOURCE_TIMEOUT_S), "sources": words,
     }
     # cert_globs is expanded by the loop (unquoted there): quoting it here keeps it from expanding early.
-    return sectioned("".join(f"{name}={shlex.quote(value)}\n" for name, value in head.items()) + NVIDIA_GPUS + SCRIPT)
+    return sectioned("".join(f"{name}={shlex.quote(value)}\n" for name, value in head.items()) + NVIDIA_GPUS + DISK_ROWS + SCRIPT)
 
 
 @dataclass(frozen=True)
