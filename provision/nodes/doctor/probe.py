@@ -1,6 +1,6 @@
-"""The doctor's probe: one POSIX sh script, run once per node through sudo over one SSH connection, that reads
-what the doctor judges on a node of a running cluster, and changes nothing. Its output, sections headed `@@name`
-as preflight's probe prints them, is read into NodeHealth here; the judging is checks.py's.
+"""The doctor's probe: one POSIX sh script, run once per node through sudo by the probe runner (nodes/probe.py),
+that reads what the doctor judges on a node of a running cluster, and changes nothing. Its output, in the runner's
+sections, is read into NodeHealth here; the judging is checks.py's.
 
 The package source is fetched from the node itself (its index file, with curl, a few seconds at most): whether
 this machine reaches it says nothing about whether the node does.

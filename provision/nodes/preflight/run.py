@@ -1,5 +1,5 @@
-"""Running preflight: every node probed over SSH in parallel (uniqueness is judged against every reachable
-node), progress reported as it goes, and the verdicts gathered into one PreflightReport."""
+"""Running preflight: every node probed by the probe runner (nodes/probe.py; uniqueness is judged against every
+reachable node), progress reported as it goes, and the findings gathered into one PreflightReport."""
 from __future__ import annotations
 
 import time
