@@ -12,17 +12,27 @@ from __future__ import annotations
 import json
 from collections.abc import Iterable, Mapping
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import Any, Protocol, TypeVar
 
 from pydantic import BaseModel, ValidationError
 
 from provision.errors import BootstrapError
 from provision.inputs.inventory import Node
 
-if TYPE_CHECKING:
-    from provision.nodes.runner import PlaybookResult
-
 Model = TypeVar("Model", bound=BaseModel)
+
+
+class PlaybookRun(Protocol):
+    """What read_documents needs of a run (runner.PlaybookResult; the runner's tally reads documents too, so this
+    module does not import it)."""
+
+    @property
+    def phase(self) -> str: ...
+
+    @property
+    def run_dir(self) -> Path: ...
+
+    def raise_for_failure(self) -> None: ...
 
 
 def result_document(result: Mapping[str, Any], key: str) -> Any | None:
@@ -80,7 +90,7 @@ def sent(run_dir: Path, key: str, model: type[Model], *, phase: str, what: str) 
             for host, document in documents(run_dir, key).items()}
 
 
-def read_documents(playbook: PlaybookResult, nodes: Iterable[Node], key: str, model: type[Model],
+def read_documents(playbook: PlaybookRun, nodes: Iterable[Node], key: str, model: type[Model],
                    what: str) -> dict[str, Model]:
     """Node name -> the document its node sent under `key`, validated as `model` (`what` it reports, for the
     messages). Raises BootstrapError for the run's failed nodes, and for a node that sent none, or one this version
