@@ -2,8 +2,8 @@
 cb_kube_versions, cb_certs, cb_package_lock, ... or a fact a role sets for Python, as reset's reset_left_alone),
 found in a task's result whatever the task was called, and validated as the pydantic model of that document.
 
-`result_document` finds it in one result (a live event, as the tally reads the package lock's wait); `documents`
-in a playbook run's saved events (ansible-runner's job_events: each host's last); `validated` reads one as its
+`result_document` finds it in one result (a live event, as the tally reads the package lock's wait);
+`module_documents` in a playbook run's saved events (ansible-runner's job_events: each host's last); `validated` reads one as its
 model, refusing a document of another shape as a whole with one line (the playbooks and the Python package from
 different releases); `sent` and `read_documents` do both for a run. Python never scrapes a task's text.
 """
@@ -44,7 +44,7 @@ def result_document(result: Mapping[str, Any], key: str) -> Any | None:
     return facts.get(key) if isinstance(facts, Mapping) else None
 
 
-def documents(run_dir: Path, key: str) -> dict[str, Any]:
+def module_documents(run_dir: Path, key: str) -> dict[str, Any]:
     """Each host's last document under `key` in a playbook run's saved events (ansible-runner's job_events, in the
     order they were written)."""
     found: dict[str, tuple[int, Any]] = {}
@@ -87,7 +87,7 @@ def parsed(model: type[Model], document: Any) -> Model | None:
 def sent(run_dir: Path, key: str, model: type[Model], *, phase: str, what: str) -> dict[str, Model]:
     """Host -> its last document under `key` in the run, validated as `model` (hosts that sent none are absent)."""
     return {host: validated(model, document, phase=phase, who=host, what=what)
-            for host, document in documents(run_dir, key).items()}
+            for host, document in module_documents(run_dir, key).items()}
 
 
 def read_documents(playbook: PlaybookRun, nodes: Iterable[Node], key: str, model: type[Model],
@@ -96,7 +96,7 @@ def read_documents(playbook: PlaybookRun, nodes: Iterable[Node], key: str, model
     messages). Raises BootstrapError for the run's failed nodes, and for a node that sent none, or one this version
     cannot read."""
     playbook.raise_for_failure()
-    found = documents(playbook.run_dir, key)
+    found = module_documents(playbook.run_dir, key)
     read: dict[str, Model] = {}
     for node in nodes:
         document = found.get(node.host)

@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from provision.errors import BootstrapError
-from provision.nodes.documents import documents, validated
+from provision.nodes.documents import module_documents, validated
 from provision.nodes.etcd.report import LAYOUT, EtcdReport
 from provision.nodes.etcd.snapshot import (
     SnapshotRecord,
@@ -94,7 +94,7 @@ def extra_vars(ctx: PhaseContext) -> dict[str, Any]:
 def check(ctx: PhaseContext) -> str:
     name, _ = source(ctx)
     host = ctx.cluster.node(name).host
-    record = validated(SnapshotRecord, documents(ctx.playbook_results[-1].run_dir, RESULT_KEY).get(host),
+    record = validated(SnapshotRecord, module_documents(ctx.playbook_results[-1].run_dir, RESULT_KEY).get(host),
                        phase="etcd snapshot", who=name, what="its snapshot")
     part = part_path(directory(ctx), record)
     ctx.say(f"etcd_snapshot: copying {record.name} ({record.size >> 10} KiB) from {name}")

@@ -14,7 +14,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from provision.inputs.inventory import Cluster
 from provision.inputs.versions import parse_version
-from provision.nodes.documents import documents, validated
+from provision.nodes.documents import module_documents, validated
 from provision.nodes.runner import PlaybookResult
 from provision.render.node_paths import STATIC_POD_DIR
 
@@ -260,7 +260,7 @@ def parse_report(host: str, document: Any) -> EtcdReport:
 def read_survey(playbook: PlaybookResult, cluster: Cluster) -> EtcdSurvey:
     """The probe's run read into a survey: a report from each control plane that sent one, and for the others
     (unreachable, or failed) their first cause."""
-    sent_by = documents(playbook.run_dir, ETCD_REPORT_KEY)
+    sent_by = module_documents(playbook.run_dir, ETCD_REPORT_KEY)
     failed = playbook.failed_hosts
     survey = EtcdSurvey(order=[n.name for n in cluster.control_planes])
     for node in cluster.control_planes:

@@ -32,3 +32,4 @@ class RestoredDataDir(_Document):
 
     data_dir: str
     backup: str | None = None
+    moved_aside: str | None = None
