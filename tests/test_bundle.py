@@ -280,7 +280,7 @@ def test_nodes_on_a_platform_the_bundle_lacks_stop_at_preflight_before_prepare(
     has no NVIDIA stack), and `prepare` stops at preflight, naming each, before any playbook runs."""
     from provision import phases as phases_module
     from provision.inputs.state import ClusterState
-    from provision.nodes.preflight.run import NodeReport, PreflightReport
+    from provision.nodes.preflight.run import PreflightNode, PreflightReport
     from provision.nodes.sources_check import NodeTarget
     from provision.phases import PhaseContext, run_phases, select_phases
 
@@ -294,7 +294,7 @@ def test_nodes_on_a_platform_the_bundle_lacks_stop_at_preflight_before_prepare(
     def fake_preflight(cluster: object, settings: object, *, nodes: list[str] | None = None,
                        **_: object) -> PreflightReport:
         return PreflightReport(tuple(
-            NodeReport(n.name, n.role, n.address, (), 0,
+            PreflightNode(n.name, n.role, n.address, (), 0,
                        sources_target=NodeTarget(n, debian, codename="bookworm", release="12", gpu=n.name == "w1"))
             for n in cluster.nodes), 0.1)  # type: ignore[attr-defined]
 

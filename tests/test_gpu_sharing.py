@@ -80,7 +80,7 @@ def verdict(device_ids: tuple[int, ...], **sections: Any) -> tuple[dict[str, Any
                       nvidia_driver=None, kube_configs=(), kernel="6.12.48", cgroup_version=2,
                       gpu_device_ids=device_ids)
     result = evaluate([NODE], {"n1": facts}, CORE, settings=parse_settings(sections))["n1"]
-    return {c.name: c for c in result.checks}, result.advertised
+    return {c.check: c for c in result.checks}, result.advertised
 
 
 def test_mig_on_a_gpu_without_it_is_refused_at_preflight_with_the_reason() -> None:
@@ -115,7 +115,7 @@ def test_preflight_counts_what_the_scheduler_will_advertise(devices: tuple[int, 
     assert (offered.resource, offered.count) == (resource, count)
     shown = checks.get("gpu_mig") or checks.get("gpu_sharing")
     assert (shown.detail if shown else None) == detail
-    assert all(c.status != "fail" for c in checks.values() if c.name.startswith("gpu"))
+    assert all(c.status != "fail" for c in checks.values() if c.check.startswith("gpu"))
 
 
 def test_mig_settings_mean_nothing_on_a_node_without_gpus() -> None:
@@ -273,7 +273,7 @@ def test_up_counts_the_shared_gpus_at_preflight_and_the_gpu_phase_holds_allocata
     from provision.inputs.inventory import load_inventory
     from provision.inputs.state import ClusterState
     from provision.kube.kubeconfig import admin_kubeconfig_path
-    from provision.nodes.preflight.run import NodeReport, PreflightReport
+    from provision.nodes.preflight.run import PreflightNode, PreflightReport
     from provision.nodes.runner import PlaybookResult
     from provision.phases import PhaseContext, run_phases, select_phases
 
@@ -285,8 +285,8 @@ def test_up_counts_the_shared_gpus_at_preflight_and_the_gpu_phase_holds_allocata
     playbooks: list[dict[str, Any]] = []
 
     def fake_preflight(cluster: Any, settings: Any, *, nodes: list[str] | None = None, **_: Any) -> PreflightReport:
-        return PreflightReport((NodeReport("cp1", "control_plane", "", (), 0),
-                                NodeReport("w1", "worker", "", (), 2, gpu_generations=("Hopper",),
+        return PreflightReport((PreflightNode("cp1", "control_plane", "", (), 0),
+                                PreflightNode("w1", "worker", "", (), 2, gpu_generations=("Hopper",),
                                            advertised=Advertised("nvidia.com/gpu", 8, "2 GPUs x 4 replicas"))), 0.1)
 
     def fake_playbook(playbook: str, *args: Any, extra_vars: dict[str, Any] | None = None, **_: Any) -> PlaybookResult:

@@ -16,7 +16,7 @@ from provision.cli.views import console as progress_console
 from provision.cli.views import literal_console
 from provision.diagnose.doctor import DoctorReport, run_doctor
 from provision.errors import BootstrapError
-from provision.findings import Finding, Status
+from provision.findings import Finding, worst
 
 HELP = """Find what is wrong on a running cluster, without changing anything, and say the fix.
 
@@ -42,14 +42,8 @@ COLUMNS = {"NODE": 24, "ROLE": 13, "STATUS": 9, "CHECKS": 28}
 API_ROW = "(API)"
 
 
-def worst(findings: list[Finding]) -> Status:
-    statuses = {f.status for f in findings}
-    order: tuple[Status, ...] = ("fail", "warn", "skip")
-    return next((s for s in order if s in statuses), "ok")
-
-
 def _status(findings: list[Finding]) -> Text:
-    status = worst(findings)
+    status = worst(f.status for f in findings)
     problems = sum(f.problem for f in findings)
     return Text(MARK[status] + (f" ({problems})" if problems > 1 else ""), style=STYLE[status])
 
