@@ -317,7 +317,7 @@ def test_nodes_on_a_platform_the_bundle_lacks_stop_at_preflight_before_prepare(
     (["--for", "centos-7"], "centos-7 is refused"),
     (["--for", "windows-11"], "windows-11 is not a platform"),
     (["--for", "Debian 12"], "is not a platform"),
-    (["--for", "debian-12", "--addons", "kubeflow"], "kubeflow is not an add-on"),
+    (["--for", "debian-12", "--addons", "kubeflow"], "'kubeflow' is not an add-on"),
     (["--for", "debian-12", "--kubernetes", "1.x"], "is not a Kubernetes version"),
 ])
 def test_bundle_build_refuses_bad_flags_in_one_line(tmp_path: Path, args: list[str], says: str) -> None:

@@ -144,8 +144,10 @@ def creatable_directory_problem(path: Path) -> str | None:
 # --- the roles ---------------------------------------------------------------------------------------------------
 
 def input_file(text: str) -> Path:
-    """A file to read: its spelling (the reader bounds it, and names it when it is missing or not a file)."""
-    return _spelled(text)
+    """A file to read: its spelling (the reader bounds it, and names it when it is missing or not a file); the path
+    as written, for the messages and the commands printed that name it."""
+    _spelled(text)
+    return Path(text)
 
 
 def input_directory(text: str) -> Path:
@@ -201,14 +203,15 @@ def new_file(text: str) -> Path:
 
 
 def working_directory(text: str) -> Path:
-    """An existing folder this user writes named files into."""
+    """An existing folder this user writes named files into; the path as written (the commands printed that name
+    the files in it say it as the user did)."""
     path = _spelled(text)
     if not path.is_dir():
         raise ValueError(f"{path} is not an existing folder: pass one")
     problem = place_problem(path, keeps_others=True) or _writable_problem(path)
     if problem:
         raise ValueError(problem)
-    return path
+    return Path(text).expanduser()
 
 
 def directory_path(text: str) -> Path:

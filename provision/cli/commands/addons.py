@@ -10,6 +10,7 @@ from rich.table import Table
 from rich.text import Text
 
 from provision.cli.commands.reset import confirm
+from provision.cli.option_table import checked, options_of
 from provision.cli.options import NodeOptions, Output, OutputOption, YesOption, node_options
 from provision.cli.support import echo_json, load_inputs, run_pipeline, warn
 from provision.cli.views import console
@@ -19,8 +20,8 @@ from provision.inputs.inventory import Cluster
 from provision.inputs.settings import Settings
 from provision.inputs.validation import addon_warnings
 
-NamesArgument = Annotated[list[str], typer.Argument(
-    help=f"Add-ons: {', '.join(ADDON_ORDER)}.", show_default=False, metavar="NAME...")]
+NamesArgument = Annotated[list[str], options_of("addons install").argument(
+    "NAMES", help=f"Add-ons: {', '.join(ADDON_ORDER)}.", show_default=False, metavar="NAME...")]
 
 
 def addon_names(names: list[str]) -> list[AddonName]:
@@ -51,6 +52,7 @@ def register(app: typer.Typer) -> None:
                                   "running cluster.", no_args_is_help=True)
 
     @addons_app.command("list")
+    @checked("addons list")
     @node_options
     def list_addons(nodes: NodeOptions, output: OutputOption = Output.text) -> None:
         """Each add-on: its pinned release, whether `up` installs it, and what the cluster runs (through the API)."""
@@ -79,6 +81,7 @@ def register(app: typer.Typer) -> None:
         console.print(table)
 
     @addons_app.command("install")
+    @checked("addons install")
     @node_options
     def install(nodes: NodeOptions, names: NamesArgument, output: OutputOption = Output.text) -> None:
         """Install add-ons from their pinned releases and wait until their CRDs are Established and their
@@ -92,6 +95,7 @@ def register(app: typer.Typer) -> None:
                      title=f"bootstrap addons install {' '.join(chosen)}")
 
     @addons_app.command("remove")
+    @checked("addons remove")
     @node_options
     def remove(nodes: NodeOptions, names: NamesArgument, yes: YesOption = False,
                output: OutputOption = Output.text) -> None:

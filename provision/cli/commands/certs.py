@@ -7,6 +7,7 @@ import typer
 from rich.table import Table
 from rich.text import Text
 
+from provision.cli.option_table import checked
 from provision.cli.options import NodeOptions, Output, OutputOption, YesOption, node_options
 from provision.cli.support import load_inputs, new_context, show_result
 from provision.cli.views import PhaseView, console
@@ -54,6 +55,7 @@ def register(app: typer.Typer) -> None:
                             no_args_is_help=True)
 
     @certs_app.command("check")
+    @checked("certs check")
     @node_options
     def check(nodes: NodeOptions, output: OutputOption = Output.text) -> None:
         """Every certificate and kubeconfig kubeadm manages on each control plane, with its expiry, and the admin
@@ -62,6 +64,7 @@ def register(app: typer.Typer) -> None:
         _run(nodes, CERTS_CHECK_PHASES, f"bootstrap certs check: {nodes.inventory}", output)
 
     @certs_app.command("renew")
+    @checked("certs renew")
     @node_options
     def renew(nodes: NodeOptions, yes: YesOption = False, output: OutputOption = Output.text) -> None:
         """kubeadm certs renew all on each control plane, one at a time, its control-plane static pods restarted to
