@@ -312,6 +312,14 @@ class OfflineSettings(_Section):
     def _registry(cls, value: object) -> object:
         return value.rstrip("/") if isinstance(value, str) else value
 
+    @model_validator(mode="after")
+    def _fingerprint_needs_a_source(self) -> OfflineSettings:
+        if self.bundle_fingerprint is not None and self.source is None:
+            raise ValueError("offline.bundle_fingerprint names the key the bundle at offline.source must be signed "
+                             "by, and offline.source is not set: set offline.source to the bundle, or remove "
+                             "bundle_fingerprint")
+        return self
+
 
 class CalicoSettings(_Section):
     # Left out: the release the versions table pairs with kubernetes.version (filled in by Settings).

@@ -17,7 +17,7 @@ from provision.cli.views import console
 from provision.errors import InputError
 from provision.inputs.addons import ADDON_ORDER, ADDONS, AddonName
 from provision.inputs.inventory import Cluster
-from provision.inputs.settings import Settings
+from provision.inputs.settings import Settings, with_overrides
 from provision.inputs.validation import addon_warnings
 
 NamesArgument = Annotated[list[str], options_of("addons install").argument(
@@ -43,8 +43,11 @@ def _require_cluster(cluster: Cluster, inventory: str) -> None:
 
 
 def _with_enabled(settings: Settings, names: list[AddonName]) -> Settings:
-    enabled = tuple(name for name in ADDON_ORDER if name in names or name in settings.addons.enabled)
-    return settings.model_copy(update={"addons": settings.addons.model_copy(update={"enabled": enabled})})
+    """The settings with these add-ons enabled, checked as addons.enabled is (an add-on that does not run on this
+    Kubernetes, or whose requirements are missing, is refused here as it would be in cluster.yaml, before any
+    play)."""
+    enabled = [name for name in ADDON_ORDER if name in names or name in settings.addons.enabled]
+    return with_overrides(settings, {"addons.enabled": (f"addons install {' '.join(names)}", enabled)})
 
 
 def register(app: typer.Typer) -> None:
@@ -88,10 +91,11 @@ def register(app: typer.Typer) -> None:
         controllers Available (whether or not `addons.enabled` lists them)."""
         chosen = addon_names(names)
         cluster, settings = load_inputs(nodes)
+        enabled = _with_enabled(settings, chosen)
         _require_cluster(cluster, str(nodes.inventory))
         # The ones addons.enabled lists were warned about with the settings.
         warn(addon_warnings(settings, [name for name in chosen if name not in settings.addons.enabled]))
-        run_pipeline(chosen, cluster, _with_enabled(settings, chosen), nodes, output=output,
+        run_pipeline(chosen, cluster, enabled, nodes, output=output,
                      title=f"bootstrap addons install {' '.join(chosen)}")
 
     @addons_app.command("remove")

@@ -15,7 +15,7 @@ from provision.cli.views import PhaseView, console
 from provision.errors import InputError
 from provision.inputs.inventory import Cluster
 from provision.inputs.settings import Settings
-from provision.inputs.upgrade import UpgradeOptions, UpgradePlan, describe_plan, parse_target
+from provision.inputs.upgrade import UpgradeOptions, UpgradePlan, describe_plan, parse_target, step_settings
 from provision.phases import PipelineResult, plan_upgrade_run, run_upgrade
 
 
@@ -73,6 +73,10 @@ def register(app: typer.Typer) -> None:
         config = str(nodes.config) if nodes.config else "cluster.yaml"
         target = parse_target(to, settings) if to is not None else parse_target(
             settings.kubernetes.version, settings, source=f"{config}: kubernetes.version")
+        # An add-on or Calico release the docs say does not run on a minor the upgrade reaches is refused here,
+        # before anything is read from the cluster or any play runs (each step checks its own again).
+        for minor in range(min(settings.kubernetes.minor_number + 1, target.minor), target.minor + 1):
+            step_settings(settings, f"1.{minor}")
         if not admin_kubeconfig_path(cluster).exists():
             raise InputError(f"no cluster formed from {nodes.inventory} on this machine (no admin kubeconfig): "
                              "`bootstrap up` forms one; upgrade is for a running cluster")
