@@ -295,12 +295,15 @@ def checked(command: str) -> Callable[[F], F]:
 
 
 def _option_name(parameter: inspect.Parameter) -> str:
-    """The first name of a parameter's option, from its Annotated typer.Option (or the parameter's own name)."""
-    annotation = parameter.annotation
-    for extra in getattr(annotation, "__metadata__", ()):
-        declared = getattr(extra, "param_decls", None)
-        if declared:
-            return str(declared[0])
-        if getattr(extra, "default", None) is not None and type(extra).__name__ == "ArgumentInfo":
+    """The first long name of a parameter's option, from its Annotated typer.Option (where Typer reads a first
+    name written in place of the default), an argument's name in upper case, or the parameter's own name."""
+    for extra in getattr(parameter.annotation, "__metadata__", ()):
+        if type(extra).__name__ == "ArgumentInfo":
             return parameter.name.upper()
+        default = getattr(extra, "default", None)
+        names = [*([default] if isinstance(default, str) and default.startswith("-") else []),
+                 *getattr(extra, "param_decls", ())]
+        long = [name for name in names if name.startswith("--")]
+        if long:
+            return str(long[0])
     return "--" + parameter.name.replace("_", "-")
