@@ -27,7 +27,10 @@ def servable(root: Path, listed: frozenset[str], request_path: str) -> Path | No
     """The file a request names, when it is one the verified manifest lists (or the manifest's own files) and,
     walked from the root component by component without following a link, a regular file inside the root; else
     None. Whatever the request, the manifest or the file system says, nothing outside the root is ever opened."""
-    path = urllib.parse.unquote(request_path.split("?", 1)[0].split("#", 1)[0], errors="strict")
+    try:
+        path = urllib.parse.unquote(request_path.split("?", 1)[0].split("#", 1)[0], errors="strict")
+    except UnicodeDecodeError:
+        return None
     name = path.lstrip("/")
     parts = name.split("/")
     if name not in listed or name.split("/", 1)[0] in (BUILD_DIR, REGISTRY_DIR) or \
@@ -54,10 +57,7 @@ class _Handler(http.server.SimpleHTTPRequestHandler):
     listed: frozenset[str]
 
     def translate_path(self, path: str) -> str:
-        try:
-            found = servable(self.root, self.listed, path)
-        except UnicodeDecodeError:
-            found = None
+        found = servable(self.root, self.listed, path)
         # A path that cannot exist: send_head answers 404 for it.
         return str(found) if found is not None else "/nonexistent/cluster-bootstrap/404"
 
