@@ -29,13 +29,17 @@ def print_certs(report: CertsReport) -> None:
     console.print(table)
 
 
-def _run(nodes: NodeOptions, phase_names: tuple[str, ...], title: str, output: Output) -> None:
+def _run(nodes: NodeOptions, phase_names: tuple[str, ...], title: str, output: Output, *,
+         question: str | None = None) -> None:
+    """The phases, once the inputs are judged and (`question`) the user said yes: a refused command asks nothing."""
     from provision.kube.kubeconfig import admin_kubeconfig_path
 
     cluster, settings = load_inputs(nodes)
     if not admin_kubeconfig_path(cluster).exists():
         raise InputError(f"no cluster formed from {nodes.inventory} on this machine (no admin kubeconfig): "
                          "`bootstrap up` forms one")
+    if question is not None:
+        typer.confirm(question, abort=True, err=True)
     view = PhaseView(nodes.verbose)
     ctx = new_context(cluster, settings, nodes, view)
     try:
@@ -69,9 +73,8 @@ def register(app: typer.Typer) -> None:
     def renew(nodes: NodeOptions, yes: YesOption = False, output: OutputOption = Output.text) -> None:
         """kubeadm certs renew all on each control plane, one at a time, its control-plane static pods restarted to
         load the new certificates; then the admin kubeconfig here refreshed and every expiry shown again."""
-        if not yes:
-            typer.confirm("Renew kubeadm's certificates and restart the control-plane static pods, one control plane "
-                          "at a time?", abort=True, err=True)
-        _run(nodes, CERTS_RENEW_PHASES, f"bootstrap certs renew: {nodes.inventory}", output)
+        _run(nodes, CERTS_RENEW_PHASES, f"bootstrap certs renew: {nodes.inventory}", output,
+             question=None if yes else "Renew kubeadm's certificates and restart the control-plane static pods, one "
+                                       "control plane at a time?")
 
     app.add_typer(certs_app, name="certs")
