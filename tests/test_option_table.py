@@ -150,3 +150,17 @@ def test_a_leading_tilde_is_the_home_folder(tmp_path: Path, monkeypatch: pytest.
     monkeypatch.setenv("HOME", str(tmp_path))
     assert local_paths.output_directory("~/results") == tmp_path / "results"
     assert os.listdir(tmp_path) == []
+
+
+@pytest.mark.parametrize(("option", "setting"), [("--gpus", "gpus"), ("--nodes", "nodes"), ("--epochs", "epochs"),
+                                                 ("--timeout", "timeout_s")])
+def test_an_option_that_stands_for_a_setting_has_the_settings_bounds(option: str, setting: str) -> None:
+    from pydantic_core import PydanticUndefined
+
+    from provision.inputs.settings import SmokeTestSettings
+
+    bounds = dict(table.COMMANDS["smoke-test"].options[option].arguments)
+    metadata = SmokeTestSettings.model_fields[setting].metadata
+    low = next(m.ge for m in metadata if getattr(m, "ge", None) is not None)
+    high = next(m.le for m in metadata if getattr(m, "le", None) is not None)
+    assert (bounds["low"], bounds["high"]) == (low, high) and low is not PydanticUndefined

@@ -158,12 +158,13 @@ class SmokeTestSettings(_Section):
     # Left out: this CUDA 13 image, or on clusters with GPUs older than Turing the CUDA 12.6 one
     # (versions.SMOKE_IMAGES); a value set here is used on every cluster.
     image: ImageReference = versions.SMOKE_IMAGE_DEFAULT
-    gpus: int = Field(default=1, ge=1)
-    nodes: int = Field(default=1, ge=1)
+    # The same bounds as the options that stand for these (cli/option_table.py; a test holds them equal).
+    gpus: int = Field(default=1, ge=1, le=64)
+    nodes: int = Field(default=1, ge=1, le=5000)
     # With gpu.sharing: how many training pods run at once, each on one shared replica of a GPU (left out: as many
     # as gpu.replicas, so one GPU is filled).
     shared_pods: int | None = Field(default=None, ge=1, le=64)
-    epochs: int = Field(default=10, ge=1)
+    epochs: int = Field(default=10, ge=1, le=1000)
     # The pass mark on the synthetic set (its best possible accuracy is 0.95: 5% of its labels are wrong on purpose).
     min_accuracy: float = Field(default=0.90, gt=0, le=1, allow_inf_nan=False)
     # The pass mark with `dataset: cifar10`: the airbench94 recipe reaches about 94% on the real set.
@@ -173,7 +174,7 @@ class SmokeTestSettings(_Section):
     # without a floor. The defaults are a quarter of what airbench94's published A100 time (10 epochs of 50,000
     # images in 3.83 s) implies, scaled by each model's bf16 throughput: conservative, not measured here.
     throughput_floors: dict[GpuModel, PositiveFloat] = Field(default_factory=lambda: dict(DEFAULT_THROUGHPUT_FLOORS))
-    timeout_s: int = Field(default=900, ge=60)
+    timeout_s: int = Field(default=900, ge=60, le=7 * 24 * 3600)
     # synthetic: a generated, learnable set in CIFAR-10's format (no download); cifar10: the real archive.
     dataset: Literal["synthetic", "cifar10"] = "synthetic"
     # What runs the training: a TrainJob (Kubeflow Trainer), a PyTorchJob (Training Operator) or a plain Job.
