@@ -154,8 +154,10 @@ def bind_address(value: str) -> str:
 
 def state_directory(value: str) -> Path:
     problem = spelling_problem(value)
+    if problem:
+        raise ValueError(problem)
     path = Path(value).expanduser().absolute()
-    problem = problem or creatable_directory_problem(path)
+    problem = creatable_directory_problem(path)
     if problem:
         raise ValueError(problem)
     return path
