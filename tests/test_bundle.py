@@ -212,6 +212,17 @@ def test_a_bundle_resigned_by_another_key_is_refused_where_the_key_is_pinned(tmp
     assert any("bad signature" in p for p in verify_directory(root).problems)
 
 
+def lay_out(root: Path, settings: object) -> None:
+    """The parts of docs/offline.md's layout every node reads, as empty stand-ins."""
+    from provision.render.manifests import calico_source
+
+    assert isinstance(settings, type(parse_settings({})))
+    (root / f"kubernetes/v{settings.kubernetes.minor}/deb").mkdir(parents=True)
+    calico = root / calico_source(settings).url.removeprefix(f"file://{root}/")
+    calico.parent.mkdir(parents=True)
+    calico.write_text("kind: List\n")
+
+
 # --- up refuses a bundle before any node is touched --------------------------------------------------------------
 
 def write_inputs(tmp_path: Path, settings: dict[str, object]) -> tuple[Path, Path]:
@@ -262,7 +273,11 @@ def test_a_bundle_that_serves_the_settings_passes(tmp_path: Path, key_home: Path
 def test_a_pinned_key_makes_the_source_a_bundle(tmp_path: Path, key_home: Path) -> None:
     plain = tmp_path / "plain"
     plain.mkdir()
-    # A hand-made copy of the layout (no bundle.json) is still an offline source...
+    # A hand-made copy of the layout (no bundle.json) is still an offline source, once it holds what every node
+    # reads (docs/offline.md)...
+    with pytest.raises(InputError, match=r"lacks what docs/offline.md's layout holds.*kubernetes/v1\.\d+/deb or /rpm"):
+        check_offline_bundle(parse_settings({"offline": {"source": str(plain)}}))
+    lay_out(plain, parse_settings({"offline": {"source": str(plain)}}))
     assert check_offline_bundle(parse_settings({"offline": {"source": str(plain)}})) is None
     # ... unless the settings say it must be a bundle signed by a key.
     pinned = parse_settings({"offline": {"source": str(plain), "bundle_fingerprint": ensure_key(key_home)}})
@@ -317,7 +332,7 @@ def test_nodes_on_a_platform_the_bundle_lacks_stop_at_preflight_before_prepare(
     (["--for", "centos-7"], "centos-7 is refused"),
     (["--for", "windows-11"], "windows-11 is not a platform"),
     (["--for", "Debian 12"], "is not a platform"),
-    (["--for", "debian-12", "--addons", "kubeflow"], "kubeflow is not an add-on"),
+    (["--for", "debian-12", "--addons", "kubeflow"], "'kubeflow' is not an add-on"),
     (["--for", "debian-12", "--kubernetes", "1.x"], "is not a Kubernetes version"),
 ])
 def test_bundle_build_refuses_bad_flags_in_one_line(tmp_path: Path, args: list[str], says: str) -> None:

@@ -175,12 +175,17 @@ def _sizes(root: Path) -> dict[str, int]:
 def build_bundle(settings: Settings, request: BuildRequest, progress: Callable[[str], None] = lambda _: None
                  ) -> BuildResult:
     started = time.monotonic()
+    # Everything that can refuse without a download comes first: a refused build writes nothing (the CLI judged
+    # the output folder before this: new, empty, or an earlier build's, cli/option_kinds.bundle_output).
     settings = build_settings(settings, request)
+    plans = [node_plan(platform, settings, gpu=request.gpu) for platform in request.platforms]
     archive = request.output if request.output.suffix == ".tar" else None
     root = request.output.with_name(request.output.name + ".d") if archive else request.output
     work = root / BUILD_DIR
     store = Store(request.cache or work / "store")
-    plans = [node_plan(platform, settings, gpu=request.gpu) for platform in request.platforms]
+    # A bundle is a closed set of files (tree.py): its files may be hard links to its own store, never to a cache
+    # outside it, whose file would change the bundle's when it changes.
+    link = request.cache is None
     wanted: dict[str, Path] = {}
 
     def take(files: list[BundleFile]) -> None:
@@ -201,7 +206,7 @@ def build_bundle(settings: Settings, request: BuildRequest, progress: Callable[[
     if cifar:
         wanted[cifar[0]] = cifar[1]
     for dest, stored in wanted.items():
-        place(stored, root / dest)
+        place(stored, root / dest, link=link)
     # What an earlier build left that this one does not hold (the registry is the registry's to keep).
     for name, path in bundle_files(root).items():
         if name not in wanted and name.split("/", 1)[0] != REGISTRY_DIR:

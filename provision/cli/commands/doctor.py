@@ -10,6 +10,7 @@ from rich.text import Text
 
 from provision.cli.findings import MARK, STYLE, groups_document, render_findings
 from provision.cli.invocation import carry
+from provision.cli.option_table import checked
 from provision.cli.options import NodeOptions, Output, OutputOption, node_options
 from provision.cli.support import ask_become_password, echo_json, load_inputs
 from provision.cli.views import console as progress_console
@@ -115,6 +116,7 @@ def doctor_report(nodes: NodeOptions, *, probe_dns: bool = False) -> DoctorRepor
 
 def register(app: typer.Typer) -> None:
     @app.command("doctor", help=HELP)
+    @checked("doctor")
     @node_options
     def doctor(nodes: NodeOptions, output: OutputOption = Output.text, probe_dns: Annotated[bool, typer.Option(
             "--probe-dns", help="Also resolve the API server's name from a one-shot pod (created in kube-system and "

@@ -8,6 +8,7 @@ from rich.text import Text
 
 from provision.cli.findings import MARK, STYLE, groups_document, render_findings
 from provision.cli.invocation import carry
+from provision.cli.option_table import checked
 from provision.cli.options import NodeOptions, Output, OutputOption, node_options
 from provision.cli.support import ask_become_password, echo_json, load_inputs
 from provision.cli.views import console as progress_console
@@ -95,6 +96,7 @@ def run_preflight_command(nodes: NodeOptions, output: Output = Output.text) -> P
 
 def register(app: typer.Typer) -> None:
     @app.command("preflight", help=HELP)
+    @checked("preflight")
     @node_options
     def preflight(nodes: NodeOptions, output: OutputOption = Output.text) -> None:
         run_preflight_command(nodes, output)

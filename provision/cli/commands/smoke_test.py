@@ -14,6 +14,7 @@ from rich.table import Table
 from rich.text import Text
 
 from provision.cli import invocation
+from provision.cli.option_table import checked, options_of
 from provision.cli.options import ConfigOption
 from provision.cli.views import literal_console, smoke_log_lines, smoke_view
 from provision.errors import InputError
@@ -27,8 +28,9 @@ from provision.smoke.serve import Served
 from provision.smoke.verdict import Verdict
 
 console = literal_console(stderr=True)
+OPTIONS = options_of("smoke-test")
 
-KubeconfigOption = Annotated[Path, typer.Option(
+KubeconfigOption = Annotated[Path, OPTIONS.option(
     "--kubeconfig", help="Kubeconfig of the cluster to test.", envvar="KUBECONFIG")]
 
 
@@ -123,39 +125,41 @@ def save_directory_problem(path: Path) -> str | None:
 
 def register(app: typer.Typer) -> None:
     @app.command("smoke-test")
+    @checked("smoke-test")
     def smoke_test(
         kubeconfig: KubeconfigOption = Path("~/.kube/config"),
         config: ConfigOption = None,
-        gpus: Annotated[int | None, typer.Option("--gpus", min=1, help="GPUs per node (default: smoke_test.gpus).")] = None,
-        nodes: Annotated[int | None, typer.Option(
-            "--nodes", min=1, help="Nodes to train on (default: smoke_test.nodes).")] = None,
-        cpu: Annotated[bool, typer.Option("--cpu", help="Train on CPU (for clusters without GPUs).")] = False,
-        keep: Annotated[bool, typer.Option("--keep", help="Leave the namespace, Job and pods for inspection.")] = False,
-        image: Annotated[str | None, typer.Option("--image", help="Trainer image (default: smoke_test.image).")] = None,
-        epochs: Annotated[int | None, typer.Option("--epochs", min=1, help="Training epochs.")] = None,
-        timeout: Annotated[int | None, typer.Option("--timeout", min=60, help="Seconds before the Job is stopped.")] = None,
-        workload: Annotated[Workload | None, typer.Option(
+        gpus: Annotated[int | None, OPTIONS.option("--gpus", help="GPUs per node (default: smoke_test.gpus).")] = None,
+        nodes: Annotated[int | None, OPTIONS.option(
+            "--nodes", help="Nodes to train on (default: smoke_test.nodes).")] = None,
+        cpu: Annotated[bool, OPTIONS.option("--cpu", help="Train on CPU (for clusters without GPUs).")] = False,
+        keep: Annotated[bool, OPTIONS.option("--keep", help="Leave the namespace, Job and pods for inspection.")] = False,
+        image: Annotated[str | None, OPTIONS.option("--image", help="Trainer image (default: smoke_test.image).")] = None,
+        epochs: Annotated[int | None, OPTIONS.option("--epochs", help="Training epochs.")] = None,
+        timeout: Annotated[int | None, OPTIONS.option("--timeout", help="Seconds before the Job is stopped.")] = None,
+        workload: Annotated[Workload | None, OPTIONS.option(
             "--workload", help="What runs the training (default: smoke_test.workload; auto: a TrainJob when Kubeflow "
                                "Trainer is installed, else a Job).")] = None,
-        scheduler: Annotated[Scheduler | None, typer.Option(
+        scheduler: Annotated[Scheduler | None, OPTIONS.option(
             "--scheduler", help="default, or volcano: the pods are one gang (default: smoke_test.scheduler; auto: "
                                 "Volcano when installed).")] = None,
-        save: Annotated[Path | None, typer.Option(
-            "--save", metavar="DIR", help="Copy the trained model and its metrics here (with the trainer's code, "
+        save: Annotated[Path | None, OPTIONS.option(
+            "--save", metavar="DIR", help="Copy the trained model and its metrics here, a new or empty folder (with the "
+            "trainer's code, "
             "for `python -m trainer.infer --model DIR/model.pt --image PICTURE`). Not --output: that is the format.",
             show_default=False)] = None,
-        serve: Annotated[bool, typer.Option(
+        serve: Annotated[bool, OPTIONS.option(
             "--serve", help="Then serve the trained model with KServe (an InferenceService; the kserve add-on), send "
             "it one picture over HTTP, report its class and score, and remove the service.")] = False,
-        pipeline: Annotated[bool, typer.Option(
+        pipeline: Annotated[bool, OPTIONS.option(
             "--pipeline", help="Instead, run the smoke test as a Kubeflow pipeline (the pipelines add-on): prepare "
             "data, train, evaluate, and with KServe deploy; compiled with the kfp SDK, submitted, followed to the "
             "end, each step reported.")] = False,
-        print_manifests: Annotated[Workload | None, typer.Option(
+        print_manifests: Annotated[Workload | None, OPTIONS.option(
             "--print-manifests", metavar="job|pytorchjob|trainjob",
             help="Print the objects the test would create (a Job, a Kubeflow PyTorchJob or TrainJob) and exit; "
                  "with --scheduler volcano, as a gang.")] = None,
-        output: Annotated[Literal["text", "json"], typer.Option(
+        output: Annotated[Literal["text", "json"], OPTIONS.option(
             "--output", "-o", help="text: the verdict for people; json: the verdict as one JSON document on stdout "
             "(the live view stays on stderr).")] = "text",
     ) -> None:
