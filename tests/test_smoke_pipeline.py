@@ -15,25 +15,52 @@ from google.protobuf import json_format
 from provision.inputs.settings import parse_settings
 from provision.resources import TRAINER_DIR
 from provision.smoke.driver import build_spec
-from provision.smoke.pipeline import RUN_NAME, RUNS_PATH, compile_pipeline, run_pipeline_smoke_test
+from provision.smoke.pipeline import RUN_NAME, RUNS_PATH, run_body, run_pipeline_smoke_test
 from tests.support.apiserver import FakeApiServer, RecordedRequest, Response, object_list, status
 from tests.support.kube_objects import node
 
 pytest.importorskip("kfp", reason="the pipeline is compiled with the kfp SDK (the pipelines extra)")
+import kfp_server_api
 from kfp.pipeline_spec import pipeline_spec_pb2
 
 SPEC = replace(build_spec(parse_settings({}), "gpu", namespace="kubeflow"), name=RUN_NAME, cache="pvc")
 
 
+def as_the_api_server_reads_it(body: dict[str, Any]) -> tuple[dict[str, Any], dict[str, Any]]:
+    """(pipeline spec, platform spec) of a v2beta1 Run body, read as Kubeflow Pipelines 2.17's API server reads it.
+
+    The body is a V2beta1Run (kfp_server_api's model of the API: a field it does not name is one the server's
+    protobuf refuses, HTTP 400); its `pipeline_spec` is either the IR itself or, with platform settings, an object
+    holding `pipeline_spec` and `platform_spec` (backend/src/apiserver/server/api_util.go,
+    pipelineSpecStructToYamlString). Both are parsed strictly by the IR's own protobuf messages."""
+    fields = set(kfp_server_api.V2beta1Run.attribute_map.values())
+    assert set(body) <= fields, f"not fields of a v2beta1 Run: {sorted(set(body) - fields)}"
+    spec = body["pipeline_spec"]
+    pipeline, platform = (spec["pipeline_spec"], spec.get("platform_spec", {})) if "pipeline_spec" in spec \
+        else (spec, {})
+    json_format.ParseDict(pipeline, pipeline_spec_pb2.PipelineSpec(), ignore_unknown_fields=False)
+    json_format.ParseDict(platform, pipeline_spec_pb2.PlatformSpec(), ignore_unknown_fields=False)
+    return pipeline, platform
+
+
 def compiled(deploy: bool = True) -> dict[str, Any]:
-    return compile_pipeline(SPEC, deploy=deploy, cifar10=False)
+    pipeline, platform = as_the_api_server_reads_it(run_body(SPEC, deploy=deploy, cifar10=False))
+    return {"pipeline_spec": pipeline, "platform_spec": platform}
+
+
+def test_the_run_body_is_a_v2beta1_run_the_api_server_reads_whole() -> None:
+    body = run_body(SPEC, deploy=True, cifar10=False)
+    # A platform spec beside the pipeline spec at the top is an unknown field of the Run: HTTP 400.
+    assert "platform_spec" not in body and body["display_name"].startswith(RUN_NAME)
+    _, platform = as_the_api_server_reads_it(body)
+    # The Kubernetes settings (the trainer's ConfigMap, the PVC) reach the server; dropped, the steps run bare.
+    assert platform["platforms"]["kubernetes"]["deploymentSpec"]["executors"]
+    # The SDK's own round trip of the model: what the client would deserialise is what was sent.
+    assert kfp_server_api.ApiClient().sanitize_for_serialization(kfp_server_api.V2beta1Run(**body)) == body
 
 
 def test_the_compiled_pipeline_is_one_kubeflow_pipelines_reads() -> None:
     body = compiled()
-    # Strict: an unknown field anywhere fails (the IR's own protobuf messages).
-    json_format.ParseDict(body["pipeline_spec"], pipeline_spec_pb2.PipelineSpec(), ignore_unknown_fields=False)
-    json_format.ParseDict(body["platform_spec"], pipeline_spec_pb2.PlatformSpec(), ignore_unknown_fields=False)
     tasks = body["pipeline_spec"]["root"]["dag"]["tasks"]
     assert {t["taskInfo"]["name"] for t in tasks.values()} >= {"prepare-data", "train", "evaluate", "deploy"}
     # The data and the model go between the steps as artifacts.
@@ -106,7 +133,8 @@ def test_the_run_is_submitted_followed_to_the_end_and_its_steps_reported(tmp_pat
                                       "evaluate succeeded, deploy succeeded)")
     assert [s["name"] for s in verdict.pipeline_steps] == ["prepare-data", "train", "evaluate", "deploy"]
     assert submitted.json["display_name"].startswith(RUN_NAME)
-    assert "deploy-model" in submitted.json["pipeline_spec"]["root"]["dag"]["tasks"]
+    pipeline, _ = as_the_api_server_reads_it(submitted.json)
+    assert "deploy-model" in pipeline["root"]["dag"]["tasks"]
     assert set(config_map.json["data"]) == {p.name for p in TRAINER_DIR.glob("*.py")} >= {"deploy.py", "train.py"}
     assert role.json["rules"] == [{"apiGroups": ["serving.kserve.io"], "resources": ["inferenceservices"],
                                    "verbs": ["create", "get", "delete"]}]

@@ -22,7 +22,6 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
-import yaml
 from kubernetes import client
 from kubernetes.client.exceptions import ApiException
 
@@ -112,21 +111,29 @@ def pipeline_spec(spec: SmokeSpec, *, deploy: bool, cifar10: bool) -> Callable[.
 
 
 def compile_pipeline(spec: SmokeSpec, *, deploy: bool, cifar10: bool) -> dict[str, Any]:
-    """The pipeline as Kubeflow Pipelines' IR (the kfp compiler's own output), ready to submit inline."""
+    """The pipeline as the Pipelines API takes it inline: the kfp compiler's IR read back by the SDK's own reader
+    of a pipeline package (kfp.Client submits exactly this), the pipeline spec and, with kfp-kubernetes, the platform
+    spec nested beside it (the API server's pipelineSpecStructToYamlString reads that shape)."""
     try:
         from kfp import compiler
+        from kfp.client.client import _extract_pipeline_yaml
     except ImportError:
         raise BootstrapError("smoke-test --pipeline compiles its pipeline with the Kubeflow Pipelines SDK: "
                              "pip install 'cluster-bootstrap[pipelines]' (kfp 2.17)") from None
     with tempfile.TemporaryDirectory() as scratch:
         path = Path(scratch) / "pipeline.yaml"
         compiler.Compiler().compile(pipeline_spec(spec, deploy=deploy, cifar10=cifar10), str(path))
-        documents = list(yaml.safe_load_all(path.read_text()))
-    # The pipeline spec, then (with kfp-kubernetes) the platform spec of its Kubernetes settings.
-    body: dict[str, Any] = {"pipeline_spec": documents[0]}
-    if len(documents) > 1:
-        body["platform_spec"] = documents[1]
-    return body
+        return dict(_extract_pipeline_yaml(str(path)).to_dict())
+
+
+def run_body(spec: SmokeSpec, *, deploy: bool, cifar10: bool) -> dict[str, Any]:
+    """The v2beta1 Run to create, built with the Pipelines API's own model (kfp_server_api.V2beta1Run) and
+    serialised by its client, as kfp.Client.run_pipeline does."""
+    import kfp_server_api
+
+    run = kfp_server_api.V2beta1Run(display_name=f"{RUN_NAME}-{spec.name.rsplit('-', 1)[-1]}",
+                                    pipeline_spec=compile_pipeline(spec, deploy=deploy, cifar10=cifar10))
+    return dict(kfp_server_api.ApiClient().sanitize_for_serialization(run))
 
 
 def runner_role(spec: SmokeSpec) -> tuple[dict[str, Any], dict[str, Any]]:
@@ -176,9 +183,7 @@ def run_pipeline(api: client.ApiClient, spec: SmokeSpec, *, deploy: bool, cifar1
                  on_steps: Callable[[str, tuple[dict[str, str], ...]], None] | None = None, poll_s: float = 5.0,
                  sleep: Callable[[float], None] = time.sleep) -> tuple[str, str, tuple[dict[str, str], ...]]:
     """Submit the compiled pipeline and follow the run: (its id, its final state, its steps)."""
-    body = {"display_name": f"{RUN_NAME}-{spec.name.rsplit('-', 1)[-1]}", **compile_pipeline(spec, deploy=deploy,
-                                                                                              cifar10=cifar10)}
-    run = _pipelines_api(api, "POST", RUNS_PATH, body)
+    run = _pipelines_api(api, "POST", RUNS_PATH, run_body(spec, deploy=deploy, cifar10=cifar10))
     run_id = str(run.get("run_id") or "")
     if not run_id:
         raise BootstrapError(f"the Pipelines API accepted the run without an id: {str(run)[:200]}")
