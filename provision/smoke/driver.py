@@ -243,7 +243,8 @@ class _Run:
             if verdict:
                 self.progress.stage = "finished"
                 self._notify()
-                return replace(verdict, gpu_utilisation=self.gpus.summary() if self.gpus else None)
+                used = self.gpus.summary() if self.gpus else None
+                return replace(verdict, gpu_utilisation=asdict(used) if used else None)
             self._notify()
             self.sleep(self.timings.poll_s)
 

@@ -167,8 +167,9 @@ class Verdict:
     # `smoke-test --serve`: what the InferenceService answered (smoke/serve.py's Served, as a mapping).
     served: dict[str, Any] | None = None
     # Mean and peak GPU utilisation (%) of the run's GPUs while it trained, read from the DCGM exporter when the
-    # cluster runs it; None without it.
-    gpu_utilisation: dict[str, float] | None = None
+    # cluster runs it, and the metric it was read from (smoke/gpu_metrics.py's GpuUtilisation, as a mapping); None
+    # without it.
+    gpu_utilisation: dict[str, Any] | None = None
     # `smoke-test --pipeline`: the run's steps in order, each {"name", "state"} as Kubeflow Pipelines reports it.
     pipeline_steps: tuple[dict[str, str], ...] = ()
 

@@ -85,7 +85,8 @@ def print_verdict(verdict: Verdict) -> None:
         console.print(Served(**verdict.served).line(), soft_wrap=True, markup=False)
     if verdict.gpu_utilisation:
         console.print(f"GPU utilisation while training: {verdict.gpu_utilisation['mean']:.0f}% mean, "
-                      f"{verdict.gpu_utilisation['peak']:.0f}% peak (DCGM exporter)", markup=False)
+                      f"{verdict.gpu_utilisation['peak']:.0f}% peak (DCGM exporter, "
+                      f"{verdict.gpu_utilisation['metric']})", markup=False)
     if verdict.pipeline_steps:
         for step in verdict.pipeline_steps:
             console.print(f"  step {step['name']}: {step['state']}", markup=False)
