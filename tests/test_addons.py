@@ -163,8 +163,8 @@ def test_every_addon_names_its_release_source_and_what_proves_it_up() -> None:
 
 def serve_addon(api: FakeApiServer, name: AddonName, settings: Settings | None = None, *,
                 not_established: str | None = None, pulling: str | None = None,
-                missing_objects: bool = False) -> None:
-    """A cluster that runs the add-on, with one thing wrong when asked."""
+                missing_objects: bool = False, stripped: tuple[str, ...] = ()) -> None:
+    """A cluster that runs the add-on, with one thing wrong when asked (`stripped`: keys its ConfigMaps lack)."""
     addon = ADDONS[name]
     for crd_name in addon.crds:
         api.add("GET", f"/apis/apiextensions.k8s.io/v1/customresourcedefinitions/{crd_name}",
@@ -182,6 +182,11 @@ def serve_addon(api: FakeApiServer, name: AddonName, settings: Settings | None =
                         image=RELEASE_IMAGES[name], waiting="ImagePullBackOff",
                         waiting_message=f'Back-off pulling image "{RELEASE_IMAGES[name]}"'))
     api.add("GET", f"/api/v1/namespaces/{addon.namespace}/pods", object_list("PodList", pods))
+    for config_map, keys in addon.config_keys:
+        kept = [key for key in keys if key not in stripped]
+        api.add("GET", f"/api/v1/namespaces/{addon.namespace}/configmaps/{config_map}",
+                {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": config_map},
+                 "data": dict.fromkeys(kept, "{}")})
     for group, version, plural, object_name in expected_objects(addon, settings or Settings()):
         path = f"/apis/{group}/{version}/{plural}/{object_name}"
         api.add("GET", path, status(404, "NotFound", f'{plural} "{object_name}" not found') if missing_objects else
@@ -233,6 +238,16 @@ def test_trainer_without_the_torch_runtime_and_volcano_without_the_queue_are_not
         "clustertrainingruntimes.trainer.kubeflow.org/torch-distributed: not found: Kubeflow Trainer v2 came "
         "without it: re-run `bootstrap addons install trainer`"]
     assert volcano.problems[0].subject == "queues.scheduling.volcano.sh/cluster-bootstrap"
+
+
+def test_kserve_whose_configuration_lost_the_releases_keys_is_not_up(tmp_path: Path) -> None:
+    # What a shared field manager did to KServe's configuration: only our `deploy` key left.
+    with FakeApiServer() as api:
+        serve_addon(api, "kserve", stripped=("ingress", "storageInitializer", "credentials", "agent", "router"))
+        found = check(tmp_path, api, "kserve")
+    assert [p.describe() for p in found.problems] == [
+        "kserve/inferenceservice-config: lacks ingress, storageInitializer, credentials, agent, router: the release's "
+        "configuration was overwritten: re-run `bootstrap addons install kserve`"]
 
 
 def test_an_addon_never_applied_says_how_to_install_it(tmp_path: Path) -> None:
@@ -340,8 +355,10 @@ def test_the_role_fetches_applies_server_side_and_a_second_run_changes_nothing(c
     assert "Queue" in (directory / "cluster-bootstrap" / "objects.yaml").read_text()
     calls = kubectl_calls(tmp_path)
     applies = [c for c in calls if c[0] == "apply"]
-    assert applies == [["apply", "--server-side", "--force-conflicts", "--field-manager", "cluster-bootstrap", "-k",
-                        str(directory / part)] for part in ("installer", "cluster-bootstrap")]
+    # The release under one field manager, our own objects under another (neither prunes what the other sent).
+    assert applies == [["apply", "--server-side", "--force-conflicts", "--field-manager", manager, "-k",
+                        str(directory / part)] for part, manager in (("installer", "cluster-bootstrap"),
+                                                                     ("cluster-bootstrap", "cluster-bootstrap-settings"))]
     # Volcano's CRDs and webhook are waited for before the queue goes in, and not after the last part.
     waits = [c for c in calls if "wait" in c]
     assert len(waits) == 2 and "crd/podgroups.scheduling.volcano.sh" in waits[0]

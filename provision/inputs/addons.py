@@ -83,6 +83,8 @@ class Addon:
     version_pattern: str = VERSION_PATTERN
     # Its namespace is created by cluster-bootstrap (the release does not ship one).
     own_namespace: bool = False
+    # ConfigMaps in its namespace, each with keys it must hold once up: the release's and ours side by side.
+    config_keys: tuple[tuple[str, tuple[str, ...]], ...] = ()
 
     def kubernetes_text(self) -> str:
         """'1.23-1.35', or '1.31 and newer'."""
@@ -186,6 +188,10 @@ ADDONS: dict[AddonName, Addon] = {
                 "kserve/router", "docker.io/kserve/router"),
         requires=("cert_manager",),
         own_namespace=True,
+        # The controller reads its configuration from here: `deploy` is ours (Standard mode), the rest the
+        # release's (config/configmap/inferenceservice.yaml): without them no InferenceService is reconciled.
+        config_keys=(("inferenceservice-config", ("deploy", "ingress", "storageInitializer", "credentials",
+                                                  "agent", "router")),),
         kubernetes=(33, 37),
         kubernetes_source="no published range: the minors its go.mod's client-go (0.35-0.36) and release date cover",
     ),

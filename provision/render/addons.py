@@ -29,7 +29,12 @@ from provision.inputs.sources import resolve_sources
 from provision.render.manifests import image_ref
 from provision.render.node_paths import ADDONS_DIR
 
+# Server-side apply's field managers: the releases' objects are applied under one, our own settings under another.
+# A manager owns the fields it applied last; a field it stops sending is deleted unless another manager owns it
+# (Kubernetes docs, Server-Side Apply, "Field management"). Under one manager, our one key of KServe's
+# inferenceservice-config would delete every key of the release's copy of that ConfigMap.
 FIELD_MANAGER = "cluster-bootstrap"
+OWN_FIELD_MANAGER = "cluster-bootstrap-settings"
 MANAGED_LABELS = {"app.kubernetes.io/managed-by": "cluster-bootstrap"}
 
 
@@ -45,6 +50,7 @@ class PartPlan:
     content: str = ""
     # Wait for the add-on's CRDs to be Established and its Deployments Available before the next part.
     wait_after: bool = False
+    field_manager: str = FIELD_MANAGER
 
 
 @dataclass(frozen=True)
@@ -98,6 +104,7 @@ SERVICE_MONITOR_CRD = "servicemonitors.monitoring.coreos.com"
 # KServe's configuration the controller reads: the deployment mode every InferenceService gets unless it says
 # otherwise. Standard (the former RawDeployment) needs neither Knative nor Istio.
 KSERVE_CONFIG = "inferenceservice-config"
+KSERVE_DEPLOY_KEY = "deploy"
 KSERVE_DEPLOYMENT_MODE = "Standard"
 
 
@@ -117,7 +124,12 @@ def _daemonset_patch(name: str, env: dict[str, str] | None = None, container: st
 
 
 def _patches(settings: Settings, name: AddonName) -> tuple[dict[str, Any], ...]:
-    """Our changes to a release's objects: GPU nodes only for the GPU DaemonSets, GFD's MIG strategy ours."""
+    """Our changes to a release's objects: GPU nodes only for the GPU DaemonSets, GFD's MIG strategy ours, and
+    KServe's `deploy` key left out of the release's configuration (ours sets it, under its own field manager: two
+    managers sending one field with different values would take it from each other on every run)."""
+    if name == "kserve":
+        return ({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": KSERVE_CONFIG},
+                 "data": {KSERVE_DEPLOY_KEY: None}},)
     if name == "dcgm_exporter":
         return (_daemonset_patch("dcgm-exporter"),)
     if name == "gpu_feature_discovery":
@@ -139,7 +151,7 @@ def kserve_config(namespace: str) -> dict[str, Any]:
     """The one key of KServe's configuration we set (applied server-side: the release keeps the others)."""
     return {"apiVersion": "v1", "kind": "ConfigMap",
             "metadata": {"name": KSERVE_CONFIG, "namespace": namespace},
-            "data": {"deploy": json.dumps({"defaultDeploymentMode": KSERVE_DEPLOYMENT_MODE})}}
+            "data": {KSERVE_DEPLOY_KEY: json.dumps({"defaultDeploymentMode": KSERVE_DEPLOYMENT_MODE})}}
 
 
 def namespace_object(name: str) -> dict[str, Any]:
@@ -164,10 +176,10 @@ def _own_objects(settings: Settings, name: AddonName, facts: ClusterFacts) -> li
     return []
 
 
-def _local_part(settings: Settings, name: str, objects: list[dict[str, Any]]) -> PartPlan:
+def _local_part(settings: Settings, name: str, objects: list[dict[str, Any]], field_manager: str) -> PartPlan:
     file = "objects.yaml"
     return PartPlan(name=name, fetch="local", source="", file=file, kustomization=_kustomization(settings, file, ()),
-                    content=yaml.safe_dump_all(objects, sort_keys=False))
+                    content=yaml.safe_dump_all(objects, sort_keys=False), field_manager=field_manager)
 
 
 def addon_plan(settings: Settings, name: AddonName, facts: ClusterFacts | None = None) -> AddonPlan:
@@ -176,7 +188,7 @@ def addon_plan(settings: Settings, name: AddonName, facts: ClusterFacts | None =
     parts: list[PartPlan] = []
     if addon.own_namespace:
         # Before the release, whose objects go into it.
-        parts.append(_local_part(settings, "namespace", [namespace_object(addon.namespace)]))
+        parts.append(_local_part(settings, "namespace", [namespace_object(addon.namespace)], FIELD_MANAGER))
     patches = _patches(settings, name)
     for part in addon.parts:
         fetch, source = part_source(settings, name, part.name)
@@ -186,7 +198,7 @@ def addon_plan(settings: Settings, name: AddonName, facts: ClusterFacts | None =
                                                            patches=patches)))
     own = _own_objects(settings, name, facts or ClusterFacts())
     if own:
-        parts.append(_local_part(settings, "cluster-bootstrap", own))
+        parts.append(_local_part(settings, "cluster-bootstrap", own, OWN_FIELD_MANAGER))
     # Every part but the last waits: the next one may need the CRDs, or the webhooks that check its objects (a
     # namespace waits for nothing: no CRD or controller of the release is there yet).
     waiting = [PartPlan(**{**asdict(p), "wait_after": i < len(parts) - 1 and p.name != "namespace"})
