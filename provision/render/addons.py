@@ -115,8 +115,13 @@ class ClusterFacts:
     service_monitors: bool = False
 
 
-def _daemonset_patch(name: str, env: dict[str, str] | None = None, container: str | None = None) -> dict[str, Any]:
+def _daemonset_patch(settings: Settings, name: str, env: dict[str, str] | None = None,
+                     container: str | None = None) -> dict[str, Any]:
+    """GPU nodes only, and (gpu.runtime: runtimeclass) the NVIDIA runtime: these agents read the GPUs through
+    NVML, which only that runtime puts into a container."""
     spec: dict[str, Any] = {"nodeSelector": dict(GPU_NODE_SELECTOR), "tolerations": list(GPU_TOLERATIONS)}
+    if settings.gpu.runtime_class:
+        spec["runtimeClassName"] = settings.gpu.runtime_class
     if env and container:
         spec["containers"] = [{"name": container, "env": [{"name": k, "value": v} for k, v in env.items()]}]
     return {"apiVersion": "apps/v1", "kind": "DaemonSet", "metadata": {"name": name},
@@ -131,9 +136,9 @@ def _patches(settings: Settings, name: AddonName) -> tuple[dict[str, Any], ...]:
         return ({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": KSERVE_CONFIG},
                  "data": {KSERVE_DEPLOY_KEY: None}},)
     if name == "dcgm_exporter":
-        return (_daemonset_patch("dcgm-exporter"),)
+        return (_daemonset_patch(settings, "dcgm-exporter"),)
     if name == "gpu_feature_discovery":
-        return (_daemonset_patch("gpu-feature-discovery", {"MIG_STRATEGY": settings.gpu.mig.strategy},
+        return (_daemonset_patch(settings, "gpu-feature-discovery", {"MIG_STRATEGY": settings.gpu.mig.strategy},
                                  "gpu-feature-discovery"),)
     return ()
 

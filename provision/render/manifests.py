@@ -85,7 +85,7 @@ def device_plugin_manifest(settings: Settings) -> str:
                   "data": {"config.yaml": config}}
     daemon_sets = _render("nvidia-device-plugin.yaml.j2", version=gpu.device_plugin_version,
                           image=image_ref(settings, f"{gpu.device_plugin_image}:{gpu.device_plugin_version}"),
-                          runtime_class=gpu.runtime == "runtimeclass", gpu_resource=GPU_RESOURCE,
+                          runtime_class=gpu.runtime_class, gpu_resource=GPU_RESOURCE,
                           config_map=DEVICE_PLUGIN_CONFIG_MAP, config_hash=config_hash, mig=gpu.mig.enabled,
                           mps=gpu.sharing == "mps", mps_root=MPS_ROOT)
     return f"{yaml.safe_dump(config_map, sort_keys=False)}---\n{daemon_sets}"
