@@ -1,9 +1,10 @@
 """What the addon role does for one add-on, rendered from the release table and the settings.
 
 The role runs on the control plane: it fetches each part of the release there (a single file with get_url,
-or a kustomize target rendered with `kubectl kustomize`, which needs git), writes a kustomization beside it
-that moves the images to `offline.image_repository` when one is set, and applies it with
-`kubectl apply --server-side`. Where a part comes from follows the sources:
+or a kustomize target rendered with `kubectl kustomize`, which needs git), reads every image the part names from
+its objects (module cb_addon_images: containers, sidecars, and the images named in env values, args and
+ConfigMaps) and moves each to `offline.image_repository` when one is set, writes a kustomization beside it (our
+patches), and applies it with `kubectl apply --server-side`. Where a part comes from follows the sources:
 
 - `offline.source` or `mirrors.addon_manifests`: `<base>/<addon>/<version>/<part>.yaml`, rendered beforehand
   (`kubectl kustomize <upstream> > <part>.yaml` on a machine that reaches GitHub; docs/addons.md);
@@ -26,7 +27,6 @@ import yaml
 from provision.inputs.addons import ADDONS, AddonName
 from provision.inputs.settings import GPU_RESOURCE, Settings
 from provision.inputs.sources import resolve_sources
-from provision.render.manifests import image_ref
 from provision.render.node_paths import ADDONS_DIR
 
 # Server-side apply's field managers: the releases' objects are applied under one, our own settings under another.
@@ -63,6 +63,8 @@ class AddonPlan:
     crds: tuple[str, ...]
     deployments: tuple[str, ...]
     daemonsets: tuple[str, ...] = ()
+    # offline.image_repository: every image the fetched parts name is moved there on the control plane.
+    image_registry: str | None = None
 
     def as_vars(self) -> dict[str, Any]:
         return asdict(self)
@@ -79,16 +81,11 @@ def part_source(settings: Settings, name: AddonName, part: str) -> tuple[Literal
     return ("kustomize" if upstream.kind == "kustomize" else "url"), upstream.upstream(version, sources.github_raw)
 
 
-def _kustomization(settings: Settings, resource: str, images: tuple[str, ...], *, namespace: str | None = None,
-                   patches: tuple[dict[str, Any], ...] = ()) -> str:
+def _kustomization(resource: str, *, namespace: str | None = None, patches: tuple[dict[str, Any], ...] = ()) -> str:
     document: dict[str, Any] = {"apiVersion": "kustomize.config.k8s.io/v1beta1", "kind": "Kustomization"}
     if namespace:
         document["namespace"] = namespace
     document["resources"] = [resource]
-    if settings.offline.image_repository:
-        # Each upstream image name -> the same path under the offline registry; names absent from the release
-        # are ignored by kustomize, so both spellings of a Docker Hub image can be listed.
-        document["images"] = [{"name": image, "newName": image_ref(settings, image)} for image in images]
     if patches:
         # Strategic-merge patches, each naming its target: serialised by the emitter, never templated.
         document["patches"] = [{"target": {"kind": p["kind"], "name": p["metadata"]["name"]},
@@ -181,9 +178,9 @@ def _own_objects(settings: Settings, name: AddonName, facts: ClusterFacts) -> li
     return []
 
 
-def _local_part(settings: Settings, name: str, objects: list[dict[str, Any]], field_manager: str) -> PartPlan:
+def _local_part(name: str, objects: list[dict[str, Any]], field_manager: str) -> PartPlan:
     file = "objects.yaml"
-    return PartPlan(name=name, fetch="local", source="", file=file, kustomization=_kustomization(settings, file, ()),
+    return PartPlan(name=name, fetch="local", source="", file=file, kustomization=_kustomization(file),
                     content=yaml.safe_dump_all(objects, sort_keys=False), field_manager=field_manager)
 
 
@@ -193,21 +190,20 @@ def addon_plan(settings: Settings, name: AddonName, facts: ClusterFacts | None =
     parts: list[PartPlan] = []
     if addon.own_namespace:
         # Before the release, whose objects go into it.
-        parts.append(_local_part(settings, "namespace", [namespace_object(addon.namespace)], FIELD_MANAGER))
+        parts.append(_local_part("namespace", [namespace_object(addon.namespace)], FIELD_MANAGER))
     patches = _patches(settings, name)
     for part in addon.parts:
         fetch, source = part_source(settings, name, part.name)
         file = f"{part.name}-{version}.yaml"
         parts.append(PartPlan(name=part.name, fetch=fetch, source=source, file=file,
-                              kustomization=_kustomization(settings, file, addon.images, namespace=part.namespace,
-                                                           patches=patches)))
+                              kustomization=_kustomization(file, namespace=part.namespace, patches=patches)))
     own = _own_objects(settings, name, facts or ClusterFacts())
     if own:
-        parts.append(_local_part(settings, "cluster-bootstrap", own, OWN_FIELD_MANAGER))
+        parts.append(_local_part("cluster-bootstrap", own, OWN_FIELD_MANAGER))
     # Every part but the last waits: the next one may need the CRDs, or the webhooks that check its objects (a
     # namespace waits for nothing: no CRD or controller of the release is there yet).
     waiting = [PartPlan(**{**asdict(p), "wait_after": i < len(parts) - 1 and p.name != "namespace"})
                for i, p in enumerate(parts)]
     return AddonPlan(name=name, version=version, namespace=addon.namespace, directory=f"{ADDONS_DIR}/{name}",
                      parts=tuple(waiting), crds=addon.crds, deployments=addon.deployments,
-                     daemonsets=addon.daemonsets)
+                     daemonsets=addon.daemonsets, image_registry=settings.offline.image_repository)
