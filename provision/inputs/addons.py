@@ -65,7 +65,10 @@ class Addon:
     parts: tuple[Part, ...]
     crds: tuple[str, ...]
     deployments: tuple[str, ...]
-    # Upstream image names without tags, as the manifests spell them (Docker Hub ones both ways).
+    # The upstream images the release's controllers and their sidecars run, and those the controllers start (named
+    # in env values, args and ConfigMaps), without tags, as the manifests spell them (Docker Hub ones both ways).
+    # What `config check-sources` holds the registry mirrors to; what is pulled is read from the rendered manifests
+    # themselves (module_utils/cb_images.py), and tests/test_addon_conformance.py holds this list to them.
     images: tuple[str, ...]
     # The Kubernetes minors the pinned release is tested or documented with (low, high; high None: no upper bound
     # published), and where that range is written. A minor outside it is installed with a warning naming it,
@@ -183,9 +186,14 @@ ADDONS: dict[AddonName, Addon] = {
         crds=("inferenceservices.serving.kserve.io", "servingruntimes.serving.kserve.io",
               "clusterservingruntimes.serving.kserve.io"),
         deployments=("kserve-controller-manager",),
-        images=("kserve/kserve-controller", "docker.io/kserve/kserve-controller", "kserve/storage-initializer",
-                "docker.io/kserve/storage-initializer", "kserve/agent", "docker.io/kserve/agent",
-                "kserve/router", "docker.io/kserve/router"),
+        # kserve.yaml: the controllers (the LLM and local-model ones included) and the kube-rbac-proxy sidecar; its
+        # inferenceservice-config: the storage initializer, agent and router the controller injects.
+        images=("kserve/kserve-controller", "docker.io/kserve/kserve-controller", "kserve/llmisvc-controller",
+                "docker.io/kserve/llmisvc-controller", "kserve/kserve-localmodel-controller",
+                "docker.io/kserve/kserve-localmodel-controller", "kserve/kserve-localmodelnode-agent",
+                "docker.io/kserve/kserve-localmodelnode-agent", "quay.io/brancz/kube-rbac-proxy",
+                "kserve/storage-initializer", "docker.io/kserve/storage-initializer", "kserve/agent",
+                "docker.io/kserve/agent", "kserve/router", "docker.io/kserve/router"),
         requires=("cert_manager",),
         own_namespace=True,
         # The controller reads its configuration from here: `deploy` is ours (Standard mode), the rest the
@@ -212,10 +220,10 @@ ADDONS: dict[AddonName, Addon] = {
                 "ghcr.io/kubeflow/kfp-persistence-agent", "ghcr.io/kubeflow/kfp-scheduled-workflow-controller",
                 "ghcr.io/kubeflow/kfp-metadata-writer", "ghcr.io/kubeflow/kfp-metadata-envoy",
                 "ghcr.io/kubeflow/kfp-cache-server", "ghcr.io/kubeflow/kfp-cache-deployer",
-                "ghcr.io/kubeflow/kfp-viewer-crd-controller", "ghcr.io/kubeflow/kfp-launcher",
-                "ghcr.io/kubeflow/kfp-driver", "quay.io/argoproj/workflow-controller", "quay.io/argoproj/argoexec",
-                "gcr.io/tfx-oss-public/ml_metadata_store_server", "gcr.io/ml-pipeline/application-crd-controller",
-                "ghcr.io/chrislusf/seaweedfs", "mysql", "docker.io/library/mysql"),
+                "ghcr.io/kubeflow/kfp-viewer-crd-controller", "ghcr.io/kubeflow/kfp-visualization-server",
+                "ghcr.io/kubeflow/kfp-launcher", "ghcr.io/kubeflow/kfp-driver", "quay.io/argoproj/workflow-controller",
+                "quay.io/argoproj/argoexec", "gcr.io/tfx-oss-public/ml_metadata_store_server",
+                "ghcr.io/chrislusf/seaweedfs", "mysql", "docker.io/library/mysql", "docker.io/alpine"),
         version_pattern=BARE_VERSION_PATTERN,
         kubernetes=(33, 37),
         kubernetes_source="no published range: the minors its go.mod's client-go (0.35-0.36) and release date cover",

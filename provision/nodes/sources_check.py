@@ -23,9 +23,10 @@ from provision.inputs.addons import ADDONS
 from provision.inputs.inventory import Cluster, Node
 from provision.inputs.platforms import Platform
 from provision.inputs.settings import Settings
-from provision.inputs.sources import Sources, resolve_sources
+from provision.inputs.sources import Sources, resolve_sources, unserved_images
 from provision.nodes.ssh import Shell, SshError, SshShell
 from provision.render.addons import part_source
+from provision.render.images import own_images
 from provision.render.manifests import calico_source
 
 REQUEST_TIMEOUT_S = 20
@@ -69,6 +70,8 @@ class SourcesReport:
     answers: dict[str, tuple[SourceAnswer, ...]] = field(default_factory=dict)  # node name -> its answers
     # Nodes that could not be asked (SSH), with why.
     unreached: dict[str, str] = field(default_factory=dict)
+    # Images the settings' registry mirrors are known not to serve (judged here: inputs/sources.py unserved_images).
+    images: tuple[str, ...] = ()
 
     @property
     def failures(self) -> list[SourceAnswer]:
@@ -83,7 +86,8 @@ class SourcesReport:
                     grouped.setdefault((answer.index, answer.detail), []).append(node)
         return [f"{index.name} {index.url}: {detail} from {', '.join(nodes)}: {fix(index)}"
                 for (index, detail), nodes in grouped.items()] + \
-               [f"{node}: could not be asked for its sources ({why})" for node, why in self.unreached.items()]
+               [f"{node}: could not be asked for its sources ({why})" for node, why in self.unreached.items()] + \
+               list(self.images)
 
 
 def fix(index: SourceIndex) -> str:
@@ -293,4 +297,11 @@ def check_sources(cluster: Cluster, settings: Settings, targets: Mapping[str, No
         results = list(pool.map(ask, list(targets)))
     answers = {name: tuple(found) for name, found in results if not isinstance(found, str)}
     unreached = {name: found for name, found in results if isinstance(found, str)}
-    return SourcesReport(answers, unreached)
+    return SourcesReport(answers, unreached, tuple(unserved_images(settings, pulled_images(settings, targets))))
+
+
+def pulled_images(settings: Settings, targets: Mapping[str, NodeTarget]) -> list[str]:
+    """The images a run pulls whose names the settings and the add-on table decide (kubeadm's come from
+    image_repository, a source of its own)."""
+    gpu = any(target.gpu for target in targets.values())
+    return [*own_images(settings, gpu=gpu), *(image for name in settings.addons.enabled for image in ADDONS[name].images)]
