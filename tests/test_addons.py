@@ -271,6 +271,12 @@ elif verb == "patch" and "--local" in args:
     for doc in yaml.safe_load_all(pathlib.Path(args[args.index("-f") + 1]).read_text()):
         if doc:
             print(json.dumps(doc, indent=4))
+elif verb == "get" and args[1] == "endpointslices":
+    # A webhook's Service: no ready endpoint on the first look, one on the next.
+    service = args[args.index("--selector") + 1].split("=", 1)[1]
+    looked = state / f"looked-{service}"
+    print("10.244.1.7" if looked.exists() else "", end="")
+    looked.touch()
 elif verb == "delete":
     target = args[args.index("-k") + 1]
     if record(target).exists():
@@ -338,6 +344,31 @@ def test_the_role_fetches_applies_server_side_and_a_second_run_changes_nothing(c
 
     second = run_role(control_plane, settings, "volcano", "present")
     assert second.ok and second.changed == {"cp1": 0}
+
+
+WEBHOOK = {"apiVersion": "admissionregistration.k8s.io/v1", "kind": "ValidatingWebhookConfiguration",
+           "metadata": {"name": "volcano-admission-service-queues-validate"},
+           "webhooks": [{"name": "validatequeue.volcano.sh", "failurePolicy": "Fail", "sideEffects": "None",
+                         "admissionReviewVersions": ["v1"],
+                         "clientConfig": {"service": {"namespace": "volcano-system", "name": "volcano-admission-service",
+                                                      "path": "/queues/validate"}}}]}
+
+
+def test_the_objects_a_webhook_admits_wait_for_its_services_endpoints(control_plane) -> None:
+    tmp_path = control_plane[1]
+    archive = tmp_path / "offline" / "addons" / "volcano" / "v1.15.2"
+    archive.mkdir(parents=True)
+    (archive / "installer.yaml").write_text(yaml.safe_dump(WEBHOOK))
+    settings = parse_settings({"offline": {"source": str(tmp_path / "offline")}})
+    result = run_role(control_plane, settings, "volcano", "present")
+    assert result.ok, result.failures
+    calls = kubectl_calls(tmp_path)
+    applies = [i for i, c in enumerate(calls) if c[0] == "apply"]
+    looks = [i for i, c in enumerate(calls) if "endpointslices" in c and "get" in c]
+    # Asked until the Service had a ready endpoint, after the release went in and before the queue it admits.
+    assert len(looks) == 2 and applies[0] < looks[0] and looks[-1] < applies[1]
+    assert "kubernetes.io/service-name=volcano-admission-service" in calls[looks[0]]
+    assert "volcano-system" in calls[looks[0]]
 
 
 def test_the_role_renders_kustomize_targets_and_removes_the_last_part_first(control_plane) -> None:

@@ -1,9 +1,10 @@
 #!/usr/bin/python
-"""Every image a fetched release manifest names, read from its objects (module_utils/cb_images.py), and with an
-offline registry each of them moved there in the file itself: containers, init and sidecar containers, and the
-images the controllers start later, named in env values, args and ConfigMaps, which kustomize's image transformer
-never sees. The objects are read as kubectl reads them (`kubectl patch --local`: no server is asked, custom kinds
-included), so the node needs no YAML library."""
+"""What a fetched release manifest asks of the run, read from its objects: every image it names
+(module_utils/cb_images.py), each moved to the offline registry in the file itself when one is set (containers,
+init and sidecar containers, and the images the controllers start later, named in env values, args and ConfigMaps,
+which kustomize's image transformer never sees); and the Services behind its admission webhooks, whose endpoints
+must be ready before anything those webhooks admit is applied. The objects are read as kubectl reads them
+(`kubectl patch --local`: no server is asked, custom kinds included), so the node needs no YAML library."""
 from __future__ import annotations
 
 import json
@@ -46,6 +47,25 @@ def read_objects(module: AnsibleModule, path: str) -> list:
         objects.extend((found.get("items") or []) if found.get("kind") == "List" else [found])
 
 
+WEBHOOK_KINDS = ("ValidatingWebhookConfiguration", "MutatingWebhookConfiguration")
+
+
+def webhook_services(objects: list) -> list:
+    """[{"namespace", "name"}] of every Service an admission webhook of the objects calls, once each (a webhook
+    with a URL calls no Service of the cluster)."""
+    found = []
+    for obj in objects:
+        if obj.get("kind") not in WEBHOOK_KINDS:
+            continue
+        for webhook in obj.get("webhooks") or []:
+            service = (webhook.get("clientConfig") or {}).get("service") or {}
+            if service.get("name") and service.get("namespace"):
+                entry = {"namespace": service["namespace"], "name": service["name"]}
+                if entry not in found:
+                    found.append(entry)
+    return found
+
+
 def main() -> None:
     module = AnsibleModule(argument_spec={"path": {"type": "path", "required": True}, "registry": {"type": "str"},
                                           "kubectl": {"type": "str", "default": "kubectl"}},
@@ -53,8 +73,9 @@ def main() -> None:
     path, registry = module.params["path"], module.params["registry"]
     with open(path) as manifest:
         text = manifest.read()
-    images = find_images(read_objects(module, path)) if text.strip() else []
-    result = {"changed": False, "path": path, "images": images,
+    objects = read_objects(module, path) if text.strip() else []
+    images = find_images(objects)
+    result = {"changed": False, "path": path, "images": images, "webhooks": webhook_services(objects),
               "moved": {image: moved(image, registry) for image in images} if registry else {}}
     if registry:
         new = move_in_text(text, images, registry)
