@@ -10,6 +10,7 @@ import json
 import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, fields
+from decimal import ROUND_FLOOR, Decimal
 from enum import StrEnum
 from typing import Any
 
@@ -441,6 +442,12 @@ def _mark(accuracy: float) -> str:
     return text + "0" * (2 - len(text.partition(".")[2]))
 
 
+def _floor4(accuracy: float) -> str:
+    """An accuracy under the pass mark to four places, rounded down: 0.89999 is 0.8999, never 0.9000 beside a
+    threshold of 0.90."""
+    return str(Decimal(repr(accuracy)).quantize(Decimal("0.0001"), rounding=ROUND_FLOOR))
+
+
 def _speed_problem(metrics: TrainerMetrics, policy: Policy) -> str | None:
     """A GPU run whose steady-state speed per GPU is under its model's floor: accuracy alone passes a GPU that
     trains on a slow path (a throttled clock, a fallback kernel, PCIe-bound data)."""
@@ -464,7 +471,7 @@ def _judge_metrics(observation: Observation, policy: Policy) -> Verdict:
                       "(no JSON in the termination message or the log)", observation)
     hardware = f"{metrics.gpu_count}x {metrics.device}" if metrics.gpu_count else f"CPU x{metrics.world_size}"
     if metrics.test_accuracy < policy.min_accuracy:
-        detail = (f"test accuracy {metrics.test_accuracy:.4f} is under the threshold {_mark(policy.min_accuracy)} "
+        detail = (f"test accuracy {_floor4(metrics.test_accuracy)} is under the threshold {_mark(policy.min_accuracy)} "
                   f"after {metrics.epochs} epochs on {hardware}")
         return _verdict(observation, False, f"FAIL ({FailureKind.LOW_ACCURACY.value}): {detail}",
                         FailureKind.LOW_ACCURACY, detail, metrics, policy)
