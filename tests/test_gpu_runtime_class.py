@@ -1,7 +1,8 @@
 """`gpu.runtime: runtimeclass`: the NVIDIA runtime is not containerd's default, so a pod reaches its GPUs (and NVML)
 only by naming the `nvidia` RuntimeClass. Every pod template the tool renders or patches is walked: each that
 asks for a GPU or reads NVML (the device plugin, its MPS daemon, GPU Feature Discovery, the DCGM exporter) names
-it, every other pod does not (CPU pods stay on runc)."""
+it, every other pod does not (CPU pods stay on runc). The pipeline's GPU step is the PyTorchJob its train step
+starts, rendered by the same templates."""
 from __future__ import annotations
 
 from collections.abc import Iterator
@@ -16,6 +17,7 @@ from provision.render.addons import addon_plan
 from provision.render.manifests import device_plugin_manifest, runtimeclass_manifest
 from provision.smoke.driver import build_spec
 from provision.smoke.manifests import render
+from provision.smoke.pipeline import pytorchjob
 from provision.smoke.serve import inference_service
 
 # The agents that read the GPUs through NVML without asking for one (upstream's images set
@@ -64,6 +66,8 @@ def rendered(settings: Settings) -> list[dict[str, Any]]:
                 objects += render(replace(spec, workload=workload))
         served = build_spec(settings, mode, namespace="cb-smoke-x7k2p")  # type: ignore[arg-type]
         objects.append(inference_service(served, "w1", None))
+        # `smoke-test --pipeline`'s GPU step: the PyTorchJob its train step starts.
+        objects.append(pytorchjob(replace(served, name="cifar10-smoke", namespace="kubeflow")))
     return objects
 
 

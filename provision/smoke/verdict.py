@@ -171,8 +171,9 @@ class Verdict:
     # cluster runs it, and the metric it was read from (smoke/gpu_metrics.py's GpuUtilisation, as a mapping); None
     # without it.
     gpu_utilisation: dict[str, Any] | None = None
-    # `smoke-test --pipeline`: the run's steps in order, each {"name", "state"} as Kubeflow Pipelines reports it.
-    pipeline_steps: tuple[dict[str, str], ...] = ()
+    # `smoke-test --pipeline`: the run's steps in order, each {"name", "state"[, "seconds", "error"]} as Kubeflow
+    # Pipelines reports it.
+    pipeline_steps: tuple[dict[str, Any], ...] = ()
 
     @property
     def exit_code(self) -> int:
@@ -442,8 +443,8 @@ def _mark(accuracy: float) -> str:
     return text + "0" * (2 - len(text.partition(".")[2]))
 
 
-def _floor4(accuracy: float) -> str:
-    """An accuracy under the pass mark to four places, rounded down: 0.89999 is 0.8999, never 0.9000 beside a
+def accuracy_text(accuracy: float) -> str:
+    """An accuracy to four places, rounded down: 0.89999 is 0.8999, never 0.9000 beside a
     threshold of 0.90."""
     return str(Decimal(repr(accuracy)).quantize(Decimal("0.0001"), rounding=ROUND_FLOOR))
 
@@ -471,7 +472,7 @@ def _judge_metrics(observation: Observation, policy: Policy) -> Verdict:
                       "(no JSON in the termination message or the log)", observation)
     hardware = f"{metrics.gpu_count}x {metrics.device}" if metrics.gpu_count else f"CPU x{metrics.world_size}"
     if metrics.test_accuracy < policy.min_accuracy:
-        detail = (f"test accuracy {_floor4(metrics.test_accuracy)} is under the threshold {_mark(policy.min_accuracy)} "
+        detail = (f"test accuracy {accuracy_text(metrics.test_accuracy)} is under the threshold {_mark(policy.min_accuracy)} "
                   f"after {metrics.epochs} epochs on {hardware}")
         return _verdict(observation, False, f"FAIL ({FailureKind.LOW_ACCURACY.value}): {detail}",
                         FailureKind.LOW_ACCURACY, detail, metrics, policy)

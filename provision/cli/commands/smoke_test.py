@@ -89,7 +89,8 @@ def print_verdict(verdict: Verdict) -> None:
                       f"{verdict.gpu_utilisation['metric']})", markup=False)
     if verdict.pipeline_steps:
         for step in verdict.pipeline_steps:
-            console.print(f"  step {step['name']}: {step['state']}", markup=False)
+            took = f" ({step['seconds']:.0f}s)" if "seconds" in step else ""
+            console.print(f"  step {step['name']}: {step['state']}{took}", markup=False)
     for warning in verdict.warnings:
         console.print(Text.assemble(("warning:", "yellow"), f" {warning}"), soft_wrap=True)
     if not verdict.passed and verdict.log_tail:
@@ -188,7 +189,8 @@ def register(app: typer.Typer) -> None:
 
             with live_view() as on_progress:
                 verdict = run_pipeline_smoke_test(kubeconfig.expanduser(), settings, cpu=cpu, image=image,
-                                                  epochs=epochs, deploy=serve, on_progress=on_progress)
+                                                  epochs=epochs, timeout_s=timeout, deploy=serve,
+                                                  on_progress=on_progress)
         else:
             with live_view() as on_progress:
                 verdict = run_smoke_test(kubeconfig.expanduser(), settings, gpus=gpus, nodes=nodes, cpu=cpu,
