@@ -23,6 +23,7 @@ from provision.smoke.choices import assumed_offer, choose
 from provision.smoke.driver import CACHE_NAMESPACE, SmokeProgress, build_spec, new_namespace, run_smoke_test
 from provision.smoke.manifests import RUN_LABEL, Scheduler, Workload, render, to_yaml
 from provision.smoke.observation import Mode
+from provision.smoke.options import SmokeOptions, combination_problem
 from provision.smoke.serve import Served
 from provision.smoke.verdict import Verdict
 
@@ -164,6 +165,13 @@ def register(app: typer.Typer) -> None:
         """Train CIFAR-10 on the cluster's GPUs and judge the run: PASS with accuracy and time, or FAIL with
         the cause read from the API. Exit code 0 on PASS, 1 on FAIL (or when --save could not copy the model)."""
         invocation.remember(config=config, kubeconfig=kubeconfig)
+        # Options that another one makes meaningless are refused first, before any file is read.
+        problem = combination_problem(SmokeOptions(
+            gpus=gpus, nodes=nodes, cpu=cpu, keep=keep, workload=workload, scheduler=scheduler,
+            save=str(save) if save is not None else None, serve=serve, pipeline=pipeline,
+            print_manifests=print_manifests, output=output))
+        if problem:
+            raise InputError(problem)
         # Each option that stands for a setting is checked exactly as the setting is (an image with a fixed tag,
         # ...), before anything is rendered or any cluster is asked.
         settings = with_overrides(load_settings(config), {
