@@ -153,7 +153,13 @@ ADDONS: dict[AddonName, Addon] = {
         crds=("trainjobs.trainer.kubeflow.org", "trainingruntimes.trainer.kubeflow.org",
               "clustertrainingruntimes.trainer.kubeflow.org", "jobsets.jobset.x-k8s.io"),
         deployments=("kubeflow-trainer-controller-manager", "jobset-controller-manager"),
-        images=("ghcr.io/kubeflow/trainer/trainer-controller-manager", "registry.k8s.io/jobset/jobset"),
+        # The manager and JobSet, then what the runtimes part's ClusterTrainingRuntimes start (torch-distributed:
+        # pytorch/pytorch; the others only when a TrainJob names them).
+        images=("ghcr.io/kubeflow/trainer/trainer-controller-manager", "registry.k8s.io/jobset/jobset",
+                "pytorch/pytorch", "docker.io/pytorch/pytorch", "ghcr.io/kubeflow/trainer/dataset-initializer",
+                "ghcr.io/kubeflow/trainer/model-initializer", "ghcr.io/kubeflow/trainer/deepspeed-runtime",
+                "ghcr.io/kubeflow/trainer/mlx-runtime", "ghcr.io/kubeflow/trainer/torchtune-trainer",
+                "ghcr.io/kubeflow/trainer/xgboost-runtime", "nvcr.io/nvidia/jax"),
         kubernetes=(31, None),
         kubernetes_source="kubeflow/trainer docs/operator-guides/installation.md: Kubernetes >= 1.31",
         objects=(("clustertrainingruntimes.trainer.kubeflow.org/v1alpha1", "torch-distributed"),),
