@@ -161,6 +161,11 @@ def test_the_build_pulls_through_the_mirror_the_settings_name() -> None:
     assert source_of(settings, "quay.io/calico/node:v3.33.0") == ("127.0.0.1:5001/calico/node:v3.33.0", False)
     assert source_of(settings, "busybox:1.36") == ("registry-1.docker.io/library/busybox:1.36", True)
     assert bundle_path(settings, "docker.io/library/busybox:1.36") == "library/busybox:1.36"
+    # A mirror known not to carry the image (DaoCloud's allow list) is passed over for the next, then upstream.
+    cn = parse_settings({"container_runtime": {"registry_mirrors": {"ghcr.io": [
+        "https://ghcr.m.daocloud.io", "https://ghcr.nju.edu.cn"]}}})
+    assert source_of(cn, "ghcr.io/chrislusf/seaweedfs:4.34") == ("ghcr.nju.edu.cn/chrislusf/seaweedfs:4.34", True)
+    assert source_of(cn, "ghcr.io/kubeflow/kfp-driver:2.17.0") == ("ghcr.m.daocloud.io/kubeflow/kfp-driver:2.17.0", True)
 
 
 # --- the manifest and `bundle verify` ----------------------------------------------------------------------------

@@ -164,6 +164,13 @@ def _cifar10(settings: Settings, store: Store) -> tuple[str, Path] | None:
     return _inside(resolve_sources(offline_settings(settings)).cifar10_archive), stored
 
 
+def bundle_images(settings: Settings, *, gpu: bool, control_plane: list[str], manifests: list[str]) -> list[str]:
+    """Every image the bundle's registry must hold: kubeadm's, ours, and every image the packed manifests name
+    (render/images.py manifest_images: the rule the control plane moves them offline by)."""
+    named = [image for text in manifests for image in manifest_images(text)]
+    return list(dict.fromkeys(control_plane + own_images(settings, gpu=gpu) + named))
+
+
 def _sizes(root: Path) -> dict[str, int]:
     sizes: dict[str, int] = {}
     for name, path in bundle_files(root).items():
@@ -213,8 +220,7 @@ def build_bundle(settings: Settings, request: BuildRequest, progress: Callable[[
             path.unlink()
     version, control_plane_images = kubeadm_release(root, plans)
     manifests_text = [(root / dest).read_text() for dest in wanted if dest.endswith(".yaml")]
-    addon_images = [image for text in manifests_text for image in manifest_images(text)]
-    images = list(dict.fromkeys(control_plane_images + own_images(settings, gpu=request.gpu) + addon_images))
+    images = bundle_images(settings, gpu=request.gpu, control_plane=control_plane_images, manifests=manifests_text)
     progress(f"images: {len(images)}")
     copied = copy_images(settings, images, root / REGISTRY_DIR)
     contents = Contents(platforms=tuple(bundle_key(p.platform) for p in plans), gpu=request.gpu,

@@ -69,6 +69,7 @@ from provision.inputs.settings_sources import SshSettings as SshSettings
 from provision.inputs.settings_sources import known_hosts_problem as known_hosts_problem
 from provision.inputs.settings_workloads import GPU_RESOURCE as GPU_RESOURCE
 from provision.inputs.settings_workloads import MIG_PROFILE_RE as MIG_PROFILE_RE
+from provision.inputs.settings_workloads import NVIDIA_RUNTIME_CLASS as NVIDIA_RUNTIME_CLASS
 from provision.inputs.settings_workloads import SHARING_REPLICAS_MAX as SHARING_REPLICAS_MAX
 from provision.inputs.settings_workloads import AddonsSettings as AddonsSettings
 from provision.inputs.settings_workloads import GpuSettings as GpuSettings

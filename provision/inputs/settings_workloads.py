@@ -44,6 +44,9 @@ from provision.inputs.values import (
 # The extended resource the NVIDIA device plugin advertises and GPU pods request, also the key of the taint
 # GPU nodes may carry. The device plugin fixes the name, so it is a constant beside the GPU settings, not one.
 GPU_RESOURCE = "nvidia.com/gpu"
+# The RuntimeClass (manifests/runtimeclass-nvidia.yaml, handler "nvidia": containerd's runtime the prepare phase
+# registers) that pods name to run under the NVIDIA runtime when it is not containerd's default.
+NVIDIA_RUNTIME_CLASS = "nvidia"
 # A MIG profile as NVIDIA names it: compute slices and memory (1g.10gb, 3g.40gb); the media-extension variants
 # (+me) give one instance per GPU and are not offered.
 MIG_PROFILE_RE = re.compile(r"[1-8]g\.[0-9]{1,3}gb", re.ASCII)
@@ -96,6 +99,12 @@ class GpuSettings(_Section):
     sharing: Literal["none", "time-slicing", "mps"] = "none"
     replicas: int | None = None
     mig: MigSettings = Field(default_factory=MigSettings)
+
+    @property
+    def runtime_class(self) -> str | None:
+        """The runtimeClassName of every pod that uses a GPU or NVML (GPU requests, the device plugin, GFD, the
+        DCGM exporter): decided here, once; None where the NVIDIA runtime is containerd's default."""
+        return NVIDIA_RUNTIME_CLASS if self.runtime == "runtimeclass" else None
 
     @field_validator("driver_branch")
     @classmethod

@@ -24,10 +24,11 @@ from provision.inputs.addons import ADDONS
 from provision.inputs.inventory import Cluster, Node
 from provision.inputs.platforms import Platform
 from provision.inputs.settings import Settings
-from provision.inputs.sources import Sources, resolve_sources
+from provision.inputs.sources import Sources, resolve_sources, unserved_images
 from provision.nodes.probe import NodeProbe, probe_nodes
 from provision.nodes.ssh import Shell
 from provision.render.addons import part_source
+from provision.render.images import own_images
 from provision.render.manifests import calico_source
 
 REQUEST_TIMEOUT_S = 20
@@ -75,6 +76,8 @@ class SourcesReport:
     answers: dict[str, tuple[SourceAnswer, ...]] = field(default_factory=dict)  # node name -> its answers
     # Nodes that could not be asked (SSH), with why.
     unreached: dict[str, str] = field(default_factory=dict)
+    # Images the settings' registry mirrors are known not to serve (judged here: inputs/sources.py unserved_images).
+    images: tuple[str, ...] = ()
 
     @property
     def failures(self) -> list[SourceAnswer]:
@@ -94,7 +97,8 @@ class SourcesReport:
                 for (index, detail), nodes in grouped.items()] + \
                [f"{node}: its sources were {detail}: install python3 there (Ansible needs it too)"
                 for node, detail in unasked.items()] + \
-               [f"{node}: could not be asked for its sources ({why})" for node, why in self.unreached.items()]
+               [f"{node}: could not be asked for its sources ({why})" for node, why in self.unreached.items()] + \
+               list(self.images)
 
 
 def fix(index: SourceIndex) -> str:
@@ -283,4 +287,12 @@ def check_sources(cluster: Cluster, settings: Settings, targets: Mapping[str, No
                          shell_for=shell_for)
     answers = {name: tuple(p.value) for name, p in probed.items() if p.value is not None}
     unreached = {name: p.problems[0].detail for name, p in probed.items() if p.value is None}
-    return SourcesReport({name: answers.get(name, ()) for name in targets if name not in unreached}, unreached)
+    return SourcesReport({name: answers.get(name, ()) for name in targets if name not in unreached}, unreached,
+                         tuple(unserved_images(settings, pulled_images(settings, targets))))
+
+
+def pulled_images(settings: Settings, targets: Mapping[str, NodeTarget]) -> list[str]:
+    """The images a run pulls whose names the settings and the add-on table decide (kubeadm's come from
+    image_repository, a source of its own)."""
+    gpu = any(target.gpu for target in targets.values())
+    return [*own_images(settings, gpu=gpu), *(image for name in settings.addons.enabled for image in ADDONS[name].images)]

@@ -24,6 +24,7 @@ from provision.smoke.choices import assumed_offer, choose
 from provision.smoke.driver import CACHE_NAMESPACE, SmokeProgress, build_spec, new_namespace, run_smoke_test
 from provision.smoke.manifests import RUN_LABEL, Scheduler, Workload, render, to_yaml
 from provision.smoke.observation import Mode
+from provision.smoke.options import SmokeOptions, combination_problem
 from provision.smoke.serve import Served
 from provision.smoke.verdict import Verdict
 
@@ -87,10 +88,12 @@ def print_verdict(verdict: Verdict) -> None:
         console.print(Served(**verdict.served).line(), soft_wrap=True, markup=False)
     if verdict.gpu_utilisation:
         console.print(f"GPU utilisation while training: {verdict.gpu_utilisation['mean']:.0f}% mean, "
-                      f"{verdict.gpu_utilisation['peak']:.0f}% peak (DCGM exporter)", markup=False)
+                      f"{verdict.gpu_utilisation['peak']:.0f}% peak (DCGM exporter, "
+                      f"{verdict.gpu_utilisation['metric']})", markup=False)
     if verdict.pipeline_steps:
         for step in verdict.pipeline_steps:
-            console.print(f"  step {step['name']}: {step['state']}", markup=False)
+            took = f" ({step['seconds']:.0f}s)" if "seconds" in step else ""
+            console.print(f"  step {step['name']}: {step['state']}{took}", markup=False)
     for warning in verdict.warnings:
         console.print(Text.assemble(("warning:", "yellow"), f" {warning}"), soft_wrap=True)
     if not verdict.passed and verdict.log_tail:
@@ -166,6 +169,13 @@ def register(app: typer.Typer) -> None:
         """Train CIFAR-10 on the cluster's GPUs and judge the run: PASS with accuracy and time, or FAIL with
         the cause read from the API. Exit code 0 on PASS, 1 on FAIL (or when --save could not copy the model)."""
         invocation.remember(config=config, kubeconfig=kubeconfig)
+        # Options that another one makes meaningless are refused first, before any file is read.
+        problem = combination_problem(SmokeOptions(
+            gpus=gpus, nodes=nodes, cpu=cpu, keep=keep, workload=workload, scheduler=scheduler,
+            save=str(save) if save is not None else None, serve=serve, pipeline=pipeline,
+            print_manifests=print_manifests, output=output))
+        if problem:
+            raise InputError(problem)
         # Each option that stands for a setting is checked exactly as the setting is (an image with a fixed tag,
         # ...), before anything is rendered or any cluster is asked.
         settings = with_overrides(load_settings(config), {
@@ -191,7 +201,8 @@ def register(app: typer.Typer) -> None:
 
             with live_view() as on_progress:
                 verdict = run_pipeline_smoke_test(kubeconfig.expanduser(), settings, cpu=cpu, image=image,
-                                                  epochs=epochs, deploy=serve, on_progress=on_progress)
+                                                  epochs=epochs, timeout_s=timeout, deploy=serve,
+                                                  on_progress=on_progress)
         else:
             with live_view() as on_progress:
                 verdict = run_smoke_test(kubeconfig.expanduser(), settings, gpus=gpus, nodes=nodes, cpu=cpu,
