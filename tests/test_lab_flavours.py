@@ -30,9 +30,11 @@ import yaml
 
 from provision.errors import BootstrapError
 from provision.inputs.inventory import load_inventory
+from provision.inputs.platforms import Platform, platform_for, role_rows
 from provision.inputs.settings import load_settings
 from provision.inputs.state import ClusterState
 from provision.inputs.versions import DRIVER_BRANCH_DEFAULT, KUBERNETES_DEFAULT
+from provision.nodes.preflight.probe import parse_os_release
 from provision.nodes.preflight.run import PreflightReport
 from provision.nodes.prepare import PrepareResult
 from provision.phases import PhaseContext, run_phases, select_phases
@@ -114,7 +116,16 @@ def test_each_flavour_boots_and_ansible_sees_the_distribution_it_stands_for(
     assert seen == {"distribution": expected.distribution, "os_family": expected.os_family,
                     "distribution_major_version": expected.major_version, "pkg_mgr": expected.pkg_mgr}
     assert facts["ansible_python"]["executable"] == expected.python
+    # The Python the modules run with there: the version docs/os-support.md's lab column states (rocky9: a real 3.9).
+    assert tuple(facts["ansible_python"]["version_info"][:2]) == expected.python_version
     assert facts["ansible_service_mgr"] == "systemd"
+    # The row it stands for is the one the product finds for it, by os-release and by what Ansible calls it.
+    row = platform_for(parse_os_release(node.ssh("cat /etc/os-release").stdout.splitlines()))
+    assert isinstance(row, Platform) and (row.os_id, row.releases[0]) == expected.stands_for
+    assert [r["name"] for r in role_rows() if r["ansible_distribution"] == facts["ansible_distribution"]
+            and facts["ansible_distribution_major_version"].split("/")[-1] in r["ansible_versions"]] == [row.name]
+    if row.codename and row.support == "supported":
+        assert facts["ansible_distribution_release"] == row.codename
 
 
 @pytest.mark.parametrize("flavour", ["trixie", "sid"])

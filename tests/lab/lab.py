@@ -102,6 +102,10 @@ class Flavour:
     # systemd 256+ refuses cgroup v1 and 258+ cannot run on it at all: such nodes get a cgroup2-only
     # /sys/fs/cgroup (this host's cgroup2 hierarchy has no controllers, so nothing there is limited).
     unified_cgroup: bool = False
+    # The platform table's row it stands for (os-release ID, release) and the version (major, minor) of the Python
+    # the product's modules run with there (docs/os-support.md's lab column; the lab tests assert it).
+    stands_for: tuple[str, str] = ("debian", "12")
+    python_version: tuple[int, int] = (3, 11)
 
     @property
     def rhel_shaped(self) -> bool:
@@ -110,15 +114,24 @@ class Flavour:
 
 
 FLAVOURS = {flavour.name: flavour for flavour in (
-    Flavour("bookworm", "Debian", "Debian", "12", "apt"),
-    Flavour("trixie", "Debian", "Debian", "13", "apt", unified_cgroup=True),
+    Flavour("bookworm", "Debian", "Debian", "12", "apt", stands_for=("debian", "12"), python_version=(3, 11)),
+    Flavour("trixie", "Debian", "Debian", "13", "apt", unified_cgroup=True, stands_for=("debian", "13"),
+            python_version=(3, 13)),
     # Ansible reads sid's major version from /etc/debian_version.
-    Flavour("sid", "Debian", "Debian", "forky/sid", "apt", unified_cgroup=True),
-    Flavour("rocky9", "Rocky", "RedHat", "9", "dnf", python_in_inventory=False),
+    Flavour("sid", "Debian", "Debian", "forky/sid", "apt", unified_cgroup=True, stands_for=("debian", "sid"),
+            python_version=(3, 14)),
+    # /usr/bin/python3 is a real CPython 3.9 (EL9's); dnf keeps the base's Python 3.11 (build-base.sh el9_python).
+    Flavour("rocky9", "Rocky", "RedHat", "9", "dnf", python_in_inventory=False, stands_for=("rocky", "9"),
+            python_version=(3, 9)),
     # As on a real EL8 node managed by a current ansible-core: the interpreter Ansible uses is a newer Python
     # without dnf bindings; only /usr/libexec/platform-python has them. The product installs python3.12 (a stand-in
-    # from the lab's RPM tree); before that, ad-hoc calls use the base's venv of the same kind.
-    Flavour("el8", "Rocky", "RedHat", "8", "dnf", python=EL8_PYTHON, python_in_inventory=False),
+    # from the lab's RPM tree: a venv of Debian's 3.11); before that, ad-hoc calls use the base's venv of the same kind.
+    Flavour("el8", "Rocky", "RedHat", "8", "dnf", python=EL8_PYTHON, python_in_inventory=False,
+            stands_for=("rocky", "8"), python_version=(3, 11)),
+    # bookworm dressed as Ubuntu (build-base.sh shape_ubuntu): Debian's Python 3.11 (Ubuntu's 3.10 and 3.12 are in
+    # no archive this machine reaches), Ubuntu's identity and apt layout.
+    Flavour("ubuntu2204", "Ubuntu", "Debian", "22", "apt", stands_for=("ubuntu", "22.04"), python_version=(3, 11)),
+    Flavour("ubuntu2404", "Ubuntu", "Debian", "24", "apt", stands_for=("ubuntu", "24.04"), python_version=(3, 11)),
 )}
 
 
