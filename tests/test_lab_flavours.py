@@ -337,8 +337,14 @@ def test_prepare_runs_for_real_on_a_rocky9_node_and_a_second_run_changes_nothing
     """OS stand-ins from rocky.repo switched to offline.source, Docker's repository (containerd.io 2 and dockerd
     running), the Kubernetes packages version-locked; every repository with its signatures checked."""
     assert_prepared_for_real(prepared_rocky9, "9")
-    python = prepared_rocky9.preflight.node(prepared_rocky9.lab.nodes[0].name).check("python")
-    assert python is not None and python.detail.startswith("/usr/bin/python3 (3.")
+    node = prepared_rocky9.lab.nodes[0]
+    python = prepared_rocky9.preflight.node(node.name).check("python")
+    assert python is not None and python.detail == "/usr/bin/python3 (3.9)"
+    # Every module ran under EL9's Python 3.9 (the node report says which), while dnf ran on the Python that has its
+    # bindings: Ansible's dnf module found them in platform-python.
+    for run in (prepared_rocky9.first, prepared_rocky9.second):
+        assert run.reports[node.name].python.startswith("3.9."), run.reports[node.name].python
+    assert node.ssh("/usr/bin/python3 -c 'import dnf'", check=False).returncode != 0
 
 
 def _run_inventory(run_dir: Path) -> dict[str, Any]:
