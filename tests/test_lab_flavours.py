@@ -48,6 +48,14 @@ from tests.support.paths import REPO_ROOT
 ANSIBLE = Path(sys.executable).parent / "ansible"
 ROLES = ROLES_DIR
 MODERN = tuple(int(part) for part in ansible.__version__.split(".")[:2]) >= (2, 21)
+# The kubelet as a unit that runs (the placeholder package's exits at once) and kubeadm's mark of a joined node, as
+# tests/test_doctor_lab.py gives its nodes.
+STAND_IN_KUBELET = (
+    "mkdir -p /etc/systemd/system/kubelet.service.d /etc/kubernetes && "
+    "printf '[Service]\\nExecStart=\\nExecStart=/bin/sleep infinity\\n' "
+    "> /etc/systemd/system/kubelet.service.d/99-cblab-stand-in.conf && "
+    "printf 'apiVersion: v1\\nkind: Config\\n' > /etc/kubernetes/kubelet.conf && "
+    "systemctl daemon-reload && systemctl restart kubelet && systemctl is-active kubelet")
 # The ports prepare opens on a control plane (os_prep's defaults), and Calico's IP-in-IP.
 CONTROL_PLANE_PORTS = {"6443/tcp", "2379-2380/tcp", "10250/tcp", "10257/tcp", "10259/tcp", "10256/tcp",
                        "30000-32767/tcp", "179/tcp", "4789/udp", "5473/tcp"}
@@ -345,6 +353,26 @@ def test_prepare_runs_for_real_on_a_rocky9_node_and_a_second_run_changes_nothing
     for run in (prepared_rocky9.first, prepared_rocky9.second):
         assert run.reports[node.name].python.startswith("3.9."), run.reports[node.name].python
     assert node.ssh("/usr/bin/python3 -c 'import dnf'", check=False).returncode != 0
+
+
+def test_doctor_finds_a_prepared_rocky9_node_healthy(prepared_rocky9: Prepared) -> None:
+    """`bootstrap doctor` on the node prepare left (given a kubelet that runs and kubeadm's kubelet.conf, as a
+    joined node has): firewalld's ports, SELinux's mode, containerd, the kubelet, the OS repositories dnf reads."""
+    lab, node = prepared_rocky9.lab, prepared_rocky9.lab.nodes[0]
+    assert node.ssh(STAND_IN_KUBELET).stdout.strip() == "active"
+    run = subprocess.run([str(Path(sys.executable).parent / "bootstrap"), "doctor", "-o", "json", "--inventory",
+                          str(lab.inventory_path), "--config", str(prepared_rocky9.config)], capture_output=True,
+                         text=True, timeout=600, env=os.environ | {
+                             "COLUMNS": "200", "BOOTSTRAP_STATE_DIR": str(prepared_rocky9.config.parent / "state")})
+    document = json.loads(run.stdout)
+    (found,) = document["nodes"]
+    assert found["probed"], found
+    checks = {c["check"]: c for c in found["checks"]}
+    assert set(checks) >= {"swap", "clock", "hostname", "hosts", "firewall", "selinux", "containerd", "kubelet",
+                           "dns", "package_source"}
+    # The disk check reads this machine's disk (a lab node's filesystems are the host's): judged elsewhere.
+    assert {name: c["status"] for name, c in checks.items() if name != "disk" and c["status"] != "ok"} == {}, checks
+    assert checks["kubelet"]["detail"] == "running"
 
 
 def _run_inventory(run_dir: Path) -> dict[str, Any]:

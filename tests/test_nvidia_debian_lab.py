@@ -118,11 +118,11 @@ def test_both_repositories_are_listed_in_nvidias_layout_with_their_keys(gpu_node
 
 
 def test_a_gpu_that_needs_the_proprietary_module_gets_cuda_drivers(gpu_node: GpuNode) -> None:
-    """A Pascal GPU (the open modules need Turing's GSP): cuda-drivers-<branch>, with the proprietary DKMS module."""
+    """A Volta GPU (the open modules need Turing's GSP): cuda-drivers-<branch>, with the proprietary DKMS module."""
     lab, node = gpu_node.lab, gpu_node.lab.nodes[0]
     with pytest.raises(BootstrapError, match="nvidia-smi lists no GPU"):
         prepare_nodes(load_inventory(gpu_node.inventory), load_settings(gpu_node.config), gpus={node.name: 0},
-                      generations={node.name: ["pascal"]})
+                      generations={node.name: ["Volta"]})
     driver = f"{DRIVER_BRANCH_DEFAULT}.57.01-1"
     assert _installed(lab, f"cuda-drivers-{DRIVER_BRANCH_DEFAULT}", "nvidia-kernel-dkms") == {
         f"cuda-drivers-{DRIVER_BRANCH_DEFAULT}": driver, "nvidia-kernel-dkms": driver}

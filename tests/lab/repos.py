@@ -575,6 +575,39 @@ class RpmTree:
                 key_path: self.key.read_text()}
 
 
+def _rpmsign(key: SigningKey, rpms: list[Path]) -> None:
+    """Sign the packages in place (rpm --addsign) with the throwaway key."""
+    result = subprocess.run(
+        # Debian's rpm looks for gpg2, which Debian calls gpg; the key has no passphrase.
+        ["rpmsign", "--addsign", "--define", f"_gpg_name {key.uid}", "--define", f"_gpg_path {key.home}",
+         "--define", f"__gpg {shutil.which('gpg') or 'gpg'}",
+         "--define", "_gpg_sign_cmd_extra_args --batch --pinentry-mode loopback", *map(str, rpms)],
+        capture_output=True, text=True, timeout=600)
+    if result.returncode != 0:
+        raise LabError(f"rpmsign failed: {result.stderr.strip()[-500:]}")
+
+
+def build_kubernetes_rpm_repos(dest: Path, published: dict[str, tuple[int, ...]]) -> Path:
+    """The RPM side of build_kubernetes_repos: `<dest>/kubernetes/v<minor>/rpm/` for each minor, with the packages
+    of the patches `published` names for it (kubeadm, kubelet, kubectl, cri-tools, as pkgs.k8s.io's), every package
+    signed and every repomd.xml signed, the key as repodata/repomd.xml.key (where the roles fetch it), one key for
+    every minor; returns `<dest>/kubernetes`."""
+    missing = [tool for tool in RPM_TOOLS if shutil.which(tool) is None]
+    if missing:
+        raise LabError(f"the lab's RPM repositories need {', '.join(missing)} (apt-get install rpm createrepo-c)")
+    with tempfile.TemporaryDirectory() as scratch:
+        work = Path(scratch)
+        built = {minor: [_build_rpm(work / f"{minor}.{patch}", package) for patch in patches
+                         for package in kubernetes_packages(minor, patch, "rpm")]
+                 for minor, patches in published.items()}
+        with signing_key(work, "cluster-bootstrap lab Kubernetes RPM repositories <tests@invalid>") as key:
+            _rpmsign(key, [rpm for rpms in built.values() for rpm in rpms])
+            for minor, rpms in built.items():
+                _publish_repo(dest / "kubernetes" / f"v{minor}" / "rpm", rpms, key)
+    _world_readable(dest)
+    return dest / "kubernetes"
+
+
 def _publish_repo(directory: Path, rpms: list[Path], key: SigningKey, modules: str | None = None) -> None:
     """A dnf repository: the packages, createrepo_c's metadata, repomd.xml signed (.asc) and the key (.key)."""
     directory.mkdir(parents=True, exist_ok=True)
@@ -629,15 +662,7 @@ def build_rpm_tree(dest: Path, *, kube_minor: str = KUBERNETES_DEFAULT, kube_pat
                   **{f"os-{repo}": packages for repo, packages in os_packages(kernel_release).items()}}
         built = {group: [_build_rpm(work, package) for package in packages] for group, packages in groups.items()}
         with signing_key(work, "cluster-bootstrap lab RPM repositories <tests@invalid>") as key:
-            every_rpm = [str(rpm) for rpms in built.values() for rpm in rpms]
-            result = subprocess.run(
-                # Debian's rpm looks for gpg2, which Debian calls gpg; the key has no passphrase.
-                ["rpmsign", "--addsign", "--define", f"_gpg_name {key.uid}", "--define", f"_gpg_path {key.home}",
-                 "--define", f"__gpg {shutil.which('gpg') or 'gpg'}",
-                 "--define", "_gpg_sign_cmd_extra_args --batch --pinentry-mode loopback", *every_rpm],
-                capture_output=True, text=True, timeout=600)
-            if result.returncode != 0:
-                raise LabError(f"rpmsign failed: {result.stderr.strip()[-500:]}")
+            _rpmsign(key, [rpm for rpms in built.values() for rpm in rpms])
             for rv in releasevers:
                 for repo in ("BaseOS", "AppStream", "extras"):
                     _publish_repo(dest / f"os/rockylinux/{rv}/{repo}/x86_64/os", built[f"os-{repo}"], key)
