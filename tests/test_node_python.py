@@ -12,6 +12,7 @@ files and version.
 from __future__ import annotations
 
 import re
+import shutil
 import subprocess
 import sys
 import tomllib
@@ -19,6 +20,7 @@ from dataclasses import replace
 from fnmatch import fnmatch
 from pathlib import Path
 
+import ansible
 import pytest
 
 from provision.inputs.platforms import MIN_NODE_PYTHON, NODE_PYTHON_FLOOR, PLATFORMS, Platform, node_python_floor
@@ -115,3 +117,42 @@ def test_ruff_lints_node_code_for_the_floor() -> None:
     for pattern in targets:
         assert re.fullmatch(r"playbooks/[\w/*]+\.py", pattern), pattern
 
+
+
+# Each node module imported by a real CPython 3.9: the rocky9 lab base's (Debian bullseye's python3.9), run here
+# with the base as its home and the three libraries bookworm lacks beside it. Only `lab`: the base is built from
+# Debian's archive (minutes, once per machine). The lab stories run the modules themselves on 3.9
+# (tests/test_upgrade_rhel_lab.py, tests/test_lab_flavours.py); this imports every one, those no story reaches too.
+IMPORT_ALL = """import importlib.util, sys
+for path in sys.argv[1:]:
+    name = path.rsplit("/", 1)[-1][:-3]
+    spec = importlib.util.spec_from_file_location(name, path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    print(name, "%d.%d" % sys.version_info[:2])
+"""
+
+
+@pytest.mark.lab
+def test_every_node_module_imports_on_a_real_python_3_9(tmp_path: Path) -> None:
+    from tests.lab.lab import ensure_base
+
+    base = ensure_base("rocky9")
+    libs = tmp_path / "lib"
+    libs.mkdir()
+    for pattern in ("libssl.so.1.1", "libcrypto.so.1.1", "libffi.so.7*", "libmpdec.so.3*"):
+        for lib in (base / "usr/lib/x86_64-linux-gnu").glob(pattern):
+            shutil.copy2(lib, libs / lib.name)
+    # ansible.module_utils as AnsiballZ lays it out on a node: Ansible's own and playbooks/module_utils beside it.
+    package = tmp_path / "ansible"
+    shutil.copytree(Path(ansible.__file__).parent / "module_utils", package / "module_utils")
+    (package / "__init__.py").write_text("")
+    for helper in (PLAYBOOKS / "module_utils").glob("*.py"):
+        shutil.copy2(helper, package / "module_utils" / helper.name)
+    modules = [path for path in node_python_files() if "module_utils" not in path.parts]
+    result = subprocess.run([str(base / "usr/bin/python3.9"), "-B", "-c", IMPORT_ALL, *map(str, modules)],
+                            capture_output=True, text=True, timeout=300, cwd=tmp_path,
+                            env={"PYTHONHOME": str(base / "usr"), "LD_LIBRARY_PATH": str(libs),
+                                 "PYTHONPATH": str(tmp_path), "PATH": "/usr/bin:/bin"})
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert result.stdout.split("\n")[:-1] == [f"{path.stem} 3.9" for path in modules]

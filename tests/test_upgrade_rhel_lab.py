@@ -19,6 +19,10 @@ from pathlib import Path
 
 import pytest
 
+from provision.inputs.inventory import load_inventory
+from provision.inputs.settings import load_settings
+from provision.inputs.state import ClusterState
+from provision.phases import PhaseContext, run_phases, select_phases
 from tests.lab.cluster import KubeLab, form_cluster
 from tests.lab.etcd import EtcdCluster, LabEtcd, cluster_config, control_plane_inventory
 from tests.lab.lab import MODULES_LOG, Lab, LabNode, modules_run
@@ -118,6 +122,12 @@ def test_an_etcd_snapshot_is_taken_on_python_3_9(etcd_on_rocky9: EtcdCluster,
     node = cluster.lab.nodes[0]
     cluster.etcd.put(node, {"/registry/configmaps/default/on-rocky": "9"})
     monkeypatch.setenv("BOOTSTRAP_STATE_DIR", str(cluster.state))
+    # As after `up`: its preflight phase has recorded the node's interpreter (the table's), which every later run
+    # names. Without that record a run leaves the choice to Ansible's discovery, which here finds python3.11.
+    inventory = load_inventory(cluster.inventory)
+    ctx = PhaseContext(cluster=inventory, settings=load_settings(cluster.config), state=ClusterState.load(inventory))
+    run_phases(select_phases(("preflight",)), ctx)
+    assert ClusterState.load(inventory).pythons[node.name].interpreter == "/usr/bin/python3"
     forget_modules([node])
     outcome: Outcome = run_main(*cluster.args("etcd", "snapshot", "--output", "json"), timeout_s=900)
     assert outcome.code == 0, outcome.stderr
