@@ -13,6 +13,7 @@ profiles, netplan, and archive.ubuntu.com itself (docs/os-support.md).
 """
 from __future__ import annotations
 
+import re
 import sys
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -95,14 +96,18 @@ def test_the_os_mirror_replaces_ubuntus_sources_in_ubuntus_layout(prepared: Prep
     assert sources.count("Components: main restricted universe multiverse") == 2
     # Ubuntu's own list no longer names archive.ubuntu.com (kept as a backup beside it).
     assert "archive.ubuntu.com" not in node.ssh("cat /etc/apt/sources.list").stdout
-    # apt read every suite's signed Release and every component's index from the mirror, and the packages came
-    # through it.
+    # apt read and kept every suite's signed Release from the mirror (Ubuntu's suite and codename, the four
+    # components; an empty index it does not download) and every non-empty index; the packages came through it.
     asked = prepared.log.read_text()
-    for suffix in SUITES:
+    mirror = prepared.url.removeprefix("http://").replace("/", "_")
+    for suffix, source in SUITES.items():
         assert f"GET /ubuntu/dists/jammy{suffix}/InRelease 200" in asked, suffix
-        for component in ("main", "universe"):
-            assert f"GET /ubuntu/dists/jammy{suffix}/{component}/binary-amd64/Packages.xz 200" in asked
-    assert "GET /ubuntu/pool/main/" in asked and " 302" in asked
+        kept = node.ssh(f"cat /var/lib/apt/lists/{mirror}_ubuntu_dists_jammy{suffix}_InRelease").stdout
+        assert f"\nSuite: jammy{suffix}\nVersion: stand-in\nCodename: jammy\n" in kept
+        assert "\nComponents: main restricted universe multiverse\n" in kept
+        if source:
+            assert f"GET /ubuntu/dists/jammy{suffix}/main/binary-amd64/Packages.xz 200" in asked, suffix
+    assert re.search(r"GET /ubuntu/pool/main/\S+\.deb 302", asked)
 
 
 def test_prepare_runs_through_on_the_ubuntu_node_and_a_second_run_changes_nothing(prepared: Prepared) -> None:

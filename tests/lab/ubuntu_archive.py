@@ -71,8 +71,10 @@ def build_ubuntu_archive(dest: Path, codename: str, key: SigningKey, cache: Path
                  f"Date: {formatdate(usegmt=True)}", "Architectures: amd64", f"Components: {' '.join(COMPONENTS)}",
                  "Description: Debian bookworm in Ubuntu's layout (cluster-bootstrap lab stand-in)", "SHA256:"]
         for name in files:
-            data = (dists / name).read_bytes()
-            lines.append(f" {hashlib.sha256(data).hexdigest()} {len(data)} {name}")
+            packed = (dists / name).read_bytes()
+            # apt checks the index it unpacks against the plain file's entry, as Ubuntu's Release lists both.
+            for data, listed in ((packed, name), (lzma.decompress(packed), name.removesuffix(".xz"))):
+                lines.append(f" {hashlib.sha256(data).hexdigest()} {len(data)} {listed}")
         (dists / "Release").write_text("\n".join(lines) + "\n")
         key.run("--clearsign", "--output", str(dists / "InRelease"), str(dists / "Release"))
         key.detach_sign(dists / "Release", ".gpg")
