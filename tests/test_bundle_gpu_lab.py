@@ -13,7 +13,6 @@ Marked `lab` (by the fixture it shares with the bundle tests: it reads Debian's 
 from __future__ import annotations
 
 import shutil
-from pathlib import Path
 
 import pytest
 import yaml
@@ -29,7 +28,10 @@ pytestmark = [pytest.mark.lab, pytest.mark.skipif(
 BUILD_TIMEOUT_S = 1500
 
 
-def test_a_gpu_bundle_for_debian_12_carries_nvidias_repositories_in_the_offline_layout(tmp_path: Path) -> None:
+def test_a_gpu_bundle_for_debian_12_carries_nvidias_repositories_in_the_offline_layout(
+        tmp_path_factory: pytest.TempPathFactory) -> None:
+    # A short directory: gpg's agent sockets live in the throwaway keyrings' homes, and a socket path has 108 bytes.
+    tmp_path = tmp_path_factory.mktemp("gpu-bundle")
     with serve_upstream(tmp_path / "upstream") as upstream:
         config = tmp_path / "cluster.yaml"
         config.write_text(yaml.safe_dump(upstream.settings()))

@@ -3,8 +3,9 @@
 One row per OS id (os-release `ID`) and release. A `Platform` is a system `prepare` manages ("supported", or
 "warned": it runs, with a reason shown); a `Refusal` is one it refuses, with the reason and the way out. Each
 Platform holds the OS facts the rest of the product needs: its family (which role variables apply), package
-manager, the Python interpreter Ansible runs on it (and the package that brings it, when the distribution does not
-install it), the controller's ansible-core it needs, its x86-64 baseline, and the names of the repository layouts
+manager, the Python interpreter Ansible runs on it and its version (the oldest, NODE_PYTHON_FLOOR, is what every
+Python file that runs on a node is held to), the package that brings it when the distribution does not install it,
+the controller's ansible-core it needs, its x86-64 baseline, and the names of the repository layouts
 its packages come from (Docker, NVIDIA CUDA, the OS mirror). Component versions live in their own table.
 
 Preflight judges nodes with it (`platform_for`, `controller_refusal`, `choose_python`, `missing_cpu_flags`), the
