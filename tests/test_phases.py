@@ -536,6 +536,16 @@ def test_node_commands_refuse_the_control_plane_and_unknown_names(cluster) -> No
     assert isinstance(outcome.exception, InputError) and "run `bootstrap up` first" in str(outcome.exception)
 
 
+def test_removing_or_replacing_the_only_control_plane_says_to_take_the_cluster_down(cluster) -> None:
+    """Issue 34.4: the refusal said to list another control plane first, in an inventory that has none."""
+    for verb in ("remove", "replace"):
+        outcome = CliRunner().invoke(app, ["node", verb, "cp1", "--inventory", str(cluster.inventory_path), "--yes"])
+        assert isinstance(outcome.exception, InputError), outcome.output
+        message = str(outcome.exception)
+        assert "'cp1' is the cluster's only control plane" in message and "`bootstrap down`" in message
+        assert "list another control plane" not in message
+
+
 def test_reset_asks_before_wiping(cluster, monkeypatch: pytest.MonkeyPatch) -> None:
     recorder = Recorder()
     recorder.install(monkeypatch, recorder.phase("drain"), recorder.phase("etcd", skip="no control plane is reset"),

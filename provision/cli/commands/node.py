@@ -25,6 +25,11 @@ def _target(cluster: Cluster, name: str, verb: str) -> str:
         if verb == "add":
             raise InputError(f"{cluster.inventory_path}: '{node.name}' is the first control plane; `node add` "
                              "handles the nodes that join it (the first one comes with `bootstrap up`)")
+        if len(cluster.control_planes) == 1:
+            # Nothing to hand the cluster over to: taking its only control plane out is taking the cluster down.
+            raise InputError(f"{cluster.inventory_path}: '{node.name}' is the cluster's only control plane: to take "
+                             "the whole cluster down (every node reset), run `bootstrap down`; to "
+                             f"{verb} it and keep the cluster, add control planes first (`bootstrap node add NAME`)")
         raise InputError(first_control_plane_problem(cluster))
     return node.name
 
