@@ -14,6 +14,7 @@ the command printed runs in that same environment.
 """
 from __future__ import annotations
 
+import os
 import re
 import shlex
 from collections.abc import Callable
@@ -115,8 +116,9 @@ def complete(command: str, chosen: Given | None = None) -> str:
         return command
     node, at, path = root, 1, list[str]()
     while at < len(words) and not words[at].startswith("-"):
-        # A group (Typer's, carrying its own Click) holds its subcommands by name.
-        sub = (getattr(node, "commands", None) or {}).get(words[at])
+        # A group (Typer's, carrying its own Click) finds its subcommands by name (the root loads them on demand).
+        find = getattr(node, "get_command", None)
+        sub = find(click.Context(node), words[at]) if find is not None else None
         if sub is None:
             break
         node, at, path = sub, at + 1, [*path, words[at]]
@@ -128,9 +130,24 @@ def complete(command: str, chosen: Given | None = None) -> str:
     for names, value in chosen.options():
         if names[0] in takes and not named & set(names):
             added += [names[0]] if value is None else [names[0], value]
+    # An option the command requires that this run was not given (`smoke-test` has no inventory; `up` needs one)
+    # is printed as a placeholder to fill (`--inventory INVENTORY`), never left out: left out, the command as
+    # printed fails.
+    for param in node.params if not named & {"--help", "-h"} else ():
+        opts = list(getattr(param, "opts", []))
+        if (getattr(param, "param_type_name", "") == "option" and param.required and opts
+                and not named & set(opts) and not set(added) & set(opts) and not _from_environment(param)):
+            added += [max(opts, key=len), (param.name or "value").upper()]
     leading = ["--state-dir", str(chosen.state_dir)] if chosen.state_dir is not None and "--state-dir" not in words \
         else []
     return shlex.join(["bootstrap", *leading, *path, *added, *words[at:]])
+
+
+def _from_environment(param: click.Parameter) -> bool:
+    """Whether the option is set in this environment (BOOTSTRAP_INVENTORY), which the printed command runs in."""
+    envvar = param.envvar
+    names = [envvar] if isinstance(envvar, str) else list(envvar or [])
+    return any(os.environ.get(str(name)) for name in names)
 
 
 def carry(text: str, chosen: Given | None = None) -> str:

@@ -2,27 +2,18 @@
 the summary table after them."""
 from __future__ import annotations
 
-from typing import Any
-
-from rich.console import Console, Group
+from rich.console import Group
 from rich.live import Live
 from rich.table import Table
 from rich.text import Text
 
+from provision.cli.console import console
 from provision.cli.invocation import carry
 from provision.nodes.runner import PlaybookResult, RunProgress
 from provision.phases import PipelineResult
 from provision.smoke.driver import SmokeProgress
 from provision.smoke.verdict import Bandwidth, TrainerMetrics
 
-
-def literal_console(**options: Any) -> Console:
-    """A console that prints text as written: no markup, no :emoji: codes, no highlighting. Host names, paths and
-    messages come from the user's input; styles come from Text objects, never from the text itself."""
-    return Console(markup=False, emoji=False, highlight=False, **options)
-
-
-console = literal_console(stderr=True)
 STATUS_STYLE = {"ok": "green", "failed": "bold red", "skipped": "yellow", "not run": "dim"}
 
 

@@ -13,7 +13,6 @@ import contextlib
 import ipaddress
 import json
 import os
-import re
 import shutil
 import socket
 import subprocess
@@ -48,13 +47,6 @@ QEMU_DRIVER_FIX = ("use the qemu driver instead (no KVM needed, much slower): `b
 
 Role = Literal["control_plane", "worker"]
 OnLine = Callable[[str], None]
-
-
-def lab_os_choices() -> tuple[str, ...]:
-    """The OS choices the Vagrantfile offers (`lab_boxes`, each held to the platform table by the tests)."""
-    text = (VAGRANT_DIR / "Vagrantfile").read_text()
-    body = text.split("def lab_boxes", 1)[1].split("\nend", 1)[0]
-    return tuple(re.findall(r'"([\w.-]+)" => \{ box:', body))
 
 
 @dataclass(frozen=True)

@@ -4,25 +4,23 @@ from __future__ import annotations
 
 import difflib
 from pathlib import Path
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
-from rich.table import Table
-from rich.text import Text
 
-from provision.cli import invocation
+from provision.cli import complete, invocation
 from provision.cli.commands.reset import confirm
 from provision.cli.options import ConfigOption, NodeOptions, Output, OutputOption, YesOption, node_options
-from provision.cli.support import echo_json, load_inputs, run_pipeline, warn
-from provision.cli.views import console
 from provision.errors import InputError
 from provision.inputs.addons import ADDON_ORDER, ADDONS, AddonName
-from provision.inputs.inventory import Cluster
-from provision.inputs.settings import Settings
-from provision.inputs.validation import addon_warnings
+
+if TYPE_CHECKING:
+    from provision.inputs.inventory import Cluster
+    from provision.inputs.settings import Settings
 
 NamesArgument = Annotated[list[str], typer.Argument(
-    help=f"Add-ons: {', '.join(ADDON_ORDER)}.", show_default=False, metavar="NAME...")]
+    help=f"Add-ons: {', '.join(ADDON_ORDER)}.", show_default=False, metavar="NAME...",
+    autocompletion=complete.addons)]
 
 
 def addon_names(names: list[str]) -> list[AddonName]:
@@ -74,6 +72,10 @@ def register(app: typer.Typer) -> None:
                              "formed. Without it, the pinned releases and what the settings enable.")] = None,
                     config: ConfigOption = None, output: OutputOption = Output.text) -> None:
         """Each add-on: its pinned release, whether `up` installs it, and what the cluster runs (through the API)."""
+        from rich.table import Table
+        from rich.text import Text
+
+        from provision.cli.console import console, echo_json, warn
         from provision.inputs.settings import load_settings
         from provision.inputs.validation import load_cluster, settings_warnings
 
@@ -119,6 +121,9 @@ def register(app: typer.Typer) -> None:
     def install(nodes: NodeOptions, names: NamesArgument, output: OutputOption = Output.text) -> None:
         """Install add-ons from their pinned releases and wait until their CRDs are Established and their
         controllers Available (whether or not `addons.enabled` lists them)."""
+        from provision.cli.support import load_inputs, run_pipeline, warn
+        from provision.inputs.validation import addon_warnings
+
         chosen = addon_names(names)
         cluster, settings = load_inputs(nodes)
         _require_cluster(cluster, str(nodes.inventory))
@@ -132,6 +137,8 @@ def register(app: typer.Typer) -> None:
     def remove(nodes: NodeOptions, names: NamesArgument, yes: YesOption = False,
                output: OutputOption = Output.text) -> None:
         """Delete add-ons: their controllers, CRDs (with every object of theirs) and namespaces."""
+        from provision.cli.support import load_inputs, run_pipeline
+
         chosen = addon_names(names)
         cluster, settings = load_inputs(nodes)
         _require_cluster(cluster, str(nodes.inventory))

@@ -5,28 +5,23 @@ from __future__ import annotations
 import shlex
 import time
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 
-from provision.bundle.build import BuildRequest, build_bundle
-from provision.bundle.manifest import default_key_home, problem_lines, verify_directory
-from provision.bundle.serve import HTTP_PORT, REGISTRY_PORT, serve
+from provision.bundle.ports import HTTP_PORT, REGISTRY_PORT
 from provision.cli.options import ConfigOption, Output, OutputOption
-from provision.cli.support import echo_json
-from provision.cli.views import console
+from provision.cli.parsers import value
 from provision.errors import BootstrapError, InputError
 from provision.inputs.addons import ADDON_ORDER, AddonName
-from provision.inputs.platforms import Platform, platform_named, supported_text
-from provision.inputs.settings import load_settings
-from provision.inputs.values import (
-    parse_fingerprint,
-    parse_host_address,
-    parse_kubernetes_version,
-    parse_local_path,
-    parse_platform_key,
-    parse_port,
-)
+
+if TYPE_CHECKING:
+    from provision.inputs.platforms import Platform
+
+parse_fingerprint = value("parse_fingerprint")
+parse_host_address = value("parse_host_address")
+parse_kubernetes_version = value("parse_kubernetes_version")
+parse_port = value("parse_port")
 
 BUILD_HELP = """Build an offline bundle: every package (with its dependencies), image and manifest `up` fetches for
 these platforms and settings, in the layout offline.source reads, with a signed manifest of every file.
@@ -45,6 +40,9 @@ Example:
 
 
 def _platforms(value: str) -> list[Platform]:
+    from provision.inputs.platforms import Platform, platform_named, supported_text
+    from provision.inputs.values import parse_platform_key
+
     found = []
     for key in [part.strip() for part in value.split(",") if part.strip()]:
         try:
@@ -72,6 +70,8 @@ def _addons(value: str) -> list[str]:
 
 
 def _path(value: str) -> str:
+    from provision.inputs.values import parse_local_path
+
     return parse_local_path(value)
 
 
@@ -98,6 +98,11 @@ def register(app: typer.Typer) -> None:
             "bundle's .build/).", show_default=False)] = None,
         config: ConfigOption = None,
     ) -> None:
+        from provision.bundle.build import BuildRequest, build_bundle
+        from provision.bundle.manifest import default_key_home
+        from provision.cli.console import console
+        from provision.inputs.settings import load_settings
+
         chosen = _platforms(platforms)
         enabled: tuple[AddonName, ...] | None = None
         if addons is not None:
@@ -135,6 +140,9 @@ def register(app: typer.Typer) -> None:
     ) -> None:
         """Check a bundle: its signature, then every file the manifest lists (present, same size and sha256), and
         no file it does not list. Each problem is named: missing, changed, extra, bad signature. Exit 2 on any."""
+        from provision.bundle.manifest import problem_lines, verify_directory
+        from provision.cli.console import console, echo_json
+
         root = Path(directory).expanduser()
         trusted = None
         if key:
@@ -172,6 +180,10 @@ def register(app: typer.Typer) -> None:
     ) -> None:
         """Serve a bundle to the nodes until interrupted: its repositories and files over HTTP, its images through
         a read-only registry (docker-registry). It is verified first; one that does not verify is not served."""
+        from provision.bundle.manifest import verify_directory
+        from provision.bundle.serve import serve
+        from provision.cli.console import console
+
         root = Path(directory).expanduser()
         verdict = verify_directory(root, fingerprint=fingerprint)
         if not verdict.ok:

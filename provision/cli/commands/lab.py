@@ -8,24 +8,25 @@ import shutil
 from collections.abc import Callable
 from dataclasses import replace
 from pathlib import Path
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
-from rich.table import Table
-from rich.text import Text
 
 from provision.cli import invocation
 from provision.cli.options import ConfigOption, VerboseOption, YesOption
-from provision.cli.views import console
 from provision.errors import BootstrapError, InputError
-from provision.inputs.files import shown
-from provision.inputs.settings import parse_settings, read_settings_document
-from provision.inputs.values import Shape, parse_ipv4_network
-from provision.lab.vagrant import Lab, LabFiles, LabOptions, lab_os_choices
+from provision.lab.boxes import lab_os_choices
+
+if TYPE_CHECKING:
+    from rich.text import Text
+
+    from provision.lab.vagrant import LabFiles
 
 
 def _base_settings(config: Path | None) -> dict[str, Any]:
     """The user's own cluster.yaml, checked, as the mapping the lab lays its keys over."""
+    from provision.inputs.settings import parse_settings, read_settings_document
+
     if config is None:
         return {}
     document = read_settings_document(config)
@@ -48,22 +49,41 @@ def _cluster_up(files: LabFiles, verbose: bool) -> Path:
 
 
 def _lab_line(text: str) -> Text:
+    from rich.text import Text
+
     return Text.assemble(("lab:", "bold"), f" {text}")
 
 
 def _vagrant_line(line: str) -> None:
+    from rich.text import Text
+
+    from provision.cli.console import console
+
     console.print(Text(f"  {line}", style="dim"), soft_wrap=True)
 
 
 # A Vagrant box name: owner/name (the Vagrantfile hands it to Vagrant as it is).
-BOX = Shape("a Vagrant box name", re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]*/[A-Za-z0-9][A-Za-z0-9._-]*", re.ASCII),
-            "owner/name of letters, digits, '.', '_', '-'", "debian/bookworm64", max_length=128)
-parse_box = BOX.parse
+BOX_PATTERN = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]*/[A-Za-z0-9][A-Za-z0-9._-]*", re.ASCII)
+
+
+def parse_box(value: str) -> str:
+    from provision.inputs.values import Shape
+
+    return Shape("a Vagrant box name", BOX_PATTERN, "owner/name of letters, digits, '.', '_', '-'", "debian/bookworm64",
+                 max_length=128).parse(value)
+
+
+def parse_network(value: str) -> str:
+    from provision.inputs.values import parse_ipv4_network
+
+    return parse_ipv4_network(value)
 
 
 def one_of(*choices: str) -> Callable[[str], str]:
     def parse(value: str) -> str:
         if value not in choices:
+            from provision.inputs.files import shown
+
             raise ValueError(f"{shown(value)} is not one of {', '.join(choices)}")
         return value
     return parse
@@ -93,13 +113,16 @@ def register(app: typer.Typer) -> None:
             show_default=False, parser=one_of("kvm", "qemu"))] = None,
         network: Annotated[str | None, typer.Option(
             help="The private network, e.g. 192.168.56.0/24 (LAB_NETWORK).", show_default=False,
-            parser=parse_ipv4_network)] = None,
+            parser=parse_network)] = None,
         config: ConfigOption = None,
         machines_only: Annotated[bool, typer.Option(
             "--machines-only", help="Stop once the machines answer SSH: write the inventory and settings only.")] = False,
         verbose: VerboseOption = False,
     ) -> None:
         """Make the machines (`vagrant up`), write their inventory, then run `bootstrap up` on them (CPU smoke test)."""
+        from provision.cli.console import console
+        from provision.lab.vagrant import Lab, LabOptions
+
         options = LabOptions(workers=workers, cpus=cpus, memory_mb=memory, os=os_name, box=box, provider=provider,
                              libvirt_driver=libvirt_driver, network=network)
         base = _base_settings(config)
@@ -124,6 +147,9 @@ def register(app: typer.Typer) -> None:
     @lab_app.command("down")
     def down(yes: YesOption = False) -> None:
         """Destroy the lab's machines and remove its inventory, known_hosts and settings."""
+        from provision.cli.console import console
+        from provision.lab.vagrant import Lab
+
         if not yes and not typer.confirm("Destroy the lab machines?", default=False):
             raise typer.Exit(1)
         Lab().down(on_line=_vagrant_line)
@@ -132,6 +158,11 @@ def register(app: typer.Typer) -> None:
     @lab_app.command("status")
     def status() -> None:
         """Each lab machine's state (as Vagrant reports it) and private address."""
+        from rich.table import Table
+
+        from provision.cli.console import console
+        from provision.lab.vagrant import Lab
+
         table = Table(box=None, pad_edge=False)
         for column in ("machine", "state", "address"):
             table.add_column(column)
@@ -142,6 +173,8 @@ def register(app: typer.Typer) -> None:
     @lab_app.command("ssh", context_settings={"allow_extra_args": True, "ignore_unknown_options": True})
     def ssh(ctx: typer.Context, name: Annotated[str, typer.Argument(help="A lab machine, e.g. lab-control-plane.")]) -> None:
         """Log in to a lab machine (or run the command after NAME) with its recorded host key checked."""
+        from provision.lab.vagrant import Lab
+
         argv = Lab().ssh_argv(name, list(ctx.args))
         if shutil.which(argv[0]) is None:
             raise InputError("ssh (the OpenSSH client) is not installed: install openssh-client")

@@ -4,19 +4,21 @@ running cluster (a control plane leaving has its etcd member removed before its 
 fresh machine joined in its place (docs/etcd.md)."""
 from __future__ import annotations
 
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 
+from provision.cli import complete
 from provision.cli.commands.reset import WHAT_RESET_REMOVES, confirm, first_control_plane_problem
 from provision.cli.options import NodeOptions, Output, OutputOption, YesOption, node_options
-from provision.cli.support import load_inputs, run_pipeline
 from provision.errors import InputError
-from provision.inputs.inventory import Cluster
-from provision.phases import NODE_ADD_PHASES, REPLACE_REMOVE_PHASES, RESET_PHASES, replace_join_phases
-from provision.phases.engine import EtcdOptions
+from provision.inputs.workflows import NODE_ADD_PHASES
 
-NameArgument = Annotated[str, typer.Argument(help="The node's name, as in the inventory.", show_default=False)]
+if TYPE_CHECKING:
+    from provision.inputs.inventory import Cluster
+
+NameArgument = Annotated[str, typer.Argument(help="The node's name, as in the inventory.", show_default=False,
+                                             autocompletion=complete.nodes)]
 
 
 def _target(cluster: Cluster, name: str, verb: str) -> str:
@@ -43,6 +45,7 @@ def register(app: typer.Typer) -> None:
     def add(nodes: NodeOptions, name: NameArgument, output: OutputOption = Output.text) -> None:
         """Prepare and join a worker or control plane added to the inventory after `up` (preflight, prepare, join,
         GPU, verify)."""
+        from provision.cli.support import load_inputs, run_pipeline
         from provision.kube.kubeconfig import admin_kubeconfig_path
 
         cluster, settings = load_inputs(nodes)
@@ -59,6 +62,9 @@ def register(app: typer.Typer) -> None:
                output: OutputOption = Output.text) -> None:
         """Drain and delete a node (a control plane: its etcd member removed too), then reset it; remove it from the
         inventory afterwards."""
+        from provision.cli.support import load_inputs, run_pipeline
+        from provision.phases import RESET_PHASES
+
         cluster, settings = load_inputs(nodes)
         target = _target(cluster, name, "remove")
         confirm(f"Drain {target}, delete it from the cluster and wipe it ({WHAT_RESET_REMOVES})?", yes)
@@ -72,6 +78,10 @@ def register(app: typer.Typer) -> None:
         """Replace a control plane: its etcd member removed through a healthy member (the machine may be dead), then
         the machine the inventory names for it (a fresh one, or the old one wiped) joined in its place. With
         etcd's quorum lost, restore a snapshot onto the control planes left first (docs/etcd.md)."""
+        from provision.cli.support import load_inputs, run_pipeline
+        from provision.phases import REPLACE_REMOVE_PHASES, replace_join_phases
+        from provision.phases.engine import EtcdOptions
+
         cluster, settings = load_inputs(nodes)
         target = _target(cluster, name, "replace")
         node = cluster.node(target)
