@@ -355,3 +355,25 @@ def test_the_doctors_fix_is_one_line_and_runs_as_printed(
     code, output = runs(*shlex.split(expected)[1:])
     assert code == 0, output
     assert runs.ran[0][0] == "join" and runs.ran[0][1] == site / "hosts.ini"
+
+
+def test_a_hint_names_the_bootstrap_that_runs_in_a_new_shell(site: Path) -> None:
+    """Issue 34: after `./dev.sh up` the hints said `bootstrap ...`, "command not found": the tool was only in
+    .venv-modern/bin. Run by its path with that directory off PATH, the hints name the path; a new shell runs them."""
+    import subprocess
+
+    tool = Path(sys.executable).parent / "bootstrap"
+    assert tool.exists()
+    clean = {"PATH": "/usr/sbin:/usr/bin:/sbin:/bin", "HOME": str(site), "BOOTSTRAP_STATE_DIR": str(site / "state")}
+    refused = subprocess.run([str(tool), "node", "add", "n2", "-i", "hosts.ini"], cwd=site, env=clean,
+                             capture_output=True, text=True)
+    assert refused.returncode == 2, refused.stderr
+    [command] = re.findall(r"`([^`]*/bootstrap [^`]*)`", refused.stderr)
+    assert command == f"{tool} up --inventory hosts.ini"
+    again = subprocess.run(["bash", "-c", f"{command} --help"], cwd=site, env=clean, capture_output=True, text=True)
+    assert again.returncode == 0 and "Form the cluster" in again.stdout, again.stderr
+    # Where PATH finds that same program, the hint says `bootstrap`.
+    on_path = clean | {"PATH": f"{tool.parent}:{clean['PATH']}"}
+    refused = subprocess.run([str(tool), "node", "add", "n2", "-i", "hosts.ini"], cwd=site, env=on_path,
+                             capture_output=True, text=True)
+    assert COMMAND.findall(refused.stderr) == ["bootstrap up --inventory hosts.ini"]

@@ -186,6 +186,8 @@ def _print_error(message: str, *, line_per_node: bool = False) -> None:
 
 
 def main() -> None:
+    # The commands printed for the user name the tool as it can be run (cli/invocation.py).
+    invocation.set_program(sys.argv[0])
     try:
         # Not standalone: Click would print its usage errors in three lines of its own shape and exit itself.
         # The program's name, also under `python -m provision` (usage lines, the completion variable).

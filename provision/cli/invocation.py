@@ -17,6 +17,7 @@ from __future__ import annotations
 import os
 import re
 import shlex
+import shutil
 from collections.abc import Callable
 from dataclasses import dataclass, replace
 from pathlib import Path
@@ -59,6 +60,8 @@ class Given:
 
 # This invocation's (one per process: the CLI runs one command; tests start each anew).
 _given = Given()
+# What runs this tool, as the printed commands name it: `bootstrap`, or the path that works (set_program).
+_program = "bootstrap"
 _root: Callable[[], click.Command] | None = None
 _root_command: click.Command | None = None
 
@@ -83,6 +86,24 @@ def _typed(name: str) -> bool:
     ctx = get_current_context(silent=True)
     source = ctx.get_parameter_source(name) if ctx is not None else None
     return source is None or source is ParameterSource.COMMANDLINE
+
+
+def set_program(argv0: str) -> None:
+    """How the commands this run prints name the tool: `bootstrap` when that is what was typed (the shell found it)
+    or what PATH finds as this same program; else the path it was run by (`.venv-modern/bin/bootstrap` from a
+    checkout whose venv is not on PATH: a hint naming `bootstrap` would be "command not found" in a new shell)."""
+    global _program
+    _program = "bootstrap"
+    if Path(argv0).name != "bootstrap" or "/" not in argv0:
+        return
+    typed = Path(argv0).absolute()
+    found = shutil.which("bootstrap")
+    try:
+        if found is not None and Path(found).samefile(typed):
+            return
+    except OSError:
+        pass
+    _program = str(typed)
 
 
 def start(state_dir: Path | None) -> None:
@@ -140,7 +161,7 @@ def complete(command: str, chosen: Given | None = None) -> str:
             added += [max(opts, key=len), (param.name or "value").upper()]
     leading = ["--state-dir", str(chosen.state_dir)] if chosen.state_dir is not None and "--state-dir" not in words \
         else []
-    return shlex.join(["bootstrap", *leading, *path, *added, *words[at:]])
+    return shlex.join([_program, *leading, *path, *added, *words[at:]])
 
 
 def _from_environment(param: click.Parameter) -> bool:
