@@ -75,13 +75,13 @@ case "${1:-}" in
     #    here rather than skipping). 2. Under ansible-core 2.21 on Python >= 3.12 (no torch), again the unit tests
     #    that depend on the controller (found from their imports: tests/support/controller.py); the others ran in
     #    the first pass. Both in an empty network namespace, UNIT_WORKERS test files at a time (default: one per
-    #    core). 3. The tests on real lab nodes under 2.21, the controller users get by default: LAB_WORKERS test
+    #    core). 3. The tests on real lab nodes under 2.21, the controller users get by default: LAB_TEST_WORKERS test
     #    files side by side (each lab in its own slot; a file's tests stay together, sharing its labs).
     unit_workers=${UNIT_WORKERS:-$(nproc)}
     #    The few tests marked `network` (they install from PyPI) run in the third pass, which is online.
     unit="not lab and not network and not slow"
     CB_REQUIRE_TORCH=1 pytest_pass --offline .venv "$unit" -n "$unit_workers" --dist loadfile "$@"
     CB_CONTROLLER_PASS=second pytest_pass --offline .venv-modern "$unit" -n "$unit_workers" --dist loadfile "$@"
-    pytest_pass .venv-modern "lab or network${RUN_SLOW:+ or slow}" -n "${LAB_WORKERS:-4}" --dist loadfile "$@" ;;
+    pytest_pass .venv-modern "lab or network${RUN_SLOW:+ or slow}" -n "${LAB_TEST_WORKERS:-4}" --dist loadfile "$@" ;;
   *) echo "usage: ./dev.sh up [INVENTORY] | ./dev.sh test [PYTEST ARGS]" >&2; exit 2 ;;
 esac

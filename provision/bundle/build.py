@@ -179,8 +179,9 @@ def build_bundle(settings: Settings, request: BuildRequest, progress: Callable[[
     archive = request.output if request.output.suffix == ".tar" else None
     root = request.output.with_name(request.output.name + ".d") if archive else request.output
     work = root / BUILD_DIR
-    store = Store(request.cache or work / "store")
+    # Planned first: a platform these settings cannot bundle is refused before anything is created.
     plans = [node_plan(platform, settings, gpu=request.gpu) for platform in request.platforms]
+    store = Store(request.cache or work / "store")
     wanted: dict[str, Path] = {}
 
     def take(files: list[BundleFile]) -> None:

@@ -15,6 +15,7 @@ from typer.core import TyperGroup, _TyperParameter
 
 from provision.cli import invocation
 from provision.errors import BootstrapError, InputError
+from provision.inputs.addons import ADDON_ORDER, ADDONS
 
 # The state directory's variable (provision.inputs.state.STATE_DIR_ENV, which tests/test_cli_startup.py holds
 # equal): named here so that `--help` does not import the state module's models.
@@ -63,7 +64,7 @@ COMMANDS: dict[str, CommandEntry] = {
                                "toolkit."),
     "bundle": CommandEntry("bundle", "An offline bundle: build it, verify it, serve it to the nodes."),
     "node": CommandEntry("node", "Add a worker or control plane to a running cluster, or take one out."),
-    "addons": CommandEntry("addons", "The cluster add-ons (Volcano, Kubeflow Training Operator, Kubeflow Trainer) on "
+    "addons": CommandEntry("addons", f"The cluster add-ons ({', '.join(ADDONS[name].title for name in ADDON_ORDER)}) on "
                                      "a running cluster."),
     "etcd": CommandEntry("etcd", "Snapshots of the cluster's etcd, and restoring one."),
     "certs": CommandEntry("certs", "kubeadm's certificates on the control planes: their expiry, and their renewal."),

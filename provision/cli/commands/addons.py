@@ -1,5 +1,6 @@
-"""`bootstrap addons list|install|remove`: the cluster add-ons (Volcano, Kubeflow Training Operator v1, Kubeflow
-Trainer v2) on a running cluster, through the same phases `up` runs for the ones in `addons.enabled`."""
+"""`bootstrap addons list|install|remove`: the cluster add-ons (inputs/addons.py's table: Volcano, the Kubeflow
+training operators, KServe, Pipelines, GPU labels and metrics, ...) on a running cluster, through the same phases
+`up` runs for the ones in `addons.enabled`."""
 from __future__ import annotations
 
 import difflib
@@ -17,6 +18,9 @@ from provision.inputs.addons import ADDON_ORDER, ADDONS, AddonName
 if TYPE_CHECKING:
     from provision.inputs.inventory import Cluster
     from provision.inputs.settings import Settings
+
+# Every add-on of the table, by title (the group's help, and `bootstrap --help`'s line for it).
+ADDONS_SUMMARY = f"The cluster add-ons ({', '.join(ADDONS[name].title for name in ADDON_ORDER)}) on a running cluster."
 
 NamesArgument = Annotated[list[str], typer.Argument(
     help=f"Add-ons: {', '.join(ADDON_ORDER)}.", show_default=False, metavar="NAME...",
@@ -62,8 +66,7 @@ def _with_enabled(settings: Settings, names: list[AddonName]) -> Settings:
 
 
 def register(app: typer.Typer) -> None:
-    addons_app = typer.Typer(help="The cluster add-ons (Volcano, Kubeflow Training Operator, Kubeflow Trainer) on a "
-                                  "running cluster.", no_args_is_help=True)
+    addons_app = typer.Typer(help=ADDONS_SUMMARY, no_args_is_help=True)
 
     @addons_app.command("list")
     def list_addons(inventory: Annotated[Path | None, typer.Option(
