@@ -58,11 +58,11 @@ def cases(folder: Path, checkout: Path | None = None) -> dict[str, tuple[list[st
     return found
 
 
-def timed(argv: list[str], env: dict[str, str]) -> tuple[float, float, int]:
+def timed(argv: list[str], env: dict[str, str], cwd: Path) -> tuple[float, float, int]:
     """Wall time, CPU time (user and system of the process: what a loaded machine does not inflate), exit code."""
     before = resource.getrusage(resource.RUSAGE_CHILDREN)
     started = time.monotonic()
-    done = subprocess.run(argv, env=env, capture_output=True)
+    done = subprocess.run(argv, env=env, capture_output=True, cwd=cwd)
     wall = time.monotonic() - started
     after = resource.getrusage(resource.RUSAGE_CHILDREN)
     return wall, (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime), done.returncode
@@ -84,9 +84,10 @@ def main() -> None:
         if options.checkout is not None:
             base["PYTHONPATH"] = str(options.checkout.resolve())
         for name, (argv, extra) in cases(folder, options.checkout).items():
-            # One run first, not counted: the page cache and __pycache__ warm, as on a user's second command.
-            timed(argv, base | extra)
-            runs = [timed(argv, base | extra) for _ in range(options.repeat)]
+            # One run first, not counted: the page cache and __pycache__ warm, as on a user's second command. In a
+            # scratch directory: `python -m` puts the working directory first on the path (before --checkout's).
+            timed(argv, base | extra, folder)
+            runs = [timed(argv, base | extra, folder) for _ in range(options.repeat)]
             rows.append((name, statistics.median(r[0] for r in runs), statistics.median(r[1] for r in runs),
                          min(r[0] for r in runs), runs[0][2]))
             loads.append(os.getloadavg()[0])
