@@ -83,10 +83,14 @@ def test_kubeconfig_keeps_the_admin_key_off_a_terminal(site: Path, monkeypatch: 
 
 def test_kubeconfig_refuses_choices_that_contradict_each_other(site: Path) -> None:
     formed(site)
-    for args, expected in ((["--context", "x"], "add --merge"), (["--path", "--merge"], "exclude each other"),
-                           (["--merge", "--context", "a\nb"], "--context")):
+    for args, expected in ((["--context", "x"], "--context needs --merge"),
+                           (["--path", "--merge"], "--path and --merge exclude each other"),
+                           (["--into", "x.conf"], "--into needs --merge"),
+                           (["--merge", "--context", "a\nb"], "--context"),
+                           (["--merge", "--into", str(site)], "is a folder")):
         outcome = CliRunner().invoke(app, ["kubeconfig", *args])
-        assert outcome.exit_code != 0 and expected in (str(outcome.exception) + outcome.output), args
+        assert outcome.exit_code == 2 and expected in outcome.output, (args, outcome.output)
+    assert not (site / "home" / ".kube").exists()
 
 
 # --- bootstrap status -----------------------------------------------------------------------------------------------
@@ -187,8 +191,11 @@ def test_up_dry_run_says_where_a_failed_run_would_resume(site: Path) -> None:
 
 
 def test_up_dry_run_refuses_bad_input_in_one_line(site: Path) -> None:
-    outcome = CliRunner().invoke(app, ["up", "-i", "hosts.ini", "--dry-run", "--only", "nosuch"])
-    assert isinstance(outcome.exception, InputError) and "unknown phase 'nosuch'" in str(outcome.exception)
+    for args, expected in ((["--only", "nosuch"], "unknown phase 'nosuch'"),
+                           (["--merge-kubeconfig"], "--dry-run and --merge-kubeconfig exclude each other")):
+        outcome = CliRunner().invoke(app, ["up", "-i", "hosts.ini", "--dry-run", *args])
+        assert outcome.exit_code == 2 and expected in outcome.output, outcome.output
+    assert not (site / "state").exists()
 
 
 # --- bootstrap config schema, and init's modeline --------------------------------------------------------------------

@@ -166,7 +166,7 @@ def test_kubeadm_init_waits_for_the_release_prepare_found_installed(cluster, mon
 
 def test_prepare_alone_runs_preflight_first_and_tells_the_playbook_the_gpu_nodes_it_found(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    from provision.nodes.preflight.run import NodeReport, PreflightReport
+    from provision.nodes.preflight.run import PreflightNode, PreflightReport
     from provision.nodes.runner import PlaybookResult
 
     monkeypatch.setenv("BOOTSTRAP_STATE_DIR", str(tmp_path / "state"))
@@ -181,7 +181,7 @@ def test_prepare_alone_runs_preflight_first_and_tells_the_playbook_the_gpu_nodes
 
     def fake_preflight(cluster: Any, settings: Any, *, nodes: list[str] | None = None, **_: Any) -> PreflightReport:
         probed.append(nodes)
-        return PreflightReport(tuple(NodeReport(n, "worker", "", (), found[n],
+        return PreflightReport(tuple(PreflightNode(n, "worker", "", (), found[n],
                                                 gpu_generations=("Volta",) if found[n] else ())
                                      for n in nodes or found), 0.1)
 
@@ -208,8 +208,8 @@ def test_a_failed_preflight_records_nothing_and_the_next_prepare_runs_it_again(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """Issue 34.1: a GPU node down during preflight was counted 0 and recorded before the refusal; the next
     `bootstrap prepare` took preflight as done and prepared that node without the NVIDIA stack."""
-    from provision.nodes.preflight.checks import CheckResult
-    from provision.nodes.preflight.run import NodeReport, PreflightReport
+    from provision.findings import Finding
+    from provision.nodes.preflight.run import PreflightNode, PreflightReport
     from provision.nodes.runner import PlaybookResult
 
     monkeypatch.setenv("BOOTSTRAP_STATE_DIR", str(tmp_path / "state"))
@@ -221,11 +221,12 @@ def test_a_failed_preflight_records_nothing_and_the_next_prepare_runs_it_again(
 
     def fake_preflight(cluster: Any, settings: Any, *, nodes: list[str] | None = None, **_: Any) -> PreflightReport:
         if w1_up:
-            w1 = NodeReport("w1", "worker", "", (CheckResult("ssh", "ok", "reached"),), 2, gpu_generations=("Ampere",))
+            w1 = PreflightNode("w1", "worker", "", (Finding("ssh", "w1", "ok", "reached"),), 2,
+                               gpu_generations=("Ampere",))
         else:
-            w1 = NodeReport("w1", "worker", "", (CheckResult("ssh", "fail", "unreachable", "start it"),), 0)
-        return PreflightReport((NodeReport("cp1", "control_plane", "", (CheckResult("ssh", "ok", "reached"),), 0),
-                                w1), 0.1)
+            w1 = PreflightNode("w1", "worker", "", (Finding("ssh", "w1", "fail", "unreachable", "start it"),), 0)
+        cp1 = PreflightNode("cp1", "control_plane", "", (Finding("ssh", "cp1", "ok", "reached"),), 0)
+        return PreflightReport((cp1, w1), 0.1)
 
     def fake_playbook(playbook: str, *args: Any, extra_vars: dict[str, Any] | None = None, **_: Any) -> PlaybookResult:
         playbooks.append({"playbook": playbook, **(extra_vars or {})})
@@ -257,7 +258,7 @@ def test_a_pascal_gpu_gets_the_proprietary_kernel_module_however_the_inventory_n
     """Preflight keys what it found by node name; the nvidia role looks its node up by Ansible's host name. A Pascal
     node written `10.0.0.11 k8s_nodename=gpu-worker-1` (the form the tool's own error message recommends) must not
     get the open module, which pre-Turing GPUs cannot run."""
-    from provision.nodes.preflight.run import NodeReport, PreflightReport
+    from provision.nodes.preflight.run import PreflightNode, PreflightReport
     from provision.nodes.runner import PlaybookResult
 
     monkeypatch.setenv("BOOTSTRAP_STATE_DIR", str(tmp_path / "state"))
@@ -268,7 +269,7 @@ def test_a_pascal_gpu_gets_the_proprietary_kernel_module_however_the_inventory_n
 
     def fake_preflight(cluster: Any, settings: Any, *, nodes: list[str] | None = None, **_: Any) -> PreflightReport:
         pascal = {"gpu-worker-1": ("Pascal",)}
-        return PreflightReport(tuple(NodeReport(n, "worker", "", (), len(pascal.get(n, ())),
+        return PreflightReport(tuple(PreflightNode(n, "worker", "", (), len(pascal.get(n, ())),
                                                 gpu_generations=pascal.get(n, ()))
                                      for n in nodes or ("cp1", "gpu-worker-1")), 0.1)
 
@@ -521,7 +522,8 @@ def test_up_refuses_a_context_name_without_merge_kubeconfig_before_running_anyth
     recorder = Recorder()
     recorder.install(monkeypatch, *[recorder.phase(n) for n in UP_PHASES])
     outcome = CliRunner().invoke(app, ["up", "--inventory", str(cluster.inventory_path), "--context", "mylab"])
-    assert isinstance(outcome.exception, InputError) and "--merge-kubeconfig" in str(outcome.exception)
+    # A combination the table of options refuses (cli/option_table.py): a usage error, exit 2.
+    assert outcome.exit_code == 2 and "--context needs --merge-kubeconfig" in outcome.output
     assert recorder.ran == []
 
 

@@ -14,7 +14,8 @@ from typer._completion_classes import completion_init
 from typer.core import TyperGroup, _TyperParameter
 
 from provision.cli import invocation
-from provision.errors import BootstrapError, InputError
+from provision.cli.option_table import STATE_DIRECTORY
+from provision.errors import BootstrapError
 from provision.inputs.addons import ADDON_ORDER, ADDONS
 
 # The state directory's variable (provision.inputs.state.STATE_DIR_ENV, which tests/test_cli_startup.py holds
@@ -94,15 +95,65 @@ def _coerce_only_what_runs() -> None:
 _coerce_only_what_runs()
 
 
+class _Commands(dict[str, click.Command]):
+    """The root's commands by name, each module imported when its command is first looked up; listed whole (a
+    test walking the tree, `bootstrap <TAB>` with nothing typed), every module is."""
+
+    def _load(self, name: str) -> None:
+        if name in COMMANDS and not dict.__contains__(self, name):
+            self.update(load_commands(COMMANDS[name].module))
+
+    def _load_all(self) -> None:
+        for name in COMMANDS:
+            self._load(name)
+
+    def get(self, name: str, default: Any = None) -> Any:
+        self._load(name)
+        return dict.get(self, name, default)
+
+    def __getitem__(self, name: str) -> click.Command:
+        self._load(name)
+        return dict.__getitem__(self, name)
+
+    def __contains__(self, name: object) -> bool:
+        if isinstance(name, str):
+            self._load(name)
+        return dict.__contains__(self, name)
+
+    def __iter__(self) -> Any:
+        self._load_all()
+        return dict.__iter__(self)
+
+    def __len__(self) -> int:
+        self._load_all()
+        return dict.__len__(self)
+
+    def keys(self) -> Any:
+        self._load_all()
+        return dict.keys(self)
+
+    def values(self) -> Any:
+        self._load_all()
+        return dict.values(self)
+
+    def items(self) -> Any:
+        self._load_all()
+        return dict.items(self)
+
+
 class CommandGroup(TyperGroup):
     """`bootstrap`'s commands, each module imported on first use (COMMANDS)."""
+
+    def __init__(self, **attrs: Any) -> None:
+        super().__init__(**attrs)
+        commands = _Commands()
+        commands.update(dict.items(self.commands) if isinstance(self.commands, dict) else self.commands.items())
+        self.commands = commands
 
     def list_commands(self, ctx: click.Context) -> list[str]:
         return list(COMMANDS)
 
     def get_command(self, ctx: click.Context, cmd_name: str) -> click.Command | None:
-        if cmd_name not in self.commands and cmd_name in COMMANDS:
-            self.commands.update(load_commands(COMMANDS[cmd_name].module))
         return self.commands.get(cmd_name)
 
     def format_commands(self, ctx: click.Context, formatter: click.HelpFormatter) -> None:
@@ -151,20 +202,14 @@ def _global_options(
     version: Annotated[bool, typer.Option(
         "--version", help="Print the version and exit.", callback=_print_version, is_eager=True)] = False,
     state_dir: Annotated[Path | None, typer.Option(
-        "--state-dir", envvar=STATE_DIR_ENV, show_default=False,
+        "--state-dir", envvar=STATE_DIR_ENV, show_default=False, parser=STATE_DIRECTORY.parse,
         help="Where cluster state (admin kubeconfigs) and run logs are kept "
              "(default: $XDG_STATE_HOME/cluster-bootstrap or ~/.local/state/cluster-bootstrap).")] = None,
 ) -> None:
     if state_dir is not None:
-        from provision.inputs.values import LOCAL_PATH, creatable_directory_problem
-
-        path = state_dir.expanduser().absolute()
-        problem = LOCAL_PATH.problem(str(state_dir)) or creatable_directory_problem(path)
-        if problem:
-            raise InputError(f"--state-dir {problem}")
-        # The library reads the state directory from the environment: one mechanism for the flag and the variable.
-        os.environ[STATE_DIR_ENV] = str(path)
-        state_dir = path
+        # Judged as it was read (option_table.STATE_DIRECTORY). The library reads the state directory from the
+        # environment: one mechanism for the flag and the variable.
+        os.environ[STATE_DIR_ENV] = str(state_dir)
     # Commands printed for the user to run carry it (and the options each command adds).
     invocation.start(state_dir)
 

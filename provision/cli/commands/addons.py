@@ -11,6 +11,7 @@ import typer
 
 from provision.cli import complete, invocation
 from provision.cli.commands.reset import confirm
+from provision.cli.option_table import checked, options_of
 from provision.cli.options import ConfigOption, NodeOptions, Output, OutputOption, YesOption, node_options
 from provision.errors import InputError
 from provision.inputs.addons import ADDON_ORDER, ADDONS, AddonName
@@ -22,9 +23,10 @@ if TYPE_CHECKING:
 # Every add-on of the table, by title (the group's help, and `bootstrap --help`'s line for it).
 ADDONS_SUMMARY = f"The cluster add-ons ({', '.join(ADDONS[name].title for name in ADDON_ORDER)}) on a running cluster."
 
-NamesArgument = Annotated[list[str], typer.Argument(
-    help=f"Add-ons: {', '.join(ADDON_ORDER)}.", show_default=False, metavar="NAME...",
+NamesArgument = Annotated[list[str], options_of("addons install").argument(
+    "NAMES", help=f"Add-ons: {', '.join(ADDON_ORDER)}.", show_default=False, metavar="NAME...",
     autocompletion=complete.addons)]
+LIST = options_of("addons list")
 
 
 def addon_names(names: list[str]) -> list[AddonName]:
@@ -61,15 +63,21 @@ def _cluster_statuses(cluster: Cluster | None, settings: Settings) -> dict[str, 
 
 
 def _with_enabled(settings: Settings, names: list[AddonName]) -> Settings:
-    enabled = tuple(name for name in ADDON_ORDER if name in names or name in settings.addons.enabled)
-    return settings.model_copy(update={"addons": settings.addons.model_copy(update={"enabled": enabled})})
+    """The settings with these add-ons enabled, checked as addons.enabled is (an add-on that does not run on this
+    Kubernetes, or whose requirements are missing, is refused here as it would be in cluster.yaml, before any
+    play)."""
+    from provision.inputs.settings import with_overrides
+
+    enabled = [name for name in ADDON_ORDER if name in names or name in settings.addons.enabled]
+    return with_overrides(settings, {"addons.enabled": (f"addons install {' '.join(names)}", enabled)})
 
 
 def register(app: typer.Typer) -> None:
     addons_app = typer.Typer(help=ADDONS_SUMMARY, no_args_is_help=True)
 
     @addons_app.command("list")
-    def list_addons(inventory: Annotated[Path | None, typer.Option(
+    @checked("addons list")
+    def list_addons(inventory: Annotated[Path | None, LIST.option(
                         "--inventory", "-i", envvar="BOOTSTRAP_INVENTORY", show_default=False,
                         help="The cluster's inventory: adds what the cluster runs (through the API), once it is "
                              "formed. Without it, the pinned releases and what the settings enable.")] = None,
@@ -120,6 +128,7 @@ def register(app: typer.Typer) -> None:
                           style="dim", soft_wrap=True)
 
     @addons_app.command("install")
+    @checked("addons install")
     @node_options
     def install(nodes: NodeOptions, names: NamesArgument, output: OutputOption = Output.text) -> None:
         """Install add-ons from their pinned releases and wait until their CRDs are Established and their
@@ -129,13 +138,15 @@ def register(app: typer.Typer) -> None:
 
         chosen = addon_names(names)
         cluster, settings = load_inputs(nodes)
+        enabled = _with_enabled(settings, chosen)
         _require_cluster(cluster, str(nodes.inventory))
         # The ones addons.enabled lists were warned about with the settings.
         warn(addon_warnings(settings, [name for name in chosen if name not in settings.addons.enabled]))
-        run_pipeline(chosen, cluster, _with_enabled(settings, chosen), nodes, output=output,
+        run_pipeline(chosen, cluster, enabled, nodes, output=output,
                      title=f"bootstrap addons install {' '.join(chosen)}")
 
     @addons_app.command("remove")
+    @checked("addons remove")
     @node_options
     def remove(nodes: NodeOptions, names: NamesArgument, yes: YesOption = False,
                output: OutputOption = Output.text) -> None:

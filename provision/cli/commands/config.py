@@ -9,8 +9,9 @@ from typing import TYPE_CHECKING, Annotated
 import typer
 
 from provision.cli import invocation
+from provision.cli.option_table import checked, options_of
 from provision.cli.options import ConfigOption, InventoryOption, NodeOptions, Output, OutputOption, node_options
-from provision.errors import BootstrapError, InputError
+from provision.errors import BootstrapError
 
 if TYPE_CHECKING:
     from provision.inputs.settings import Settings
@@ -39,6 +40,7 @@ def register(app: typer.Typer) -> None:
     config_app = typer.Typer(help="Inspect and check cluster settings and inventories.", no_args_is_help=True)
 
     @config_app.command("show")
+    @checked("config show")
     def show(config: ConfigOption = None, output: OutputOption = Output.text) -> None:
         """Print the effective settings (defaults filled in), the package and image sources they resolve to, and
         what the versions table chose for them."""
@@ -67,6 +69,7 @@ def register(app: typer.Typer) -> None:
             typer.echo(text, nl=False)
 
     @config_app.command("validate")
+    @checked("config validate")
     def validate(inventory: InventoryOption, config: ConfigOption = None, output: OutputOption = Output.text) -> None:
         """Check the inventory and settings without connecting to any node; print the nodes it describes."""
         from provision.bundle.check import check_offline_bundle
@@ -104,6 +107,7 @@ def register(app: typer.Typer) -> None:
                    f"services {settings.kubernetes.service_cidr}, mirrors: {settings.mirrors.profile}")
 
     @config_app.command("check-sources")
+    @checked("config check-sources")
     @node_options
     def check_sources_command(nodes: NodeOptions, output: OutputOption = Output.text) -> None:
         """Request, from every node (the path their packages will take), the index of each package repository
@@ -138,10 +142,11 @@ def register(app: typer.Typer) -> None:
                                  + "\n".join(lines))
 
     @config_app.command("schema")
-    def schema(out: Annotated[Path | None, typer.Option(
+    @checked("config schema")
+    def schema(out: Annotated[Path | None, options_of("config schema").option(
             "--out", "-o", metavar="FILE", show_default=False,
-            help="Write it to this file (editors read it through init's yaml-language-server modeline) instead of "
-                 "stdout.")] = None) -> None:
+            help="Write it to this new file (never over one that exists; editors read it through init's "
+                 "yaml-language-server modeline) instead of stdout.")] = None) -> None:
         """Print the JSON Schema of cluster.yaml, made from the settings models: every key, its type, its default,
         what it accepts; editors with the YAML language server complete and check cluster.yaml with it."""
         document = json.dumps(settings_schema(), indent=2) + "\n"
@@ -149,12 +154,8 @@ def register(app: typer.Typer) -> None:
             typer.echo(document, nl=False)
             return
         from provision.cli.console import console
-        from provision.inputs.values import LOCAL_PATH
 
-        problem = LOCAL_PATH.problem(str(out))
-        if problem:
-            raise InputError(f"--out {problem}")
-        write_schema(out.expanduser())
+        write_schema(out)
         console.print(f"wrote {out}")
 
     app.add_typer(config_app, name="config")
@@ -174,7 +175,6 @@ def settings_schema() -> dict[str, object]:
 
 
 def write_schema(path: Path) -> None:
-    """The schema into `path` (replaced whole: a reader never sees half of it)."""
-    tmp = path.with_name(f".{path.name}.tmp")
-    tmp.write_text(json.dumps(settings_schema(), indent=2) + "\n")
-    tmp.replace(path)
+    """The schema into `path`, a new file (option_table's NEW_FILE: never over one that exists)."""
+    with path.open("x") as handle:
+        handle.write(json.dumps(settings_schema(), indent=2) + "\n")

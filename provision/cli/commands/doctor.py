@@ -6,6 +6,7 @@ from typing import TYPE_CHECKING, Annotated, Any
 import typer
 
 from provision.cli.invocation import carry
+from provision.cli.option_table import checked
 from provision.cli.options import NodeOptions, Output, OutputOption, node_options
 from provision.errors import BootstrapError
 
@@ -14,7 +15,7 @@ if TYPE_CHECKING:
     from rich.text import Text
 
     from provision.diagnose.doctor import DoctorReport
-    from provision.findings import Finding, Status
+    from provision.findings import Finding
 
 HELP = """Find what is wrong on a running cluster, without changing anything, and say the fix.
 
@@ -40,18 +41,13 @@ COLUMNS = {"NODE": 24, "ROLE": 13, "STATUS": 9, "CHECKS": 28}
 API_ROW = "(API)"
 
 
-def worst(findings: list[Finding]) -> Status:
-    statuses = {f.status for f in findings}
-    order: tuple[Status, ...] = ("fail", "warn", "skip")
-    return next((s for s in order if s in statuses), "ok")
-
-
 def _status(findings: list[Finding]) -> Text:
     from rich.text import Text
 
     from provision.cli.findings import MARK, STYLE
+    from provision.findings import worst
 
-    status = worst(findings)
+    status = worst(f.status for f in findings)
     problems = sum(f.problem for f in findings)
     return Text(MARK[status] + (f" ({problems})" if problems > 1 else ""), style=STYLE[status])
 
@@ -133,6 +129,7 @@ def doctor_report(nodes: NodeOptions, *, probe_dns: bool = False) -> DoctorRepor
 
 def register(app: typer.Typer) -> None:
     @app.command("doctor", help=HELP)
+    @checked("doctor")
     @node_options
     def doctor(nodes: NodeOptions, output: OutputOption = Output.text, probe_dns: Annotated[bool, typer.Option(
             "--probe-dns", help="Also resolve the API server's name from a one-shot pod (created in kube-system and "

@@ -9,10 +9,13 @@ from typing import Annotated
 import typer
 
 from provision.cli import invocation
+from provision.cli.option_table import checked, options_of
 from provision.errors import InputError
 
 # kubectl's default, where --merge writes (the KUBECONFIG variable names others; --into chooses).
 DEFAULT_TARGET = Path("~/.kube/config")
+
+OPTIONS = options_of("kubeconfig")
 
 HELP = """Print the cluster's admin kubeconfig, or merge it into ~/.kube/config.
 
@@ -58,35 +61,24 @@ def stdout_is_terminal() -> bool:
     return sys.stdout.isatty()
 
 
-def _one_line(value: str) -> str:
-    """A context name: one line of printable text (values.TEXT), imported when the option is given."""
-    from provision.inputs.values import parse_text
-
-    return parse_text(value)
-
-
 def register(app: typer.Typer) -> None:
     @app.command("kubeconfig", help=HELP)
+    @checked("kubeconfig")
     def kubeconfig(
-        inventory: Annotated[Path | None, typer.Option(
+        inventory: Annotated[Path | None, OPTIONS.option(
             "--inventory", "-i", envvar="BOOTSTRAP_INVENTORY", show_default=False,
             help="The cluster's inventory (default: the only cluster formed from this machine).")] = None,
-        merge: Annotated[bool, typer.Option(
+        merge: Annotated[bool, OPTIONS.option(
             "--merge", help="Merge it into --into as context --context, made current, instead of printing it.")] = False,
-        into: Annotated[Path, typer.Option(
+        into: Annotated[Path, OPTIONS.option(
             "--into", help="The kubeconfig --merge writes (created mode 0600 if missing; other contexts kept).")]
             = DEFAULT_TARGET,
-        context: Annotated[str | None, typer.Option(
-            "--context", parser=_one_line, metavar="NAME",
-            help="The context name --merge writes (default: bootstrap-<control plane>).",
+        context: Annotated[str | None, OPTIONS.option(
+            "--context", metavar="NAME", help="The context name --merge writes (default: bootstrap-<control plane>).",
             show_default=False)] = None,
-        path: Annotated[bool, typer.Option("--path", help="Print where it is instead (no secret shown).")] = False,
+        path: Annotated[bool, OPTIONS.option("--path", help="Print where it is instead (no secret shown).")] = False,
     ) -> None:
         invocation.remember(inventory=inventory)
-        if context is not None and not merge:
-            raise InputError("--context names the context --merge writes: add --merge, or leave --context out")
-        if path and merge:
-            raise InputError("--path and --merge exclude each other: pass one of them")
         source, default_context = admin_kubeconfig(inventory)
         if path:
             typer.echo(str(source))

@@ -10,6 +10,7 @@ import typer
 
 from provision.cli import complete
 from provision.cli.commands.reset import WHAT_RESET_REMOVES, confirm, first_control_plane_problem
+from provision.cli.option_table import checked, options_of
 from provision.cli.options import NodeOptions, Output, OutputOption, YesOption, node_options
 from provision.errors import InputError
 from provision.inputs.workflows import NODE_ADD_PHASES
@@ -17,8 +18,8 @@ from provision.inputs.workflows import NODE_ADD_PHASES
 if TYPE_CHECKING:
     from provision.inputs.inventory import Cluster
 
-NameArgument = Annotated[str, typer.Argument(help="The node's name, as in the inventory.", show_default=False,
-                                             autocompletion=complete.nodes)]
+NameArgument = Annotated[str, options_of("node add").argument(
+    "NAME", help="The node's name, as in the inventory.", show_default=False, autocompletion=complete.nodes)]
 
 
 def _target(cluster: Cluster, name: str, verb: str) -> str:
@@ -41,6 +42,7 @@ def register(app: typer.Typer) -> None:
                            no_args_is_help=True)
 
     @node_app.command("add")
+    @checked("node add")
     @node_options
     def add(nodes: NodeOptions, name: NameArgument, output: OutputOption = Output.text) -> None:
         """Prepare and join a worker or control plane added to the inventory after `up` (preflight, prepare, join,
@@ -57,6 +59,7 @@ def register(app: typer.Typer) -> None:
                      targets=(target,), output=output)
 
     @node_app.command("remove")
+    @checked("node remove")
     @node_options
     def remove(nodes: NodeOptions, name: NameArgument, yes: YesOption = False,
                output: OutputOption = Output.text) -> None:
@@ -72,6 +75,7 @@ def register(app: typer.Typer) -> None:
                      targets=(target,), output=output)
 
     @node_app.command("replace")
+    @checked("node replace")
     @node_options
     def replace(nodes: NodeOptions, name: NameArgument, yes: YesOption = False,
                 output: OutputOption = Output.text) -> None:

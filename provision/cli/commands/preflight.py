@@ -6,6 +6,7 @@ from typing import TYPE_CHECKING
 import typer
 
 from provision.cli.invocation import carry
+from provision.cli.option_table import checked
 from provision.cli.options import NodeOptions, Output, OutputOption, node_options
 from provision.errors import BootstrapError
 from provision.inputs.platforms import supported_text
@@ -14,7 +15,7 @@ if TYPE_CHECKING:
     from rich.console import Console
     from rich.text import Text
 
-    from provision.nodes.preflight.run import NodeReport, PreflightReport
+    from provision.nodes.preflight.run import PreflightNode, PreflightReport
 
 # The supported systems are the platform table's (provision/inputs/platforms.py, docs/os-support.md).
 HELP = f"""Run the pre-flight checks on every node in the inventory, without changing anything.
@@ -39,20 +40,20 @@ Example:
 COLUMNS = {"NODE": 24, "ROLE": 13, "STATUS": 8, "OS": 22, "GPUS": 4}
 
 
-def _status(node: NodeReport) -> Text:
+def _status(node: PreflightNode) -> Text:
     from rich.text import Text
 
     from provision.cli.findings import MARK, STYLE
 
-    problems = sum(c.status != "ok" for c in node.checks)
+    problems = sum(f.status != "ok" for f in node.findings)
     text = MARK[node.status] + (f" ({problems})" if problems > 1 else "")
     return Text(text, style=STYLE[node.status])
 
 
-def row(node: NodeReport) -> list[Text | str]:
+def row(node: PreflightNode) -> list[Text | str]:
     """One node's row: the facts an operator scans for (its problems are listed under the table)."""
-    os_name = node.check("os")
-    probed = node.check("gpu") is not None
+    os_name = node.finding("os")
+    probed = node.finding("gpu") is not None
     return [node.name, node.role.replace("_", "-"), _status(node), os_name.detail if os_name else "-",
             str(node.gpu_count) if probed else "-"]
 
@@ -79,8 +80,8 @@ def report_document(report: PreflightReport) -> dict[str, object]:
         "ok": report.ok,
         "elapsed_s": round(report.elapsed_s, 1),
         "nodes": [{"name": n.name, "role": n.role, "address": n.address, "status": n.status, "gpus": n.gpu_count,
-                   "checks": [{"name": c.name, "status": c.status, "detail": c.detail, "fix": c.fix}
-                              for c in n.checks]} for n in report.nodes],
+                   "checks": [{"name": f.check, "status": f.status, "detail": f.detail, "fix": f.fix}
+                              for f in n.findings]} for n in report.nodes],
         "blocking": [carry(p.describe()) for p in report.blocking],
         "warnings": [carry(p.describe()) for p in report.warnings],
         # Each problem once, with every node it holds for.
@@ -111,6 +112,7 @@ def run_preflight_command(nodes: NodeOptions, output: Output = Output.text) -> P
 
 def register(app: typer.Typer) -> None:
     @app.command("preflight", help=HELP)
+    @checked("preflight")
     @node_options
     def preflight(nodes: NodeOptions, output: OutputOption = Output.text) -> None:
         run_preflight_command(nodes, output)

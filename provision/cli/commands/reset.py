@@ -7,6 +7,7 @@ from typing import TYPE_CHECKING, Annotated
 import typer
 
 from provision.cli import complete
+from provision.cli.option_table import checked, options_of
 from provision.cli.options import NodeOptions, Output, OutputOption, YesOption, node_options
 from provision.errors import InputError
 
@@ -71,11 +72,12 @@ def reset_nodes(nodes: NodeOptions, names: list[str] | None, *, yes: bool, title
 
 def register(app: typer.Typer) -> None:
     @app.command("reset")
+    @checked("reset")
     @node_options
     def reset(
         nodes: NodeOptions,
-        names: Annotated[list[str] | None, typer.Argument(
-            help="Nodes to reset (default: every node in the inventory).", show_default=False,
+        names: Annotated[list[str] | None, options_of("reset").argument(
+            "NAMES", help="Nodes to reset (default: every node in the inventory).", show_default=False,
             autocompletion=complete.nodes)] = None,
         yes: YesOption = False,
         output: OutputOption = Output.text,
@@ -89,6 +91,7 @@ def register(app: typer.Typer) -> None:
                     title=f"bootstrap reset: {', '.join(names) if names else 'every node'}")
 
     @app.command("down")
+    @checked("down")
     @node_options
     def down(nodes: NodeOptions, yes: YesOption = False, output: OutputOption = Output.text) -> None:
         """Tear the whole cluster down: every node reset, this machine's kubeconfig and context removed."""

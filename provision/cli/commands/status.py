@@ -7,6 +7,7 @@ from typing import TYPE_CHECKING, Any
 
 import typer
 
+from provision.cli.option_table import checked
 from provision.cli.options import ConfigOption, InventoryOption, Output, OutputOption
 from provision.inputs.workflows import UP_PHASES
 
@@ -114,6 +115,7 @@ def render(document: dict[str, Any]) -> None:
 
 def register(app: typer.Typer) -> None:
     @app.command("status", help=HELP)
+    @checked("status")
     def status(inventory: InventoryOption, config: ConfigOption = None, output: OutputOption = Output.text) -> None:
         from provision.cli import invocation
         from provision.cli.console import echo_json, warn

@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING, Annotated
 
 import typer
 
+from provision.cli.option_table import checked, options_of
 from provision.cli.options import NodeOptions, node_options
 
 if TYPE_CHECKING:
@@ -38,6 +39,9 @@ Example:
 """
 
 
+OPTIONS = options_of("support-bundle")
+
+
 def summary(result: BundleResult) -> list[str]:
     from provision.diagnose.bundle import MIB, shown_size
 
@@ -53,25 +57,19 @@ def summary(result: BundleResult) -> list[str]:
     return lines
 
 
-def _local_path(value: str) -> Path:
-    from provision.inputs.values import parse_local_path
-
-    return Path(parse_local_path(value))
-
-
 def register(app: typer.Typer) -> None:
     @app.command("support-bundle", help=HELP)
+    @checked("support-bundle")
     @node_options
     def support_bundle(
         nodes: NodeOptions,
-        out: Annotated[Path | None, typer.Option(
-            "--out", "-o", metavar="FILE", show_default=False, parser=_local_path,
+        out: Annotated[Path | None, OPTIONS.option(
+            "--out", "-o", metavar="FILE", show_default=False,
             help="The archive to write (default: cluster-bootstrap-support-<time>.tar.gz here); never overwritten.")] = None,
-        max_file_kib: Annotated[int, typer.Option(
-            "--max-file-kib", min=16, max=1024 * 1024, help="Each file is cut at this size.")] = DEFAULT_FILE_KIB,
-        max_total_mib: Annotated[int, typer.Option(
-            "--max-total-mib", min=1, max=64 * 1024, help="Files past this total are left out (and listed).")] =
-            DEFAULT_TOTAL_MIB,
+        max_file_kib: Annotated[int, OPTIONS.option(
+            "--max-file-kib", help="Each file is cut at this size.")] = DEFAULT_FILE_KIB,
+        max_total_mib: Annotated[int, OPTIONS.option(
+            "--max-total-mib", help="Files past this total are left out (and listed).")] = DEFAULT_TOTAL_MIB,
     ) -> None:
         from provision.cli.commands.doctor import render, report_document
         from provision.cli.console import console, literal_console

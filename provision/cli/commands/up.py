@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING, Annotated, Any
 import typer
 
 from provision.cli import complete
+from provision.cli.option_table import checked, options_of
 from provision.cli.options import NodeOptions, Output, OutputOption, node_options
 from provision.errors import InputError
 from provision.inputs.workflows import UP_PHASES
@@ -15,6 +16,8 @@ from provision.inputs.workflows import UP_PHASES
 if TYPE_CHECKING:
     from provision.phases import PhaseContext
     from provision.phases.dry_run import UpPlan
+
+OPTIONS = options_of("up")
 
 
 def run_up_command(nodes: NodeOptions, *, from_phase: str | None = None, only: str | None = None,
@@ -25,7 +28,7 @@ def run_up_command(nodes: NodeOptions, *, from_phase: str | None = None, only: s
 
     if context is not None and not merge_kubeconfig:
         raise InputError("--context names the context --merge-kubeconfig writes: add --merge-kubeconfig, "
-                         "or leave --context out")
+                         "or leave --context out")  # `lab up` calls this without the command line's check
     cluster, settings = load_inputs(nodes)
     kubeconfig = kubeconfigs.admin_kubeconfig_path(cluster)
 
@@ -84,21 +87,22 @@ def dry_run(nodes: NodeOptions, *, from_phase: str | None, only: str | None, out
 
 def register(app: typer.Typer) -> None:
     @app.command("up")
+    @checked("up")
     @node_options
     def up(
         nodes: NodeOptions,
-        from_phase: Annotated[str | None, typer.Option(
+        from_phase: Annotated[str | None, OPTIONS.option(
             "--from", help=f"Resume from this phase ({', '.join(UP_PHASES)}).", show_default=False,
             autocompletion=complete.phases)] = None,
-        only: Annotated[str | None, typer.Option(help="Run this one phase only.", show_default=False,
-                                                 autocompletion=complete.phases)] = None,
-        merge_kubeconfig: Annotated[bool, typer.Option(
+        only: Annotated[str | None, OPTIONS.option("--only", help="Run this one phase only.", show_default=False,
+                                                   autocompletion=complete.phases)] = None,
+        merge_kubeconfig: Annotated[bool, OPTIONS.option(
             "--merge-kubeconfig", help="Also merge the admin kubeconfig into ~/.kube/config (the context becomes "
                                        "current).")] = False,
-        context: Annotated[str | None, typer.Option(
-            help="Context name for --merge-kubeconfig (default: bootstrap-<control plane>).",
+        context: Annotated[str | None, OPTIONS.option(
+            "--context", help="Context name for --merge-kubeconfig (default: bootstrap-<control plane>).",
             show_default=False)] = None,
-        dry: Annotated[bool, typer.Option(
+        dry: Annotated[bool, OPTIONS.option(
             "--dry-run", help="Print the plan (the phases, the nodes each would change, the sources it would "
                               "fetch) and stop: nothing is touched.")] = False,
         output: OutputOption = Output.text,
