@@ -26,7 +26,7 @@ from provision.inputs.platforms import (
     supported_text,
 )
 from provision.inputs.settings import parse_settings
-from provision.lab.vagrant import lab_os_choices
+from provision.lab.boxes import lab_os_choices
 from provision.nodes.runner import run_inventory
 from provision.render.playbook_vars import playbook_vars, python_host_vars
 from provision.resources import VAGRANT_DIR

@@ -3,24 +3,25 @@ minor at a time. The plan is read from what the cluster runs and shown first (`-
 refusal comes before any change; a failed or killed upgrade, re-run, goes on where it stopped."""
 from __future__ import annotations
 
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
 from provision.cli.invocation import carry
 from provision.cli.option_table import checked, options_of
 from provision.cli.options import NodeOptions, Output, OutputOption, YesOption, node_options
-from provision.cli.support import echo_json, load_inputs, new_context, show_result
-from provision.cli.views import PhaseView, console
 from provision.errors import InputError
-from provision.inputs.inventory import Cluster
-from provision.inputs.settings import Settings
-from provision.inputs.upgrade import UpgradeOptions, UpgradePlan, describe_plan, parse_target, step_settings
-from provision.phases import PipelineResult, plan_upgrade_run, run_upgrade
+
+if TYPE_CHECKING:
+    from provision.inputs.inventory import Cluster
+    from provision.inputs.settings import Settings
+    from provision.inputs.upgrade import UpgradeOptions, UpgradePlan
 
 
 def plan_lines(plan: UpgradePlan, cluster: Cluster, settings: Settings, options: UpgradeOptions) -> list[str]:
     """The whole plan in order, for people: the checks, the snapshot, each step, the smoke test."""
+    from provision.inputs.upgrade import describe_plan
+
     steps = describe_plan(plan, cluster.control_plane.name)
     if plan.nothing_to_do:
         return steps
@@ -67,7 +68,12 @@ def register(app: typer.Typer) -> None:
         """Upgrade the running cluster: control planes one at a time (kubeadm upgrade apply, then node), then each
         worker drained, upgraded and uncordoned; Calico, the device plugin and add-ons follow; verify and the smoke
         test close. See docs/upgrade.md."""
+        from provision.cli.console import console, echo_json
+        from provision.cli.support import load_inputs, new_context, show_result
+        from provision.cli.views import PhaseView
+        from provision.inputs.upgrade import UpgradeOptions, parse_target, step_settings
         from provision.kube.kubeconfig import admin_kubeconfig_path
+        from provision.phases import PipelineResult, plan_upgrade_run, run_upgrade
 
         cluster, settings = load_inputs(nodes)
         config = str(nodes.config) if nodes.config else "cluster.yaml"
