@@ -69,6 +69,10 @@ options:
     description: Ask the local member (status, members, health, keys) when it runs.
     type: bool
     default: true
+  nodes:
+    description: Also read the names of the Kubernetes Node objects the member's store holds.
+    type: bool
+    default: false
 """
 
 IMAGE_VERSION_RE = re.compile(r":v?([0-9]+\.[0-9]+\.[0-9]+)(?:[-+][0-9A-Za-z.-]*)?(?:@sha256:[0-9a-f]{64})?$")
@@ -175,7 +179,7 @@ def probe(params: dict) -> dict:
     report["etcdctl"] = etcdctl_argv(tools["etcdctl"], client) if tools["etcdctl"] and client else None
     report["member"] = None
     if params["ask"] and report["running"] and report["etcdctl"]:
-        report["member"] = member_state(report["etcdctl"])
+        report["member"] = member_state(report["etcdctl"], registry_nodes=params["nodes"])
     report["ca_sha256"] = certificate_sha256(report["flags"].get("trusted-ca-file"))
     data_dir = report["flags"].get("data-dir")
     report["data_dir"] = data_dir_facts(data_dir)
@@ -203,6 +207,7 @@ def main() -> None:
         "snapshot_dir": {"type": "path", "required": True},
         "timer_unit": {"type": "str", "required": True},
         "ask": {"type": "bool", "default": True},
+        "nodes": {"type": "bool", "default": False},
     }, supports_check_mode=True)
     module.exit_json(changed=False, **{REPORT_KEY: probe(module.params)})
 

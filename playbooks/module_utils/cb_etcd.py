@@ -255,10 +255,16 @@ def tool_version(path: str | None) -> str | None:
     return match.group(1) if match else None
 
 
-def member_state(argv: list[str]) -> dict:
+# Kubernetes keeps each Node object under this prefix ("minions", the Node's old name: kubernetes'
+# test/integration/etcd/data.go expects /registry/minions/node1).
+NODES_PREFIX = "/registry/minions/"
+
+
+def member_state(argv: list[str], registry_nodes: bool = False) -> dict:
     """The local member as etcd sees it: `endpoint status`, `member list`, `endpoint health`, and how many keys it
-    holds, each under its own key; an answer that failed is None, with its error under `errors`."""
-    state: dict = {"status": None, "members": None, "health": None, "keys": None, "errors": []}
+    holds, each under its own key; an answer that failed is None, with its error under `errors`. With
+    `registry_nodes`, also the Kubernetes Nodes its store holds (a restore judges the API by them)."""
+    state: dict = {"status": None, "members": None, "health": None, "keys": None, "nodes": None, "errors": []}
     try:
         answer = run_json([*argv, "endpoint", "status", "-w", "json"], "endpoint status", 30)
         state["status"] = answer[0]["Status"] if isinstance(answer, list) and answer else None
@@ -285,7 +291,24 @@ def member_state(argv: list[str]) -> dict:
             state["keys"] = count_keys(argv, serializable=True)
         except EtcdError as exc:
             state["errors"].append(str(exc))
+    if state["status"] is not None and registry_nodes:
+        try:
+            state["nodes"] = stored_nodes(argv)
+        except (EtcdError, KeyError, TypeError, ValueError) as exc:
+            state["errors"].append(str(exc))
     return state
+
+
+def stored_nodes(argv: list[str]) -> list[str]:
+    """The names of the Node objects the member's own store holds (a serializable read of their keys)."""
+    answer = run_json([*argv, "get", NODES_PREFIX, "--prefix", "--keys-only", "--consistency=s", "-w", "json"],
+                      "get", 60)
+    names = []
+    for entry in answer.get("kvs") or []:
+        key = base64.b64decode(entry["key"]).decode("utf-8", "replace")
+        if key.startswith(NODES_PREFIX) and "/" not in key[len(NODES_PREFIX):]:
+            names.append(key[len(NODES_PREFIX):])
+    return sorted(names)
 
 
 def count_keys(argv: list[str], revision: int | None = None, serializable: bool = False) -> int:
@@ -447,17 +470,77 @@ def disk_free(path: str) -> int | None:
 
 # --- restore ------------------------------------------------------------------------------------------------------
 
-def restore_data_dir(config: dict) -> dict:
-    """Restore a snapshot into etcd's data directory, re-runnable after a kill at any point.
+# A restored data directory carries this file (etcd ignores it, with a warning): which restore wrote it, from which
+# snapshot, with which arguments, and what its files were when it was written. Only a directory whose marker
+# names this very restore, and whose files are still exactly as the restore left them (etcd has never run on it,
+# so nothing was ever written to it), may be removed: it is a copy of the snapshot and nothing else.
+RESTORE_MARKER = "cb-restore.json"
 
-    The snapshot is restored into <data dir>.cb-restoring-<id> (removed first if a killed run left one); then the
-    data directory in place is moved to <data dir>.cb-before-<id>, unless that backup exists already, in which case
-    the data directory is what an earlier run of this same restore put there, and is removed; then the restored
-    directory takes its place, owned by etcd's user. The member's data from before the restore stays in the
-    backup until the operator removes it."""
+
+def _fingerprint(directory: str) -> list:
+    """Every file under `directory` (the marker aside) with its size and modification time: etcd, once started,
+    writes its WAL and its database, and the fingerprint changes."""
+    found = []
+    for root, dirs, files in os.walk(directory):
+        dirs.sort()
+        for name in sorted(files):
+            path = os.path.join(root, name)
+            if root == directory and name == RESTORE_MARKER:
+                continue
+            stat = os.lstat(path)
+            found.append([os.path.relpath(path, directory), stat.st_size, stat.st_mtime_ns])
+    return found
+
+
+def read_marker(directory: str):
+    """The restore marker of a data directory, or None (none, unreadable, or not a marker)."""
+    text = _read_text(os.path.join(directory, RESTORE_MARKER))
+    try:
+        marker = json.loads(text or "")
+    except ValueError:
+        return None
+    return marker if isinstance(marker, dict) else None
+
+
+def pristine_copy_of(directory: str, restore_id: str, arguments: str) -> bool:
+    """Whether `directory` is what this restore (`restore_id`, these arguments) wrote and etcd never ran on."""
+    marker = read_marker(directory)
+    return (marker is not None and marker.get("restore_id") == restore_id and marker.get("arguments") == arguments
+            and marker.get("files") == _fingerprint(directory))
+
+
+def fresh_name(base: str) -> str:
+    """`base`, or `base.2`, `base.3`, ... : the first name nothing holds (nothing is ever overwritten)."""
+    if not os.path.lexists(base):
+        return base
+    number = 2
+    while os.path.lexists(f"{base}.{number}"):
+        number += 1
+    return f"{base}.{number}"
+
+
+def restore_arguments(config: dict) -> str:
+    """What makes two restores write the same directory: the snapshot's SHA-256 and the member's arguments."""
+    keys = ("sha256", "name", "initial_cluster", "token", "peer_urls", "bump_revision", "uid", "gid")
+    return json.dumps({key: config.get(key) for key in keys}, sort_keys=True)
+
+
+def restore_data_dir(config: dict) -> dict:
+    """Restore a snapshot into etcd's data directory, re-runnable after a kill at any point, deleting nothing that
+    etcd ever served.
+
+    The snapshot is restored into <data dir>.cb-restoring-<id> (a directory of that name is this restore's own
+    scratch, left by a killed run, and is removed first); the restore marker is written into it. Then the data
+    directory in place is moved aside under a fresh name, <data dir>.cb-before-<id> (or .2, .3, ... when that is
+    taken), unless it is this restore's own pristine copy (its marker names this restore and these arguments, and
+    its files are as the restore wrote them): then it is already what this run would write, and is kept as it is.
+    The restored directory, owned by etcd's user, takes its place. Data from before the restore stays aside until
+    the operator removes it."""
     data_dir, restore_id = config["data_dir"].rstrip("/"), config["restore_id"]
+    arguments = restore_arguments(config)
+    if os.path.isdir(data_dir) and not os.path.islink(data_dir) and pristine_copy_of(data_dir, restore_id, arguments):
+        return {"data_dir": data_dir, "moved_aside": None, "restored": False, "relabeled": False}
     work = f"{data_dir}.cb-restoring-{restore_id}"
-    backup = f"{data_dir}.cb-before-{restore_id}"
     if os.path.lexists(work):
         shutil.rmtree(work)
     argv = [*config["restore_argv"], config["snapshot"], f"--data-dir={work}", f"--name={config['name']}",
@@ -469,20 +552,34 @@ def restore_data_dir(config: dict) -> dict:
     if result.returncode != 0:
         shutil.rmtree(work, ignore_errors=True)
         raise EtcdError(f"snapshot restore failed: {last_line(result.stderr) or last_line(result.stdout)}")
-    moved_aside = None
-    if os.path.lexists(data_dir):
-        if os.path.lexists(backup):
-            shutil.rmtree(data_dir)
-        else:
-            os.rename(data_dir, backup)
-            moved_aside = backup
     os.chmod(work, 0o700)
     uid, gid = int(config.get("uid", 0)), int(config.get("gid", 0))
     for root, dirs, files in os.walk(work):
         for entry in [root] + [os.path.join(root, d) for d in dirs] + [os.path.join(root, f) for f in files]:
             os.lchown(entry, uid, gid)
+    marker = {"restore_id": restore_id, "arguments": arguments, "snapshot": config.get("snapshot"),
+              "files": _fingerprint(work)}
+    _write_json(os.path.join(work, RESTORE_MARKER), marker)
+    os.lchown(os.path.join(work, RESTORE_MARKER), uid, gid)
+    moved_aside = None
+    if os.path.lexists(data_dir):
+        moved_aside = fresh_name(f"{data_dir}.cb-before-{restore_id}")
+        os.rename(data_dir, moved_aside)
     os.rename(work, data_dir)
-    return {"data_dir": data_dir, "backup": backup if os.path.lexists(backup) else None, "moved_aside": moved_aside}
+    return {"data_dir": data_dir, "moved_aside": moved_aside, "restored": True, "relabeled": relabel(data_dir)}
+
+
+def relabel(path: str) -> bool:
+    """Where SELinux is on (enforcing or permissive), give `path` the label its policy names for it: the restored
+    directory was made beside the data directory and renamed, keeping the label of its parent, not etcd's."""
+    enabled = shutil.which("selinuxenabled")
+    restorecon = shutil.which("restorecon")
+    if not enabled or not restorecon or run([enabled], timeout=30).returncode != 0:
+        return False
+    result = run([restorecon, "-R", path], timeout=600)
+    if result.returncode != 0:
+        raise EtcdError(f"restorecon -R {path} failed: {last_line(result.stderr) or last_line(result.stdout)}")
+    return True
 
 
 # --- the timer's entry point --------------------------------------------------------------------------------------

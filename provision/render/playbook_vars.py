@@ -290,6 +290,11 @@ def etcd_restore_start_vars(layout: Mapping[str, Any], *, staged: str, kinds: Ma
     return etcd_probe_vars(layout) | {"cb_etcd_start": {"staged": staged, "kinds": dict(kinds)}}
 
 
+def etcd_restore_api_vars(layout: Mapping[str, Any], *, restored: Sequence[str]) -> dict[str, Any]:
+    """etcd_restore_api.yml: the restored control planes (inventory host names), whose API servers come back."""
+    return etcd_probe_vars(layout) | {"cb_etcd_api": {"restored": list(restored)}}
+
+
 def etcd_member_remove_vars(layout: Mapping[str, Any], *, etcdctl: Sequence[str],
                             ids: Sequence[str]) -> dict[str, Any]:
     """etcd_member_remove.yml: the healthy member's etcdctl command, and the ids of the members removed through

@@ -81,6 +81,7 @@ class MemberState(_Document):
     members: list[Member] | None = None
     health: Health | None = None
     keys: int | None = None  # keys in its own store (serializable read)
+    nodes: list[str] | None = None  # the Kubernetes Node objects in its store, when asked (after a restore)
     cluster_id: str | None = None
     member_id: str | None = None
     errors: list[str] = Field(default_factory=list)
