@@ -23,6 +23,7 @@ from provision.phases import (
     etcd_member_remove,
     etcd_probe,
     etcd_remove,
+    etcd_replace_check,
     etcd_restore_api,
     etcd_restore_check,
     etcd_restore_data,
@@ -52,7 +53,7 @@ PHASES: dict[str, Phase] = {p.name: p for p in (
     verify.PHASE, smoke.PHASE, drain.PHASE, etcd_remove.PHASE, reset.PHASE, etcd_probe.PHASE, etcd_snapshot.PHASE,
     etcd_timer.PHASE, etcd_restore_check.PHASE, etcd_restore_stage.PHASE, etcd_restore_stop.PHASE,
     etcd_restore_data.PHASE, etcd_restore_start.PHASE, etcd_restore_api.PHASE, etcd_member_remove.PHASE,
-    etcd_member_join.PHASE,
+    etcd_member_join.PHASE, etcd_replace_check.PHASE,
     upgrade_plan.PHASE, upgrade_repositories.PHASE, upgrade_control_planes.PHASE, upgrade_workers.PHASE,
     certs_check.PHASE, certs_renew.PHASE, certs_timer.PHASE,
 )}
@@ -63,11 +64,13 @@ NODE_ADD_PHASES: tuple[str, ...] = ("preflight", "prepare", "join", "certs_timer
 RESET_PHASES: tuple[str, ...] = ("drain", "etcd", "reset")
 ETCD_SNAPSHOT_PHASES: tuple[str, ...] = ("etcd_probe", "etcd_snapshot")
 ETCD_LIST_PHASES: tuple[str, ...] = ("etcd_probe",)
-# `node replace NAME`: the member removed through a healthy one, then the join: etcd's own under systemd, kubeadm's
-# (the node's own phases) under static pods, where a reachable machine is reset first.
-REPLACE_REMOVE_PHASES: tuple[str, ...] = ("etcd_probe", "etcd_member_remove")
+# `node replace NAME`, in kubeadm's and kubespray's order: refused before anything changes if it cannot finish; the
+# node drained (its API server still serves from its local etcd until its member goes), its member removed through a
+# healthy one, then the join: etcd's own under systemd, kubeadm's (the node's own phases) under static pods, where a
+# reachable machine is reset first.
+REPLACE_REMOVE_PHASES: tuple[str, ...] = ("etcd_probe", "etcd_replace_check", "drain", "etcd_member_remove")
 REPLACE_JOIN_SYSTEMD_PHASES: tuple[str, ...] = ("etcd_member_join",)
-REPLACE_JOIN_KUBEADM_PHASES: tuple[str, ...] = ("drain", "reset", *NODE_ADD_PHASES)
+REPLACE_JOIN_KUBEADM_PHASES: tuple[str, ...] = ("reset", *NODE_ADD_PHASES)
 ETCD_RESTORE_PHASES: tuple[str, ...] = ("etcd_probe", "etcd_restore_check", "etcd_restore_stage", "etcd_restore_stop",
                                         "etcd_restore_data", "etcd_restore_start", "etcd_restore_api")
 

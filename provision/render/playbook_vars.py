@@ -178,12 +178,15 @@ def upgrade_node_vars(fetch_dest: Path) -> dict[str, Any]:
     return kubeconfig_fetch_vars(fetch_dest)
 
 
-def join_vars(cluster: Cluster, settings: Settings, *, vip_interfaces: Mapping[str, str]) -> dict[str, Any]:
-    """join.yml: the address each node's kubelet registers, kube-vip's static pods, the local API proxy (endpoint
-    proxy) with kube-proxy's kubeconfig through it, and the kubeadm preflight checks skipped."""
+def join_vars(cluster: Cluster, settings: Settings, *, vip_interfaces: Mapping[str, str],
+              minter: str | None = None) -> dict[str, Any]:
+    """join.yml: the control plane that mints the joins (node name; default the first), the address each node's
+    kubelet registers, kube-vip's static pods, the local API proxy (endpoint proxy) with kube-proxy's kubeconfig
+    through it, and the kubeadm preflight checks skipped."""
     endpoint = api_endpoint(cluster, settings)
     proxy = api_proxy(cluster, settings) if endpoint.mode == "proxy" else None
     return {
+        "cb_join_minter": cluster.node(minter).host if minter else cluster.control_plane.host,
         # By inventory host name: the role looks itself up with inventory_hostname.
         "cb_node_ips": {n.host: n.cluster_address for n in cluster.nodes if n.cluster_address},
         "cb_api_proxy": {"dir": API_PROXY_DIR, "manifest_path": API_PROXY_MANIFEST,
