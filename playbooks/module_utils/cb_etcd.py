@@ -14,9 +14,11 @@ import base64
 import contextlib
 import datetime
 import fcntl
+import glob
 import hashlib
 import json
 import os
+import pwd
 import re
 import shlex
 import shutil
@@ -264,7 +266,8 @@ def member_state(argv: list[str], registry_nodes: bool = False) -> dict:
     """The local member as etcd sees it: `endpoint status`, `member list`, `endpoint health`, and how many keys it
     holds, each under its own key; an answer that failed is None, with its error under `errors`. With
     `registry_nodes`, also the Kubernetes Nodes its store holds (a restore judges the API by them)."""
-    state: dict = {"status": None, "members": None, "health": None, "keys": None, "nodes": None, "errors": []}
+    state: dict = {"status": None, "members": None, "health": None, "keys": None, "nodes": None, "alarms": None,
+                   "errors": []}
     try:
         answer = run_json([*argv, "endpoint", "status", "-w", "json"], "endpoint status", 30)
         state["status"] = answer[0]["Status"] if isinstance(answer, list) and answer else None
@@ -291,12 +294,32 @@ def member_state(argv: list[str], registry_nodes: bool = False) -> dict:
             state["keys"] = count_keys(argv, serializable=True)
         except EtcdError as exc:
             state["errors"].append(str(exc))
+    if state["status"] is not None:
+        try:
+            state["alarms"] = alarms(argv)
+        except (EtcdError, KeyError, TypeError, ValueError) as exc:
+            state["errors"].append(str(exc))
     if state["status"] is not None and registry_nodes:
         try:
             state["nodes"] = stored_nodes(argv)
         except (EtcdError, KeyError, TypeError, ValueError) as exc:
             state["errors"].append(str(exc))
     return state
+
+
+# etcd's AlarmType (etcdserverpb): etcdctl's JSON writes it as its number.
+ALARM_NAMES = {0: "NONE", 1: "NOSPACE", 2: "CORRUPT"}
+
+
+def alarms(argv: list[str]) -> list[dict]:
+    """The cluster's active alarms (`alarm list`): each member (hex id) and its alarm (NOSPACE, CORRUPT)."""
+    answer = run_json([*argv, "alarm", "list", "-w", "json"], "alarm list", 30)
+    found = []
+    for entry in answer.get("alarms") or []:
+        kind = entry.get("alarm")
+        name = ALARM_NAMES.get(kind, str(kind)) if isinstance(kind, int) else str(kind)
+        found.append({"member_id": f"{int(entry['memberID']):x}", "alarm": name})
+    return found
 
 
 def stored_nodes(argv: list[str]) -> list[str]:
@@ -582,11 +605,143 @@ def relabel(path: str) -> bool:
     return True
 
 
+# --- the probe: a control plane's etcd as one document --------------------------------------------------------------
+
+IMAGE_VERSION_RE = re.compile(r":v?([0-9]+\.[0-9]+\.[0-9]+)(?:[-+][0-9A-Za-z.-]*)?(?:@sha256:[0-9a-f]{64})?$")
+
+
+def systemctl_show(unit: str, properties: list[str]) -> dict[str, list[str]]:
+    try:
+        result = run(["systemctl", "show", unit] + ["--property=" + p for p in properties], timeout=30)
+    except EtcdError:
+        return {}
+    return parse_systemctl_show(result.stdout) if result.returncode == 0 else {}
+
+
+def first(show: dict[str, list[str]], key: str) -> str:
+    return (show.get(key) or [""])[-1]
+
+
+def static_pod_running() -> bool | None:
+    """Whether the kubelet runs an etcd container (crictl), None when crictl cannot tell."""
+    if not shutil.which("crictl"):
+        return None
+    try:
+        result = run(["crictl", "ps", "--name", "^etcd$", "--state", "running", "-q"], timeout=30)
+    except EtcdError:
+        return None
+    return bool(result.stdout.strip()) if result.returncode == 0 else None
+
+
+def tools_for(kind: str, version: str | None, tools_dir: str) -> dict[str, str | None]:
+    """etcdctl and etcdutl: for a static pod, those copied out of its image (tools_dir/<version>/), else those on
+    PATH (Debian's etcd-client and etcd-server, kubespray's /usr/local/bin)."""
+    found: dict[str, str | None] = {}
+    for tool in ("etcdctl", "etcdutl"):
+        copied = os.path.join(tools_dir, version or "-", tool)
+        on_path = shutil.which(tool) or next((p for p in ("/usr/local/bin/" + tool, "/usr/bin/" + tool)
+                                              if os.access(p, os.X_OK)), None)
+        found[tool] = copied if kind == "static_pod" and os.access(copied, os.X_OK) else on_path
+    return found
+
+
+def restore_bumps(etcdutl: str | None) -> bool:
+    """Whether this etcdutl can raise the revision on restore (--bump-revision, --mark-compacted)."""
+    if not etcdutl:
+        return False
+    try:
+        result = run([etcdutl, "snapshot", "restore", "--help"], timeout=20)
+    except EtcdError:
+        return False
+    return "--bump-revision" in result.stdout + result.stderr and "--mark-compacted" in result.stdout + result.stderr
+
+
+def data_dir_facts(path: str | None) -> dict:
+    facts: dict = {"path": path, "exists": False, "member": False, "uid": None, "gid": None, "db_bytes": None}
+    if not path:
+        return facts
+    try:
+        stat = os.stat(path)
+    except OSError:
+        return facts
+    facts.update(exists=True, uid=stat.st_uid, gid=stat.st_gid, member=os.path.isdir(os.path.join(path, "member")))
+    try:
+        facts["db_bytes"] = os.path.getsize(os.path.join(path, "member", "snap", "db"))
+    except OSError:
+        pass
+    return facts
+
+
+def probe(params: dict) -> dict:
+    """A control plane's etcd as one document (the cb_etcd_probe module's, and the doctor's over SSH): how etcd
+    runs here, its configuration, tools, what the local member answers, its data directory and room, the node's
+    snapshots and the timer. Only reads."""
+    manifests_dir, stopped_dir = params["manifests_dir"], params["stopped_dir"]
+    report: dict = {"schema": SCHEMA, "python": sys.executable, "kind": "none", "source": None, "flags": {},
+                    "image": None, "version": None, "running": False, "user": "root", "errors": [],
+                    "manifests": {"active": [p for p in CONTROL_PLANE_PODS
+                                             if os.path.exists(os.path.join(manifests_dir, p + ".yaml"))],
+                                  "stopped": [p for p in CONTROL_PLANE_PODS
+                                              if os.path.exists(os.path.join(stopped_dir, p + ".yaml"))]}}
+    manifest = next((p for p in (os.path.join(manifests_dir, "etcd.yaml"), os.path.join(stopped_dir, "etcd.yaml"))
+                     if os.path.exists(p)), None)
+    if manifest:
+        with open(manifest, encoding="utf-8", errors="replace") as handle:
+            flags, image = manifest_configuration(handle.read())
+        match = IMAGE_VERSION_RE.search(image or "")
+        report.update(kind="static_pod", source=manifest, flags=flags, image=image,
+                      version=match.group(1) if match else None)
+        running = static_pod_running()
+        report["running"] = bool(running) if running is not None else "etcd" in report["manifests"]["active"]
+    else:
+        show = systemctl_show(params["unit"], ["LoadState", "ActiveState", "User", "Environment",
+                                               "EnvironmentFiles", "FragmentPath"])
+        if first(show, "LoadState") == "loaded":
+            etcd = shutil.which("etcd")
+            report.update(kind="systemd", source=first(show, "FragmentPath") or params["unit"],
+                          flags=unit_configuration(show), running=first(show, "ActiveState") in ("active", "reloading"),
+                          user=first(show, "User") or "root", version=tool_version(etcd))
+    tools = tools_for(report["kind"], report["version"], params["tools_dir"])
+    report["tools"] = dict(tools, etcdctl_version=tool_version(tools["etcdctl"]),
+                           etcdutl_version=tool_version(tools["etcdutl"]), restore_bumps=restore_bumps(tools["etcdutl"]))
+    try:
+        account = pwd.getpwnam(report["user"])
+        report["user_ids"] = {"uid": account.pw_uid, "gid": account.pw_gid}
+    except KeyError:
+        report["user_ids"] = None
+    client = local_client(report["flags"])
+    report["client"] = client
+    report["etcdctl"] = etcdctl_argv(tools["etcdctl"], client) if tools["etcdctl"] and client else None
+    report["member"] = None
+    if params["ask"] and report["running"] and report["etcdctl"]:
+        report["member"] = member_state(report["etcdctl"], registry_nodes=params["nodes"])
+    report["ca_sha256"] = certificate_sha256(report["flags"].get("trusted-ca-file"))
+    data_dir = report["flags"].get("data-dir")
+    report["data_dir"] = data_dir_facts(data_dir)
+    # Data directories a restore (.cb-before-<id>) or a replace (.cb-replaced-<id>) kept aside.
+    report["backups"] = sorted(glob.glob(glob.escape(data_dir.rstrip("/")) + ".cb-*")) if data_dir else []
+    report["free_bytes"] = {"data_dir": disk_free(os.path.dirname(data_dir.rstrip("/"))) if data_dir else None,
+                            "snapshot_dir": disk_free(params["snapshot_dir"])}
+    report["snapshots"] = list_snapshots(params["snapshot_dir"])
+    timer = systemctl_show(params["timer_unit"], ["LoadState", "UnitFileState", "ActiveState"])
+    service = systemctl_show(params["timer_unit"].replace(".timer", ".service"), ["Result", "ExecMainExitTimestamp"])
+    report["timer"] = {"installed": first(timer, "LoadState") == "loaded",
+                       "enabled": first(timer, "UnitFileState") == "enabled",
+                       "active": first(timer, "ActiveState") == "active",
+                       "last_result": first(service, "Result") or None,
+                       "last_run": first(service, "ExecMainExitTimestamp") or None}
+    return report
+
+
 # --- the timer's entry point --------------------------------------------------------------------------------------
 
 def main(argv: list[str]) -> int:
+    if len(argv) == 3 and argv[1] == "probe":
+        # The doctor's read of etcd over SSH: the same document as the cb_etcd_probe module's, on one line.
+        sys.stdout.write(json.dumps({REPORT_KEY: probe(json.loads(argv[2]))}) + "\n")
+        return 0
     if len(argv) != 3 or argv[1] != "snapshot":
-        sys.stderr.write(f"usage: {argv[0]} snapshot CONFIG.json\n")
+        sys.stderr.write(f"usage: {argv[0]} snapshot CONFIG.json | probe PARAMETERS\n")
         return 2
     with open(argv[2]) as handle:
         config = json.load(handle)

@@ -69,6 +69,11 @@ class Member(_Document):
     learner: bool
 
 
+class Alarm(_Document):
+    member_id: str  # hex
+    alarm: str  # NOSPACE, CORRUPT
+
+
 class Health(_Document):
     healthy: bool
     error: str | None = None
@@ -82,6 +87,7 @@ class MemberState(_Document):
     health: Health | None = None
     keys: int | None = None  # keys in its own store (serializable read)
     nodes: list[str] | None = None  # the Kubernetes Node objects in its store, when asked (after a restore)
+    alarms: list[Alarm] | None = None  # the cluster's active alarms (`alarm list`)
     cluster_id: str | None = None
     member_id: str | None = None
     errors: list[str] = Field(default_factory=list)
@@ -95,6 +101,17 @@ class MemberState(_Document):
     def db_size(self) -> int | None:
         size = (self.status or {}).get("dbSize")
         return int(size) if size is not None else None
+
+    @property
+    def db_size_in_use(self) -> int | None:
+        size = (self.status or {}).get("dbSizeInUse")
+        return int(size) if size is not None else None
+
+    @property
+    def is_leader(self) -> bool:
+        header = (self.status or {}).get("header") or {}
+        leader = (self.status or {}).get("leader")
+        return leader is not None and leader == header.get("member_id")
 
     @property
     def version(self) -> str | None:
