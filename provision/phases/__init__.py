@@ -21,6 +21,7 @@ from provision.phases import (
     drain,
     etcd_member_join,
     etcd_member_remove,
+    etcd_pki,
     etcd_probe,
     etcd_remove,
     etcd_replace_check,
@@ -31,6 +32,7 @@ from provision.phases import (
     etcd_restore_start,
     etcd_restore_stop,
     etcd_snapshot,
+    etcd_snapshot_upload,
     etcd_timer,
     gpu,
     join,
@@ -53,7 +55,7 @@ PHASES: dict[str, Phase] = {p.name: p for p in (
     verify.PHASE, smoke.PHASE, drain.PHASE, etcd_remove.PHASE, reset.PHASE, etcd_probe.PHASE, etcd_snapshot.PHASE,
     etcd_timer.PHASE, etcd_restore_check.PHASE, etcd_restore_stage.PHASE, etcd_restore_stop.PHASE,
     etcd_restore_data.PHASE, etcd_restore_start.PHASE, etcd_restore_api.PHASE, etcd_member_remove.PHASE,
-    etcd_member_join.PHASE, etcd_replace_check.PHASE,
+    etcd_member_join.PHASE, etcd_replace_check.PHASE, etcd_snapshot_upload.PHASE, etcd_pki.PHASE,
     upgrade_plan.PHASE, upgrade_repositories.PHASE, upgrade_control_planes.PHASE, upgrade_workers.PHASE,
     certs_check.PHASE, certs_renew.PHASE, certs_timer.PHASE,
 )}
@@ -62,7 +64,7 @@ UP_PHASES: tuple[str, ...] = ("preflight", "prepare", "control_plane", "network"
                               "gpu", *ADDON_ORDER, "verify", "smoke")
 NODE_ADD_PHASES: tuple[str, ...] = ("preflight", "prepare", "join", "certs_timer", "gpu", "verify")
 RESET_PHASES: tuple[str, ...] = ("drain", "etcd", "reset")
-ETCD_SNAPSHOT_PHASES: tuple[str, ...] = ("etcd_probe", "etcd_snapshot")
+ETCD_SNAPSHOT_PHASES: tuple[str, ...] = ("etcd_probe", "etcd_snapshot", "etcd_snapshot_upload")
 ETCD_LIST_PHASES: tuple[str, ...] = ("etcd_probe",)
 # `node replace NAME`, in kubeadm's and kubespray's order: refused before anything changes if it cannot finish; the
 # node drained (its API server still serves from its local etcd until its member goes), its member removed through a
@@ -73,6 +75,8 @@ REPLACE_JOIN_SYSTEMD_PHASES: tuple[str, ...] = ("etcd_member_join",)
 REPLACE_JOIN_KUBEADM_PHASES: tuple[str, ...] = ("reset", *NODE_ADD_PHASES)
 ETCD_RESTORE_PHASES: tuple[str, ...] = ("etcd_probe", "etcd_restore_check", "etcd_restore_stage", "etcd_restore_stop",
                                         "etcd_restore_data", "etcd_restore_start", "etcd_restore_api")
+# `etcd restore --from s3://...` of a snapshot sent with its certificates: those put back where there are none first.
+ETCD_RESTORE_FROM_PHASES: tuple[str, ...] = ("etcd_pki", *ETCD_RESTORE_PHASES)
 
 
 def replace_join_phases(survey: EtcdSurvey, node: Node) -> tuple[str, ...]:

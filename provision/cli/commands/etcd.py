@@ -4,7 +4,7 @@ the snapshot timers; `bootstrap etcd restore SNAPSHOT`: etcd restored on every c
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 from rich.table import Table
@@ -16,8 +16,18 @@ from provision.cli.views import console
 from provision.errors import InputError
 from provision.inputs.files import shown
 from provision.inputs.inventory import Cluster
-from provision.phases import ETCD_LIST_PHASES, ETCD_RESTORE_PHASES, ETCD_SNAPSHOT_PHASES, PhaseContext
+from provision.inputs.settings import Settings
+from provision.phases import (
+    ETCD_LIST_PHASES,
+    ETCD_RESTORE_FROM_PHASES,
+    ETCD_RESTORE_PHASES,
+    ETCD_SNAPSHOT_PHASES,
+    PhaseContext,
+)
 from provision.phases.engine import EtcdOptions
+
+if TYPE_CHECKING:
+    from provision.nodes.etcd.snapshot import LocalSnapshot
 
 
 def _snapshot_document(ctx: PhaseContext) -> dict[str, Any]:
@@ -41,6 +51,10 @@ def register(app: typer.Typer) -> None:
         node's last etcd.snapshot_keep, copy it here and check the copy; here too the last etcd.snapshot_keep are
         kept. The snapshot holds every Secret of the cluster: it is written readable by you only."""
         cluster, settings = load_inputs(nodes)
+        if settings.etcd.pki_key_file is not None:
+            from provision.nodes.etcd.offsite import read_passphrase
+
+            read_passphrase(Path(settings.etcd.pki_key_file).expanduser())  # refused here, before any node
         ctx = run_pipeline(ETCD_SNAPSHOT_PHASES, cluster, settings, nodes, title="bootstrap etcd snapshot",
                            output=output, extra=_snapshot_document,
                            etcd=EtcdOptions(snapshot_dir=directory.expanduser().absolute() if directory else None))
@@ -76,9 +90,13 @@ def register(app: typer.Typer) -> None:
     @node_options
     def restore(
         nodes: NodeOptions,
-        snapshot: Annotated[str, typer.Argument(
+        snapshot: Annotated[str | None, typer.Argument(
             help="A snapshot `bootstrap etcd snapshot` took: its path, or its name in the cluster's state directory.",
-            show_default=False)],
+            show_default=False)] = None,
+        source: Annotated[str | None, typer.Option(
+            "--from", help="Bring the snapshot from the store first: s3://BUCKET/PREFIX/NAME.db (etcd.s3_endpoint "
+                           "and the AWS credentials say how); its certificates go back where there are none.",
+            show_default=False)] = None,
         survivors: Annotated[str | None, typer.Option(
             "--survivors", help="Restore onto these control planes only (comma-separated): quorum lost, the ones "
                                 "left; the others rejoin with `bootstrap node replace NAME`.", show_default=False)] = None,
@@ -93,19 +111,55 @@ def register(app: typer.Typer) -> None:
         from provision.nodes.etcd.snapshot import default_directory, load_snapshot
 
         cluster, settings = load_inputs(nodes)
-        path = Path(snapshot).expanduser()
-        if not path.exists() and "/" not in snapshot:
-            path = default_directory(cluster) / snapshot
-        taken = load_snapshot(path)
+        if (snapshot is None) == (source is None):
+            raise InputError("etcd restore: name the snapshot (a path or a name in the state directory) or --from "
+                             "s3://..., one of the two")
         chosen = parse_survivors(cluster, survivors)
+        pki = None
+        if source is not None:
+            taken, pki = fetch_from_store(cluster, settings, source)
+        else:
+            assert snapshot is not None
+            path = Path(snapshot).expanduser()
+            if not path.exists() and "/" not in snapshot:
+                path = default_directory(cluster) / snapshot
+            taken = load_snapshot(path)
         where = ", ".join(chosen or [n.name for n in cluster.control_planes])
         confirm(f"Restore etcd on {where} from {taken.record.name} (revision {taken.revision}, taken "
                 f"{taken.record.taken_at:%Y-%m-%d %H:%M} UTC)? The API servers stop meanwhile and everything written "
                 "since the snapshot is lost.", yes)
-        run_pipeline(ETCD_RESTORE_PHASES, cluster, settings, nodes, title=f"bootstrap etcd restore {taken.record.name}",
-                     output=output, etcd=EtcdOptions(restore=taken, survivors=chosen))
+        run_pipeline(ETCD_RESTORE_FROM_PHASES if pki is not None else ETCD_RESTORE_PHASES, cluster, settings, nodes,
+                     title=f"bootstrap etcd restore {taken.record.name}", output=output,
+                     etcd=EtcdOptions(restore=taken, survivors=chosen, pki_archive=pki))
 
     app.add_typer(etcd_app, name="etcd")
+
+
+def fetch_from_store(cluster: Cluster, settings: Settings, url: str) -> tuple[LocalSnapshot, bytes | None]:
+    """`--from s3://BUCKET/PREFIX/NAME.db`: the URL and the key judged, then the snapshot's objects brought into
+    the cluster's snapshot directory and checked as any snapshot here; its certificates opened with the operator's
+    key (None: it was sent without them)."""
+    from provision.nodes.etcd.offsite import PKI_SUFFIX, S3Location, Store, download, read_passphrase, unseal
+    from provision.nodes.etcd.snapshot import NAME_RE, default_directory, load_snapshot, prepare_directory
+
+    location = S3Location.parse(url, "--from")
+    folder, _, name = location.key.rpartition("/")
+    if not NAME_RE.fullmatch(name):
+        raise InputError(f"--from: {shown(url)} does not end with a snapshot's name (<cluster>-<time>-r<revision>.db): "
+                         "name the snapshot's .db in the store")
+    key_file = settings.etcd.pki_key_file
+    passphrase = read_passphrase(Path(key_file).expanduser()) if key_file else None
+    store = Store(S3Location(location.bucket, folder), settings.etcd.s3_endpoint, settings.etcd.s3_region)
+    directory = prepare_directory(default_directory(cluster))
+    written = download(store, name, directory)
+    taken = load_snapshot(directory / name)
+    sealed = [path for path in written if path.name.endswith(PKI_SUFFIX)]
+    if not sealed:
+        return taken, None
+    if passphrase is None:
+        raise InputError(f"--from: {name} came with its certificates, sealed: set etcd.pki_key_file to the file of "
+                         "the passphrase they were sealed with")
+    return taken, unseal(sealed[0].read_bytes(), passphrase, name)
 
 
 def parse_survivors(cluster: Cluster, text: str | None) -> tuple[str, ...] | None:

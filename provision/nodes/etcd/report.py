@@ -40,6 +40,8 @@ class NodeLayout:
     snapshot_dir: str = "/var/lib/etcd-snapshots"
     # Where a restore stages the snapshot on each member.
     staging_dir: str = "/var/lib/etcd-snapshots/restore"
+    # kubeadm's certificates: copied off with each snapshot sent to a store, put back by a restore --from one.
+    pki_dir: str = "/etc/kubernetes/pki"
     # The snapshot timer: its units, the script its service runs (module_utils/cb_etcd.py) and its configuration.
     timer_unit: str = "cb-etcd-snapshot.timer"
     service_unit: str = "cb-etcd-snapshot.service"
