@@ -156,3 +156,12 @@ def test_a_snapshot_sent_off_refuses_a_key_file_others_can_read_before_any_node(
     config.write_text("etcd:\n  snapshot_target: s3://backups/prod\n")
     assert_refused(run_main("etcd", "snapshot", "--inventory", str(inventory), "--config", str(config)),
                    "set pki_key_file too")
+
+
+def test_the_sealed_payload_holds_one_archive_per_control_plane_and_nothing_else() -> None:
+    from provision.phases.etcd_pki import node_archives
+
+    assert node_archives(b'{"nodes": {"cp1": "H4sIAAAA", "cp2": "H4sI+/=="}}') == {"cp1": "H4sIAAAA", "cp2": "H4sI+/=="}
+    for payload in (b"not json", b'{"nodes": []}', b'{"nodes": {"cp1": "$(reboot)"}}', b'{"nodes": {"cp1": 1}}'):
+        with pytest.raises(BootstrapError, match="hold no archive per control plane"):
+            node_archives(payload)

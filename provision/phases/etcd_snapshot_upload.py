@@ -1,10 +1,11 @@
-"""etcd_snapshot_upload (`bootstrap etcd snapshot`, with `etcd.snapshot_target`): the snapshot just taken and
-checked here sent to the S3-compatible store with its record and the source control plane's /etc/kubernetes/pki,
-sealed with the operator's key (provision/nodes/etcd/offsite.py), so that a cluster whose every control plane is
-lost can be brought back (`bootstrap etcd restore --from s3://...`)."""
+"""etcd_snapshot_upload (`bootstrap etcd snapshot`, with `etcd.snapshot_target`): the snapshot just taken and checked
+here sent to the S3-compatible store with its record and every control plane's /etc/kubernetes/pki (the CAs are
+shared, the server, peer and client certificates each node's own), sealed with the operator's key
+(provision/nodes/etcd/offsite.py), so that a cluster whose every control plane is lost can be brought back
+(`bootstrap etcd restore --from s3://...`)."""
 from __future__ import annotations
 
-import base64
+import json
 import os
 from pathlib import Path
 
@@ -40,17 +41,23 @@ def check(ctx: PhaseContext) -> str:
     if snapshot is None:
         raise BootstrapError("internal: etcd_snapshot_upload runs after etcd_snapshot")
     passphrase = read_passphrase(key_file(ctx))
-    node = snapshot.record.node or ctx.cluster.control_plane.name
-    with connect(ctx.cluster.node(node), ctx.settings.ssh, ctx.become_password) as shell:
-        read = shell.run(PKI_ARCHIVE_COMMAND, sudo=True, timeout_s=120)
-    if not read.ok:
-        raise BootstrapError(f"etcd snapshot: {node} did not give its {LAYOUT.pki_dir} ({read.first_error_line()}); "
-                             f"the snapshot is here, at {snapshot.path}, not in the store")
-    archive = base64.b64decode(read.stdout)
+    # Each control plane's own: kubeadm's server, peer and client certificates are the node's, the CAs shared.
+    survey = ctx.results.etcd
+    planes = [n.name for n in ctx.cluster.control_planes if survey is None or n.name in survey.reports]
+    archives: dict[str, str] = {}
+    for name in planes:
+        with connect(ctx.cluster.node(name), ctx.settings.ssh, ctx.become_password) as shell:
+            read = shell.run(PKI_ARCHIVE_COMMAND, sudo=True, timeout_s=120)
+        if not read.ok:
+            raise BootstrapError(f"etcd snapshot: {name} did not give its {LAYOUT.pki_dir} "
+                                 f"({read.first_error_line()}); the snapshot is here, at {snapshot.path}, not in the "
+                                 "store")
+        archives[name] = "".join(read.stdout.split())
+    payload = json.dumps({"nodes": archives}, sort_keys=True).encode()
     sealed = snapshot.path.with_name(snapshot.path.name.removesuffix(".db") + PKI_SUFFIX)
     fd = os.open(sealed, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
     with os.fdopen(fd, "wb") as handle:
-        handle.write(seal(archive, passphrase, snapshot.record.name))
+        handle.write(seal(payload, passphrase, snapshot.record.name))
     destination = store(ctx)
     try:
         keys = upload(destination, [snapshot.path, record_path(snapshot.path), sealed])
@@ -59,8 +66,9 @@ def check(ctx: PhaseContext) -> str:
                              f"({type(exc).__name__}: {' '.join(str(exc).split())[:200]}); it is here, at "
                              f"{snapshot.path}: check etcd.s3_endpoint and the AWS credentials, then run it again") \
             from None
-    return (f"sent to s3://{destination.location.bucket}/{keys[0].rsplit('/', 1)[0] + '/' if '/' in keys[0] else ''}: "
-            f"{snapshot.record.name}, its record and {node}'s {LAYOUT.pki_dir} sealed ({len(archive) >> 10} KiB)")
+    where = keys[0].rsplit("/", 1)[0] + "/" if "/" in keys[0] else ""
+    return (f"sent to s3://{destination.location.bucket}/{where}: {snapshot.record.name}, its record and "
+            f"{LAYOUT.pki_dir} of {', '.join(archives)} sealed ({len(payload) >> 10} KiB)")
 
 
 PHASE = Phase("etcd_snapshot_upload", "send the snapshot and the sealed certificates to the store", check,
