@@ -17,6 +17,7 @@ from provision.render.playbook_vars import (
     certs_renew_vars,
     certs_timer_vars,
     control_plane_vars,
+    etcd_defrag_vars,
     etcd_member_join_vars,
     etcd_member_remove_vars,
     etcd_remove_vars,
@@ -57,6 +58,7 @@ def _built_names() -> set[str]:
              etcd_restore_stage_vars(layout, source="s.db", staged="/s.db", status_argv={}),
              etcd_restore_stop_vars(layout, {}), etcd_restore_data_vars(layout, {}),
              etcd_restore_start_vars(layout, staged="/s.db", kinds={}), etcd_restore_api_vars(layout, restored=[]),
+             etcd_defrag_vars(layout, {}),
              etcd_member_remove_vars(layout, etcdctl=["etcdctl"], ids=["1"]), etcd_member_join_vars(layout, {}),
              certs_renew_vars(Path("/tmp/admin.conf")), upgrade_node_vars(Path("/tmp/admin.conf")),
              certs_timer_vars(enabled=True, renew_before_days=30, hours={})]

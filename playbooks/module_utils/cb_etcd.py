@@ -605,6 +605,47 @@ def relabel(path: str) -> bool:
     return True
 
 
+# --- maintenance: defragmentation and the space alarm -------------------------------------------------------------
+
+def _status_of(argv: list[str], endpoint: str) -> dict:
+    answer = run_json([*argv, f"--endpoints={endpoint}", "endpoint", "status", "-w", "json"], "endpoint status", 30)
+    return answer[0]["Status"] if isinstance(answer, list) and answer else {}
+
+
+def defragment(config: dict) -> dict:
+    """Defragment each member in the order given (the leader last: a member answers nothing while it is
+    defragmented), through one member's etcdctl; where NOSPACE is raised, compact to the current revision first
+    (etcd's own recovery: compact, defragment, disarm) and disarm the alarm once every member's database is under
+    the quota again. Returns each member's database size before and after, and whether the alarm was disarmed."""
+    argv = [word for word in config["etcdctl"] if not word.startswith("--endpoints=")]
+    quota = int(config["quota_bytes"])
+    local = [*argv, f"--endpoints={config['endpoints'][-1]}"]
+    raised = [a["alarm"] for a in alarms(local)]
+    compacted = None
+    if "NOSPACE" in raised:
+        revision = int(_status_of(argv, config["endpoints"][-1])["header"]["revision"])
+        result = run([*local, "compact", str(revision), "--physical"], timeout=600)
+        if result.returncode != 0 and "required revision has been compacted" not in result.stderr:
+            raise EtcdError(f"compact {revision} failed: {last_line(result.stderr) or last_line(result.stdout)}")
+        compacted = revision
+    members = []
+    for endpoint in config["endpoints"]:
+        before = _status_of(argv, endpoint).get("dbSize")
+        result = run([*argv, f"--endpoints={endpoint}", "defrag", f"--command-timeout={int(config['timeout_s'])}s"],
+                     timeout=float(config["timeout_s"]) + 30)
+        if result.returncode != 0:
+            raise EtcdError(f"defrag of {endpoint} failed: {last_line(result.stderr) or last_line(result.stdout)}")
+        after = _status_of(argv, endpoint).get("dbSize")
+        members.append({"endpoint": endpoint, "before": before, "after": after})
+    disarmed = False
+    if "NOSPACE" in raised and all(m["after"] is not None and int(m["after"]) < quota for m in members):
+        result = run([*local, "alarm", "disarm"], timeout=60)
+        if result.returncode != 0:
+            raise EtcdError(f"alarm disarm failed: {last_line(result.stderr) or last_line(result.stdout)}")
+        disarmed = True
+    return {"members": members, "compacted": compacted, "alarms": raised, "disarmed": disarmed}
+
+
 # --- the probe: a control plane's etcd as one document --------------------------------------------------------------
 
 IMAGE_VERSION_RE = re.compile(r":v?([0-9]+\.[0-9]+\.[0-9]+)(?:[-+][0-9A-Za-z.-]*)?(?:@sha256:[0-9a-f]{64})?$")

@@ -19,6 +19,7 @@ from provision.phases import (
     certs_timer,
     control_plane,
     drain,
+    etcd_defrag,
     etcd_member_join,
     etcd_member_remove,
     etcd_pki,
@@ -56,6 +57,7 @@ PHASES: dict[str, Phase] = {p.name: p for p in (
     etcd_timer.PHASE, etcd_restore_check.PHASE, etcd_restore_stage.PHASE, etcd_restore_stop.PHASE,
     etcd_restore_data.PHASE, etcd_restore_start.PHASE, etcd_restore_api.PHASE, etcd_member_remove.PHASE,
     etcd_member_join.PHASE, etcd_replace_check.PHASE, etcd_snapshot_upload.PHASE, etcd_pki.PHASE,
+    etcd_defrag.PHASE,
     upgrade_plan.PHASE, upgrade_repositories.PHASE, upgrade_control_planes.PHASE, upgrade_workers.PHASE,
     certs_check.PHASE, certs_renew.PHASE, certs_timer.PHASE,
 )}
@@ -66,6 +68,7 @@ NODE_ADD_PHASES: tuple[str, ...] = ("preflight", "prepare", "join", "certs_timer
 RESET_PHASES: tuple[str, ...] = ("drain", "etcd", "reset")
 ETCD_SNAPSHOT_PHASES: tuple[str, ...] = ("etcd_probe", "etcd_snapshot", "etcd_snapshot_upload")
 ETCD_LIST_PHASES: tuple[str, ...] = ("etcd_probe",)
+ETCD_DEFRAG_PHASES: tuple[str, ...] = ("etcd_probe", "etcd_defrag")
 # `node replace NAME`, in kubeadm's and kubespray's order: refused before anything changes if it cannot finish; the
 # node drained (its API server still serves from its local etcd until its member goes), its member removed through a
 # healthy one, then the join: etcd's own under systemd, kubeadm's (the node's own phases) under static pods, where a

@@ -298,6 +298,11 @@ def etcd_restore_api_vars(layout: Mapping[str, Any], *, restored: Sequence[str])
     return etcd_probe_vars(layout) | {"cb_etcd_api": {"restored": list(restored)}}
 
 
+def etcd_defrag_vars(layout: Mapping[str, Any], defrag: Mapping[str, Any]) -> dict[str, Any]:
+    """etcd_defrag.yml: the etcdctl, the members' client URLs in order (the leader last), the quota, the timeout."""
+    return etcd_probe_vars(layout) | {"cb_etcd_defrag": dict(defrag)}
+
+
 def etcd_member_remove_vars(layout: Mapping[str, Any], *, etcdctl: Sequence[str],
                             ids: Sequence[str]) -> dict[str, Any]:
     """etcd_member_remove.yml: the healthy member's etcdctl command, and the ids of the members removed through

@@ -18,6 +18,7 @@ from provision.inputs.files import shown
 from provision.inputs.inventory import Cluster
 from provision.inputs.settings import Settings
 from provision.phases import (
+    ETCD_DEFRAG_PHASES,
     ETCD_LIST_PHASES,
     ETCD_RESTORE_FROM_PHASES,
     ETCD_RESTORE_PHASES,
@@ -131,6 +132,15 @@ def register(app: typer.Typer) -> None:
         run_pipeline(ETCD_RESTORE_FROM_PHASES if pki is not None else ETCD_RESTORE_PHASES, cluster, settings, nodes,
                      title=f"bootstrap etcd restore {taken.record.name}", output=output,
                      etcd=EtcdOptions(restore=taken, survivors=chosen, pki_archive=pki))
+
+    @etcd_app.command("defrag")
+    @node_options
+    def defrag(nodes: NodeOptions, output: OutputOption = Output.text) -> None:
+        """Defragment every etcd member one at a time, the leader last, giving back the space deleted keys left;
+        where the NOSPACE alarm is raised, compact first and disarm it once every database is under its quota.
+        Refused while a member is down."""
+        cluster, settings = load_inputs(nodes)
+        run_pipeline(ETCD_DEFRAG_PHASES, cluster, settings, nodes, title="bootstrap etcd defrag", output=output)
 
     app.add_typer(etcd_app, name="etcd")
 

@@ -20,8 +20,7 @@ from provision.nodes.ssh import Shell, SshError, SshShell
 from provision.resources import PLAYBOOKS_DIR
 
 PROBE_TIMEOUT_S = 60
-# etcd's --quota-backend-bytes when none is set (2 GiB: etcd's docs, "Space quota"), and where the doctor speaks.
-DEFAULT_QUOTA_BYTES = 2 << 30
+# Where the doctor speaks, as a share of the member's quota.
 QUOTA_WARN, QUOTA_FAIL = 0.80, 0.95
 # A database this much larger than what it holds (and at least this large) is worth a defragmentation.
 DEFRAG_WORTH_BYTES = 64 << 20
@@ -157,11 +156,6 @@ def check_alarms(survey: EtcdSurvey) -> list[Finding]:
     return [_finding("etcd_alarm", "cluster", "skip", "not checked: no etcd member answered")]
 
 
-def quota_bytes(report: EtcdReport) -> int:
-    value = report.flags.get("quota-backend-bytes", "")
-    return int(value) if value.isascii() and value.isdigit() and int(value) > 0 else DEFAULT_QUOTA_BYTES
-
-
 def _mib(size: int) -> str:
     return f"{size / (1 << 20):.0f} MiB"
 
@@ -172,7 +166,7 @@ def check_db_size(name: str, report: EtcdReport) -> Finding:
     size = member.db_size if member is not None else None
     if size is None:
         return _finding("etcd_db", name, "skip", "not checked: the member did not answer")
-    quota = quota_bytes(report)
+    quota = report.quota_bytes
     in_use = member.db_size_in_use if member is not None else None
     spare = size - in_use if in_use is not None else 0
     share = size / quota

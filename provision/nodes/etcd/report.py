@@ -22,6 +22,8 @@ from provision.render.node_paths import STATIC_POD_DIR
 # The module's SCHEMA, bumped together with it; and the key its document comes back under.
 ETCD_REPORT_SCHEMA = 1
 ETCD_REPORT_KEY = "cb_etcd"
+# etcd's --quota-backend-bytes when none is set.
+DEFAULT_QUOTA_BYTES = 2 << 30
 
 
 @dataclass(frozen=True)
@@ -229,6 +231,12 @@ class EtcdReport(_Document):
         if self.tools.etcdctl and parse_version(self.tools.etcdctl_version or "") < (3, 6):
             return [self.tools.etcdctl, "snapshot", "restore"]
         return None
+
+    @property
+    def quota_bytes(self) -> int:
+        """The member's --quota-backend-bytes, or etcd's default (2 GiB: etcd's docs, "Space quota")."""
+        value = self.flags.get("quota-backend-bytes", "")
+        return int(value) if value.isascii() and value.isdigit() and int(value) > 0 else DEFAULT_QUOTA_BYTES
 
     def how_stopped(self) -> str:
         return "its static pod's manifest moved aside" if self.kind == "static_pod" else f"`systemctl stop {LAYOUT.unit}`"
