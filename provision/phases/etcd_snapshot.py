@@ -26,6 +26,7 @@ from provision.nodes.etcd.snapshot import (
     needed_bytes,
     part_path,
     prepare_directory,
+    record_problem,
     space_problem,
     store_fetched,
 )
@@ -101,8 +102,8 @@ def check(ctx: PhaseContext) -> str:
         record = SnapshotRecord.model_validate(document)
     except ValidationError as exc:
         raise BootstrapError(f"etcd snapshot: {name} sent a snapshot record this version cannot read "
-                             f"({' '.join(str(exc).split())[:200]}); the playbooks and the Python package must "
-                             "come from the same release") from None
+                             f"({record_problem(exc.errors()[0])}); the playbooks and the Python package must come "
+                             "from the same release") from None
     part = part_path(directory(ctx), record)
     ctx.say(f"etcd_snapshot: copying {record.name} ({record.size >> 10} KiB) from {name}")
     with connect(ctx.cluster.node(name), ctx.settings.ssh, ctx.become_password) as shell, \

@@ -51,6 +51,9 @@ def register(app: typer.Typer) -> None:
         """Take a snapshot of etcd on a healthy control plane, check it (revision, keys, hash), keep it among the
         node's last etcd.snapshot_keep, copy it here and check the copy; here too the last etcd.snapshot_keep are
         kept. The snapshot holds every Secret of the cluster: it is written readable by you only."""
+        from provision.nodes.etcd.snapshot import snapshot_directory
+
+        chosen = snapshot_directory(str(directory)) if directory is not None else None
         cluster, settings = load_inputs(nodes)
         if settings.etcd.pki_key_file is not None:
             from provision.nodes.etcd.offsite import read_passphrase
@@ -58,7 +61,7 @@ def register(app: typer.Typer) -> None:
             read_passphrase(Path(settings.etcd.pki_key_file).expanduser())  # refused here, before any node
         ctx = run_pipeline(ETCD_SNAPSHOT_PHASES, cluster, settings, nodes, title="bootstrap etcd snapshot",
                            output=output, extra=_snapshot_document,
-                           etcd=EtcdOptions(snapshot_dir=directory.expanduser().absolute() if directory else None))
+                           etcd=EtcdOptions(snapshot_dir=chosen))
         taken = ctx.results.etcd_snapshot
         if taken is not None and output is Output.text:
             console.print(f"snapshot: {taken.path}", soft_wrap=True)
@@ -73,10 +76,11 @@ def register(app: typer.Typer) -> None:
         output: OutputOption = Output.text,
     ) -> None:
         """List the snapshots on this machine and on each control plane, and each control plane's snapshot timer."""
-        from provision.nodes.etcd.snapshot import default_directory, listing, local_snapshots
+        from provision.nodes.etcd.snapshot import default_directory, listing, local_snapshots, snapshot_directory
 
+        chosen = snapshot_directory(str(directory)) if directory is not None else None
         cluster, settings = load_inputs(nodes)
-        where = directory.expanduser().absolute() if directory else default_directory(cluster)
+        where = chosen or default_directory(cluster)
 
         def listed(ctx: PhaseContext) -> dict[str, Any]:
             survey = ctx.results.etcd
