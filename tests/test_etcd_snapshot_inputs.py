@@ -91,3 +91,20 @@ def test_the_snapshot_folder_is_judged_before_any_node(inventory: Path, tmp_path
     folder = {"FILE": str(tmp_path / "file"), "LINK": str(tmp_path / "link")}.get(folder, folder)
     assert_refused(run_main("etcd", command, "--dir", folder, "--inventory", str(inventory)), *names)
     assert (tmp_path / "file").read_text() == "mine" and not (tmp_path / "elsewhere").exists()
+
+
+def test_the_three_etcd_lab_files_are_one_unit_of_work_under_xdist() -> None:
+    """They share one etcd cluster (the session-scoped etcd_cluster): one worker runs them, building it once."""
+    from types import SimpleNamespace
+
+    from tests.lab.fixtures import shared_lab_scheduler
+
+    config = SimpleNamespace(getoption=lambda name, default=None: "loadfile" if name == "dist" else default,
+                             getvalue=lambda name: ["4*popen"] if name == "tx" else None)
+    scheduler: Any = shared_lab_scheduler(config, None)  # type: ignore[arg-type]
+    scopes = {scheduler._split_scope(f"tests/test_etcd_{name}_lab.py::test_x") for name in ("snapshot", "restore",
+                                                                                           "recovery")}
+    assert scopes == {"shared-lab:etcd_cluster"}
+    assert scheduler._split_scope("tests/test_ha_lab.py::test_y") == "tests/test_ha_lab.py"
+    other = SimpleNamespace(getoption=lambda name, default=None: "load")
+    assert shared_lab_scheduler(other, None) is None  # type: ignore[arg-type]
