@@ -272,3 +272,13 @@ def test_a_member_with_no_reading_of_its_copy_is_named_and_the_others_still_judg
     assert "n3 sent no reading of its copy (unreachable at 'Read the copy': Failed to connect" in message
     assert "the copy on n1 is not the snapshot its record describes (path '/tmp/old.db'" in message
     assert [p for p, _, _ in runner.ran] == ["etcd_probe.yml", "etcd_restore_stage.yml"]
+
+
+def test_an_etcd_without_kubernetes_around_it_has_no_api_server_or_kubelet_to_bring_back(
+        cluster: Cluster, snapshot: LocalSnapshot, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    runner = RestoreRunner(tmp_path, kind="systemd")
+    _, result = restore(cluster, snapshot, runner, monkeypatch)
+    assert result.ok, result.error
+    assert result.outcomes[-1].status == "skipped" and result.outcomes[-1].detail.startswith("no Kubernetes here")
+    assert "etcd_restore_api.yml" not in [p for p, _, _ in runner.ran]
+    assert recorded(cluster) is None

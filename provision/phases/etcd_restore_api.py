@@ -30,6 +30,17 @@ def nodes(ctx: PhaseContext) -> list[str]:
     return [n.name for n in ctx.cluster.nodes if n.name not in stopped]
 
 
+def skip_reason(ctx: PhaseContext) -> str | None:
+    """No Kubernetes on these machines (no control-plane manifests anywhere, no admin kubeconfig here): an etcd of
+    its own, with no API server or kubelet to bring back."""
+    survey = ctx.results.etcd
+    if survey is None or admin_kubeconfig_path(ctx.cluster).exists():
+        return None
+    if any(r.manifests.active or r.manifests.stopped for r in survey.reports.values()):
+        return None
+    return "no Kubernetes here (no control-plane manifests, no admin kubeconfig): no API server or kubelet to restart"
+
+
 def extra_vars(ctx: PhaseContext) -> dict[str, Any]:
     return etcd_restore_api_vars(LAYOUT.as_dict(), restored=[ctx.cluster.node(n).host for n in plan(ctx).nodes])
 
@@ -87,4 +98,5 @@ def check(ctx: PhaseContext) -> str:
 
 
 PHASE = Phase("etcd_restore_api", "bring the API servers back, restart the kubelets, check what the API serves",
-              check, playbook="etcd_restore_api.yml", extra_vars=extra_vars, limit=nodes, checks_playbook=True)
+              check, playbook="etcd_restore_api.yml", extra_vars=extra_vars, limit=nodes, checks_playbook=True,
+              skip_reason=skip_reason)
