@@ -24,6 +24,7 @@ import shlex
 import shutil
 import subprocess
 import sys
+from concurrent.futures import ThreadPoolExecutor
 
 # The version of the report's and the snapshot record's shape: provision/nodes/etcd reads exactly these.
 SCHEMA = 1
@@ -262,48 +263,57 @@ def tool_version(path: str | None) -> str | None:
 NODES_PREFIX = "/registry/minions/"
 
 
-def member_state(argv: list[str], registry_nodes: bool = False) -> dict:
-    """The local member as etcd sees it: `endpoint status`, `member list`, `endpoint health`, and how many keys it
-    holds, each under its own key; an answer that failed is None, with its error under `errors`. With
-    `registry_nodes`, also the Kubernetes Nodes its store holds (a restore judges the API by them)."""
-    state: dict = {"status": None, "members": None, "health": None, "keys": None, "nodes": None, "alarms": None,
-                   "errors": []}
-    try:
-        answer = run_json([*argv, "endpoint", "status", "-w", "json"], "endpoint status", 30)
-        state["status"] = answer[0]["Status"] if isinstance(answer, list) and answer else None
-    except (EtcdError, KeyError, TypeError) as exc:
-        state["errors"].append(str(exc))
-    try:
-        answer = run_json([*argv, "member", "list", "-w", "json"], "member list", 30)
-        state["members"] = [{"id": f"{int(m['ID']):x}", "name": m.get("name", ""),
-                             "peer_urls": m.get("peerURLs") or [], "client_urls": m.get("clientURLs") or [],
-                             "learner": bool(m.get("isLearner"))} for m in answer.get("members", [])]
-        state["cluster_id"] = f"{int(answer['header']['cluster_id']):x}"
-        state["member_id"] = f"{int(answer['header']['member_id']):x}"
-    except (EtcdError, KeyError, TypeError, ValueError) as exc:
-        state["errors"].append(str(exc))
+def _status(argv: list[str]):
+    answer = run_json([*argv, "endpoint", "status", "-w", "json"], "endpoint status", 30)
+    return answer[0]["Status"] if isinstance(answer, list) and answer else None
+
+
+def _members(argv: list[str]) -> dict:
+    answer = run_json([*argv, "member", "list", "-w", "json"], "member list", 30)
+    return {"members": [{"id": f"{int(m['ID']):x}", "name": m.get("name", ""),
+                         "peer_urls": m.get("peerURLs") or [], "client_urls": m.get("clientURLs") or [],
+                         "learner": bool(m.get("isLearner"))} for m in answer.get("members", [])],
+            "cluster_id": f"{int(answer['header']['cluster_id']):x}",
+            "member_id": f"{int(answer['header']['member_id']):x}"}
+
+
+def _health(argv: list[str]) -> dict:
     try:
         answer = run_json([*argv, "endpoint", "health", "-w", "json"], "endpoint health", 30)
-        entry = answer[0] if isinstance(answer, list) and answer else {}
-        state["health"] = {"healthy": entry.get("health") is True, "error": entry.get("error")}
     except EtcdError as exc:
         # `endpoint health` exits 1 when the member is unhealthy, still writing its JSON on stdout.
-        state["health"] = {"healthy": False, "error": str(exc)}
-    if state["status"] is not None:
+        return {"healthy": False, "error": str(exc)}
+    entry = answer[0] if isinstance(answer, list) and answer else {}
+    return {"healthy": entry.get("health") is True, "error": entry.get("error")}
+
+
+def member_state(argv: list[str], registry_nodes: bool = False) -> dict:
+    """The local member as etcd sees it: `endpoint status`, `member list`, `endpoint health`, how many keys it
+    holds and the cluster's alarms, each under its own key; an answer that failed is None, with its error under
+    `errors`. With `registry_nodes`, also the Kubernetes Nodes its store holds (a restore judges the API by them).
+    The questions are asked at once: each is a process of its own, and a member that does not answer makes each
+    wait for its timeout."""
+    questions = {"status": _status, "members": _members, "health": _health,
+                 "keys": lambda a: count_keys(a, serializable=True), "alarms": alarms}
+    if registry_nodes:
+        questions["nodes"] = stored_nodes
+    with ThreadPoolExecutor(max_workers=len(questions)) as pool:
+        futures = {key: pool.submit(ask, argv) for key, ask in questions.items()}
+    state: dict = {"status": None, "members": None, "health": None, "keys": None, "nodes": None, "alarms": None,
+                   "errors": []}
+    for key, future in futures.items():
         try:
-            state["keys"] = count_keys(argv, serializable=True)
-        except EtcdError as exc:
+            answer = future.result()
+        except (EtcdError, KeyError, TypeError, ValueError, IndexError) as exc:
             state["errors"].append(str(exc))
-    if state["status"] is not None:
-        try:
-            state["alarms"] = alarms(argv)
-        except (EtcdError, KeyError, TypeError, ValueError) as exc:
-            state["errors"].append(str(exc))
-    if state["status"] is not None and registry_nodes:
-        try:
-            state["nodes"] = stored_nodes(argv)
-        except (EtcdError, KeyError, TypeError, ValueError) as exc:
-            state["errors"].append(str(exc))
+            continue
+        if key == "members":
+            state.update(answer)
+        else:
+            state[key] = answer
+    if state["status"] is None:
+        # A member that gives no status gives no trustworthy count or alarms either.
+        state["keys"] = state["alarms"] = state["nodes"] = None
     return state
 
 
@@ -743,8 +753,11 @@ def probe(params: dict) -> dict:
                           flags=unit_configuration(show), running=first(show, "ActiveState") in ("active", "reloading"),
                           user=first(show, "User") or "root", version=tool_version(etcd))
     tools = tools_for(report["kind"], report["version"], params["tools_dir"])
-    report["tools"] = dict(tools, etcdctl_version=tool_version(tools["etcdctl"]),
-                           etcdutl_version=tool_version(tools["etcdutl"]), restore_bumps=restore_bumps(tools["etcdutl"]))
+    with ThreadPoolExecutor(max_workers=3) as pool:  # three processes of their own, at once
+        versions = [pool.submit(tool_version, tools["etcdctl"]), pool.submit(tool_version, tools["etcdutl"]),
+                    pool.submit(restore_bumps, tools["etcdutl"])]
+    report["tools"] = dict(tools, etcdctl_version=versions[0].result(), etcdutl_version=versions[1].result(),
+                           restore_bumps=versions[2].result())
     try:
         account = pwd.getpwnam(report["user"])
         report["user_ids"] = {"uid": account.pw_uid, "gid": account.pw_gid}
