@@ -14,8 +14,9 @@ from typing import Any
 import pytest
 
 from provision.inputs.inventory import Cluster, load_inventory
+from provision.inputs.settings import Settings
 from provision.nodes.doctor.checks import check_certs
-from provision.nodes.doctor.etcd import judge_etcd, probe_command, read_member
+from provision.nodes.doctor.etcd import judge_etcd, read_etcd
 from provision.nodes.etcd.report import EtcdReport, EtcdSurvey
 from provision.nodes.ssh import CommandResult, LocalShell
 from tests.support.doctor_probe import health
@@ -119,17 +120,17 @@ def test_an_expiring_ca_or_kubelet_client_certificate_gets_a_fix_that_renews_it(
         in both.fix
 
 
-def test_the_probe_runs_as_the_doctor_runs_it_and_a_broken_answer_is_one_line() -> None:
-    """cb_etcd.py on stdin of this machine's python3: a machine without etcd reports none (the whole document
-    validated as the etcd commands validate it)."""
-    report = read_member(LocalShell("here"), probe_command())
-    assert isinstance(report, EtcdReport) and report.kind in ("none", "systemd", "static_pod")
+def test_the_probe_runs_as_the_doctor_runs_it_and_a_broken_answer_is_one_line(cluster: Cluster) -> None:
+    """cb_etcd.py on stdin of this machine's python3, through the one probe runner: a machine without etcd
+    reports none (the whole document validated as the etcd commands validate it)."""
+    found = read_etcd(cluster, Settings(), shell_for=lambda node: LocalShell(node.name))
+    assert sorted(found.reports) == ["n1", "n2", "n3"] and found.unreachable == {}
+    assert all(r.kind in ("none", "systemd", "static_pod") for r in found.reports.values())
 
-    class Broken:
-        name = "cp1"
-
+    class Broken(LocalShell):
         def run(self, command: str, *, sudo: bool = False, timeout_s: float = 60) -> CommandResult:
-            return CommandResult("cp1", command, 0, "Traceback (most recent call last):\n", "")
+            return CommandResult(self.name, command, 0, "Traceback (most recent call last):\n", "")
 
-    assert read_member(Broken(), probe_command()) == ("the probe wrote no report (Traceback (most recent call "
-                                                      "last):)")
+    broken = read_etcd(cluster, Settings(), shell_for=lambda node: Broken(node.name))
+    assert broken.unreachable["n1"] == ("etcd not checked: could not read what the probe printed: the probe wrote "
+                                        "no report (Traceback (most recent call last):)")

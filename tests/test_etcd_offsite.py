@@ -131,9 +131,9 @@ def inventory(tmp_path: Path) -> Path:
 @pytest.mark.parametrize(("arguments", "names"), [
     ((), ("name the snapshot", "or --from s3://")),
     (("snap.db", "--from", "s3://backups/x.db"), ("one of the two",)),
-    (("--from", "s3://Backups/x.db"), ("--from:", "is not an s3:// URL")),
+    (("--from", "s3://Backups/x.db"), ("'--from'", "is not an s3:// URL")),
     (("--from", "s3://backups/prod/"), ("--from:", "does not end with a snapshot's name")),
-    (("--from", "s3://backups/prod/../x.db"), ("--from:", "'.' or '..' segment")),
+    (("--from", "s3://backups/prod/../x.db"), ("'--from'", "'.' or '..' segment")),
 ])
 def test_restore_from_a_store_refuses_a_bad_source_before_any_connection(
         inventory: Path, arguments: tuple[str, ...], names: tuple[str, ...]) -> None:

@@ -7,8 +7,10 @@ from __future__ import annotations
 from typing import Any
 
 from provision.errors import BootstrapError
-from provision.nodes.etcd.report import LAYOUT, module_documents
+from provision.nodes.documents import sent
+from provision.nodes.etcd.report import LAYOUT
 from provision.nodes.etcd.restore import staging_problems
+from provision.nodes.etcd.results import StagedCopy
 from provision.phases.engine import Phase, PhaseContext
 from provision.phases.etcd_restore_check import plan
 from provision.render.playbook_vars import etcd_restore_stage_vars
@@ -28,9 +30,9 @@ def extra_vars(ctx: PhaseContext) -> dict[str, Any]:
 def check(ctx: PhaseContext) -> str:
     found = plan(ctx)
     result = ctx.playbook_results[-1]
-    documents = module_documents(result.run_dir, RESULT_KEY)
+    copies = sent(result.run_dir, RESULT_KEY, StagedCopy, phase="etcd restore", what="its copy of the snapshot")
     failed = result.failed_hosts
-    readings = {name: documents.get(ctx.cluster.node(name).host) for name in found.nodes}
+    readings = {name: copies.get(ctx.cluster.node(name).host) for name in found.nodes}
     causes = {name: failed[ctx.cluster.node(name).host].describe().removeprefix(f"{ctx.cluster.node(name).host}: ")
               for name in found.nodes if ctx.cluster.node(name).host in failed}
     problems = staging_problems(found, readings, causes)

@@ -10,6 +10,7 @@ import typer
 from rich.table import Table
 
 from provision.cli.commands.reset import confirm
+from provision.cli.option_table import checked, options_of
 from provision.cli.options import NodeOptions, Output, OutputOption, YesOption, node_options
 from provision.cli.support import load_inputs, run_pipeline
 from provision.cli.views import console
@@ -30,6 +31,11 @@ from provision.phases.engine import EtcdOptions
 if TYPE_CHECKING:
     from provision.nodes.etcd.snapshot import LocalSnapshot
 
+SNAPSHOT = options_of("etcd snapshot")
+SNAPSHOTS = options_of("etcd snapshots")
+RESTORE = options_of("etcd restore")
+DEFRAG = options_of("etcd defrag")
+
 
 def _snapshot_document(ctx: PhaseContext) -> dict[str, Any]:
     snapshot = ctx.results.etcd_snapshot
@@ -40,20 +46,19 @@ def register(app: typer.Typer) -> None:
     etcd_app = typer.Typer(help="Snapshots of the cluster's etcd, and restoring one.", no_args_is_help=True)
 
     @etcd_app.command("snapshot")
+    @checked("etcd snapshot")
     @node_options
     def snapshot(
         nodes: NodeOptions,
-        directory: Annotated[Path | None, typer.Option(
-            "--dir", help="Where the snapshot goes (default: the cluster's state directory on this machine).",
+        directory: Annotated[Path | None, SNAPSHOT.option(
+            "--dir", help="Where the snapshot goes, a folder of your own (default: the cluster's state directory on "
+                          "this machine).",
             show_default=False)] = None,
         output: OutputOption = Output.text,
     ) -> None:
         """Take a snapshot of etcd on a healthy control plane, check it (revision, keys, hash), keep it among the
         node's last etcd.snapshot_keep, copy it here and check the copy; here too the last etcd.snapshot_keep are
         kept. The snapshot holds every Secret of the cluster: it is written readable by you only."""
-        from provision.nodes.etcd.snapshot import snapshot_directory
-
-        chosen = snapshot_directory(str(directory)) if directory is not None else None
         cluster, settings = load_inputs(nodes)
         if settings.etcd.pki_key_file is not None:
             from provision.nodes.etcd.offsite import read_passphrase
@@ -61,26 +66,26 @@ def register(app: typer.Typer) -> None:
             read_passphrase(Path(settings.etcd.pki_key_file).expanduser())  # refused here, before any node
         ctx = run_pipeline(ETCD_SNAPSHOT_PHASES, cluster, settings, nodes, title="bootstrap etcd snapshot",
                            output=output, extra=_snapshot_document,
-                           etcd=EtcdOptions(snapshot_dir=chosen))
+                           etcd=EtcdOptions(snapshot_dir=directory))
         taken = ctx.results.etcd_snapshot
         if taken is not None and output is Output.text:
             console.print(f"snapshot: {taken.path}", soft_wrap=True)
 
     @etcd_app.command("snapshots")
+    @checked("etcd snapshots")
     @node_options
     def snapshots(
         nodes: NodeOptions,
-        directory: Annotated[Path | None, typer.Option(
+        directory: Annotated[Path | None, SNAPSHOTS.option(
             "--dir", help="Also where `etcd snapshot --dir` put them (default: the cluster's state directory).",
             show_default=False)] = None,
         output: OutputOption = Output.text,
     ) -> None:
         """List the snapshots on this machine and on each control plane, and each control plane's snapshot timer."""
-        from provision.nodes.etcd.snapshot import default_directory, listing, local_snapshots, snapshot_directory
+        from provision.nodes.etcd.snapshot import default_directory, listing, local_snapshots
 
-        chosen = snapshot_directory(str(directory)) if directory is not None else None
         cluster, settings = load_inputs(nodes)
-        where = chosen or default_directory(cluster)
+        where = directory or default_directory(cluster)
 
         def listed(ctx: PhaseContext) -> dict[str, Any]:
             survey = ctx.results.etcd
@@ -92,17 +97,18 @@ def register(app: typer.Typer) -> None:
             print_listing(listed(ctx), where)
 
     @etcd_app.command("restore")
+    @checked("etcd restore")
     @node_options
     def restore(
         nodes: NodeOptions,
-        snapshot: Annotated[str | None, typer.Argument(
-            help="A snapshot `bootstrap etcd snapshot` took: its path, or its name in the cluster's state directory.",
+        snapshot: Annotated[str | None, RESTORE.argument(
+            "SNAPSHOT", help="A snapshot `bootstrap etcd snapshot` took: its path, or its name in the cluster's state directory.",
             show_default=False)] = None,
-        source: Annotated[str | None, typer.Option(
+        source: Annotated[str | None, RESTORE.option(
             "--from", help="Bring the snapshot from the store first: s3://BUCKET/PREFIX/NAME.db (etcd.s3_endpoint "
                            "and the AWS credentials say how); its certificates go back where there are none.",
             show_default=False)] = None,
-        survivors: Annotated[str | None, typer.Option(
+        survivors: Annotated[Any, RESTORE.option(
             "--survivors", help="Restore onto these control planes only (comma-separated): quorum lost, the ones "
                                 "left; the others rejoin with `bootstrap node replace NAME`.", show_default=False)] = None,
         yes: YesOption = False,
@@ -115,10 +121,10 @@ def register(app: typer.Typer) -> None:
         that does not answer. Re-run after an interruption, it finishes."""
         from provision.nodes.etcd.snapshot import default_directory, load_snapshot
 
-        cluster, settings = load_inputs(nodes)
-        if (snapshot is None) == (source is None):
+        if snapshot is None and source is None:
             raise InputError("etcd restore: name the snapshot (a path or a name in the state directory) or --from "
                              "s3://..., one of the two")
+        cluster, settings = load_inputs(nodes)
         chosen = parse_survivors(cluster, survivors)
         pki = None
         if source is not None:
@@ -138,6 +144,7 @@ def register(app: typer.Typer) -> None:
                      etcd=EtcdOptions(restore=taken, survivors=chosen, pki_archive=pki))
 
     @etcd_app.command("defrag")
+    @checked("etcd defrag")
     @node_options
     def defrag(nodes: NodeOptions, output: OutputOption = Output.text) -> None:
         """Defragment every etcd member one at a time, the leader last, giving back the space deleted keys left;
@@ -150,9 +157,9 @@ def register(app: typer.Typer) -> None:
 
 
 def fetch_from_store(cluster: Cluster, settings: Settings, url: str) -> tuple[LocalSnapshot, bytes | None]:
-    """`--from s3://BUCKET/PREFIX/NAME.db`: the URL and the key judged, then the snapshot's objects brought into
-    the cluster's snapshot directory and checked as any snapshot here; its certificates opened with the operator's
-    key (None: it was sent without them)."""
+    """`--from s3://BUCKET/PREFIX/NAME.db` (its shape judged by the option table): the key read, then the
+    snapshot's objects brought into the cluster's snapshot directory and checked as any snapshot here; its
+    certificates opened with the operator's key (None: it was sent without them)."""
     from provision.nodes.etcd.offsite import PKI_SUFFIX, S3Location, Store, download, read_passphrase, unseal
     from provision.nodes.etcd.snapshot import NAME_RE, default_directory, load_snapshot, prepare_directory
 
@@ -176,11 +183,11 @@ def fetch_from_store(cluster: Cluster, settings: Settings, url: str) -> tuple[Lo
     return taken, unseal(sealed[0].read_bytes(), passphrase, name)
 
 
-def parse_survivors(cluster: Cluster, text: str | None) -> tuple[str, ...] | None:
-    """--survivors: control planes of the inventory, named once each."""
-    if text is None:
+def parse_survivors(cluster: Cluster, given: tuple[str, ...] | None) -> tuple[str, ...] | None:
+    """--survivors (node names, each once: option_kinds.node_names): control planes of the inventory."""
+    if given is None:
         return None
-    names = [part.strip() for part in text.split(",")]
+    names = list(given)
     planes = {n.name for n in cluster.control_planes}
     for name in names:
         if name not in planes:

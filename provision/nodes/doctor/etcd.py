@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import json
 import shlex
-from concurrent.futures import ThreadPoolExecutor
+from collections.abc import Callable
 
 from provision.errors import BootstrapError
 from provision.findings import Finding, Status
@@ -16,7 +16,8 @@ from provision.inputs.inventory import Cluster, Node
 from provision.inputs.settings import Settings
 from provision.nodes.etcd.members import members_of
 from provision.nodes.etcd.report import ETCD_REPORT_KEY, LAYOUT, EtcdReport, EtcdSurvey, parse_report
-from provision.nodes.ssh import Shell, SshError, SshShell
+from provision.nodes.probe import NodeProbe, Reading, probe_nodes
+from provision.nodes.ssh import Shell
 from provision.resources import PLAYBOOKS_DIR
 
 PROBE_TIMEOUT_S = 60
@@ -39,44 +40,39 @@ def probe_command() -> str:
     return f"python3 - probe {shlex.quote(json.dumps(params))} <<'{END_MARK}'\n{source}\n{END_MARK}\n"
 
 
-def read_member(shell: Shell, command: str) -> EtcdReport | str:
-    """One control plane's report, or why there is none (one line)."""
+def parse_probe(reading: Reading) -> EtcdReport:
+    """The probe's one line of JSON, validated as the etcd commands validate their reports; ValueError (the
+    runner's finding) where it is not one."""
+    if not reading.result.ok:
+        raise ValueError(f"the probe failed: {reading.result.first_error_line()}")
     try:
-        result = shell.run(command, sudo=True, timeout_s=PROBE_TIMEOUT_S)
-    except SshError as exc:
-        return exc.problem
-    if not result.ok:
-        return f"the probe failed: {result.first_error_line()}"
-    try:
-        document = json.loads(result.stdout.strip().splitlines()[-1])[ETCD_REPORT_KEY]
+        document = json.loads(reading.stdout.strip().splitlines()[-1])[ETCD_REPORT_KEY]
     except (ValueError, IndexError, KeyError, TypeError):
-        return f"the probe wrote no report ({result.first_error_line()})"
+        raise ValueError("the probe wrote no report") from None
     try:
-        return parse_report(shell.name, document)
+        return parse_report(reading.node.name, document)
     except BootstrapError as exc:
-        return str(exc)
+        raise ValueError(str(exc)) from None
 
 
-def read_etcd(cluster: Cluster, settings: Settings, become_password: str | None = None) -> EtcdSurvey:
-    """Every control plane probed at once, one SSH connection each."""
+def etcd_probe() -> NodeProbe[EtcdReport]:
+    """The etcd commands' own probe as a plug-in of the one probe runner (nodes/probe.py)."""
     command = probe_command()
+    return NodeProbe("etcd_probe", lambda node: command, parse_probe, timeout_s=PROBE_TIMEOUT_S,
+                     unprobed="etcd not checked: ")
 
-    def read(node: Node) -> EtcdReport | str:
-        shell = SshShell(node, settings.ssh, become_password)
-        try:
-            return read_member(shell, command)
-        finally:
-            shell.close()
 
-    planes = list(cluster.control_planes)
-    with ThreadPoolExecutor(max_workers=max(1, len(planes))) as pool:
-        found = dict(zip([n.name for n in planes], pool.map(read, planes), strict=True))
-    survey = EtcdSurvey(order=[n.name for n in planes])
-    for name, report in found.items():
-        if isinstance(report, EtcdReport):
-            survey.reports[name] = report
+def read_etcd(cluster: Cluster, settings: Settings, become_password: str | None = None,
+              shell_for: Callable[[Node], Shell] | None = None) -> EtcdSurvey:
+    """Every control plane probed at once, through the one probe runner."""
+    probed = probe_nodes(cluster.control_planes, etcd_probe(), settings.ssh, become_password=become_password,
+                         shell_for=shell_for)
+    survey = EtcdSurvey(order=[n.name for n in cluster.control_planes])
+    for name, outcome in probed.items():
+        if outcome.value is not None:
+            survey.reports[name] = outcome.value
         else:
-            survey.unreachable[name] = report
+            survey.unreachable[name] = "; ".join(f.detail for f in outcome.problems) or "no report"
     return survey
 
 

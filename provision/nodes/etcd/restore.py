@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 
 from provision.nodes.etcd.report import LAYOUT, EtcdReport, EtcdSurvey
+from provision.nodes.etcd.results import StagedCopy
 from provision.nodes.etcd.snapshot import LocalSnapshot, identity_problems, space_problem
 
 # The revision jump (etcdutl snapshot restore --bump-revision, with --mark-compacted): Kubernetes' and etcd's own
@@ -236,7 +237,7 @@ def api_problems(namespaces: Iterable[str], served: Iterable[str], held: list[st
     return problems, [name for name in inventory if name not in held]
 
 
-def staging_problems(plan: RestorePlan, readings: Mapping[str, object],
+def staging_problems(plan: RestorePlan, readings: Mapping[str, StagedCopy | None],
                      causes: Mapping[str, str]) -> list[str]:
     """Each member's reading of its staged copy (cb_etcd_snapshot_status, by node name) against the snapshot's
     record: the file the plan staged, its size and SHA-256, and what `snapshot status` read from it (revision, keys,
@@ -246,15 +247,12 @@ def staging_problems(plan: RestorePlan, readings: Mapping[str, object],
                 "keys": record.total_key, "hash": record.hash, "database size": record.total_size}
     problems = []
     for name in plan.nodes:
-        reading = readings.get(name)
-        if not isinstance(reading, dict):
+        copy = readings.get(name)
+        if copy is None:
             problems.append(f"{name} sent no reading of its copy ({causes.get(name, 'no report')})")
             continue
-        status = reading.get("status") if isinstance(reading.get("status"), dict) else {}
-        assert isinstance(status, dict)
-        read = {"path": reading.get("path"), "size": reading.get("size"), "sha256": reading.get("sha256"),
-                "revision": status.get("revision"), "keys": status.get("total_key"), "hash": status.get("hash"),
-                "database size": status.get("total_size")}
+        read = {"path": copy.path, "size": copy.size, "sha256": copy.sha256, "revision": copy.status.revision,
+                "keys": copy.status.total_key, "hash": copy.status.hash, "database size": copy.status.total_size}
         differ = [f"{what} {read[what]!r}, the record's {expected[what]!r}" for what in expected
                   if read[what] != expected[what]]
         if differ:

@@ -26,7 +26,6 @@ from provision.errors import BootstrapError, InputError
 from provision.inputs.files import shown
 from provision.inputs.inventory import Cluster
 from provision.inputs.state import ETCD_SNAPSHOTS_DIRNAME, cluster_dir, private_dir
-from provision.inputs.values import LOCAL_PATH, creatable_directory_problem
 from provision.nodes.etcd.report import LAYOUT, EtcdSurvey
 
 DB_SUFFIX = ".db"
@@ -305,35 +304,6 @@ def store_fetched(record: SnapshotRecord, directory: Path, keep: int, node: str)
     os.replace(part, final)
     keep_newest(directory, record.cluster, keep)
     return LocalSnapshot(final, record)
-
-
-# Folders of the system a snapshot (every Secret of the cluster) must not be dropped into as they are.
-SYSTEM_DIRECTORIES = frozenset({"/", "/bin", "/boot", "/dev", "/etc", "/home", "/lib", "/lib64", "/opt", "/proc",
-                                "/root", "/run", "/sbin", "/srv", "/sys", "/tmp", "/usr", "/var"})
-
-
-def snapshot_directory(text: str, option: str = "--dir") -> Path:
-    """`--dir`, judged before any node is asked: a path (no control characters, every spelling expanded as the
-    shell would have: ~), not a system folder, not a symlink, not a file, somewhere this user can create it."""
-    problem = LOCAL_PATH.problem(text)
-    if problem or not text.strip():
-        raise InputError(f"{option}: {problem or 'an empty path'}: name a folder for the snapshots")
-    try:
-        path = Path(text).expanduser().absolute()
-    except RuntimeError:
-        raise InputError(f"{option}: {shown(text)} names a home directory that does not exist: write the path "
-                         "out") from None
-    if str(path) in SYSTEM_DIRECTORIES:
-        raise InputError(f"{option}: {path} is a system folder: name a folder of its own for the snapshots (they "
-                         "hold every Secret of the cluster)")
-    if path.is_symlink():
-        raise InputError(f"{option}: {path} is a symbolic link: name the folder it points to")
-    if path.exists() and not path.is_dir():
-        raise InputError(f"{option}: {path} is not a directory: name a directory for the snapshots")
-    problem = creatable_directory_problem(path)
-    if problem:
-        raise InputError(f"{option}: {problem}")
-    return path
 
 
 def prepare_directory(directory: Path) -> Path:
