@@ -19,6 +19,10 @@ def _data_dir(name: str) -> Path:
 
 PLAYBOOKS_DIR = _data_dir("playbooks")
 ROLES_DIR = PLAYBOOKS_DIR / "roles"
+# Roles grouped by domain on disk (kubespray's layout: roles/etcd/etcd_probe, ...) keep their names: Ansible looks
+# in each group's folder too (playbooks/ansible.cfg's roles_path says the same for plays run by hand).
+ROLE_GROUPS = ("etcd",)
+ROLES_PATH = ":".join([str(ROLES_DIR), *(str(ROLES_DIR / group) for group in ROLE_GROUPS)])
 ANSIBLE_CFG = PLAYBOOKS_DIR / "ansible.cfg"
 MANIFESTS_DIR = _data_dir("manifests")
 TRAINER_DIR = _data_dir("trainer")

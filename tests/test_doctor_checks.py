@@ -401,7 +401,7 @@ def test_docs_doctor_md_lists_every_check_the_judges_name_and_no_other() -> None
     # The probe runner's own (ssh, sudo, and the probe's check the doctor names) are the doctor's too.
     sources = [REPO_ROOT / "provision" / "nodes" / "doctor" / "checks.py", REPO_ROOT / "provision" / "nodes" / "doctor"
                / "run.py", REPO_ROOT / "provision" / "kube" / "health.py", REPO_ROOT / "provision" / "diagnose" / "doctor.py",
-               REPO_ROOT / "provision" / "nodes" / "probe.py"]
+               REPO_ROOT / "provision" / "nodes" / "probe.py", REPO_ROOT / "provision" / "nodes" / "doctor" / "etcd.py"]
     named = {name for path in sources
              for name in re.findall(r"(?:_finding|Finding|NodeProbe)\(\s*\"(\w+)\"", path.read_text())}
     documented = set(re.findall(r"^\| `(\w+)` \|", (REPO_ROOT / "docs" / "doctor.md").read_text(), re.MULTILINE))

@@ -117,6 +117,7 @@ def test_up_is_the_issue_order_and_node_add_reuses_its_phases() -> None:
                          "reset": "reset.yml", "etcd_probe": "etcd_probe.yml",
                          "etcd_snapshot": "etcd_snapshot.yml", "etcd_timer": "etcd_timer.yml",
                          "etcd_member_remove": "etcd_member_remove.yml", "etcd_member_join": "etcd_member_join.yml",
+                         "etcd_defrag": "etcd_defrag.yml",
                          "certs_timer": "certs_timer.yml", "certs_check": "certs_read.yml",
                          "certs_renew": "certs_renew.yml", "upgrade_plan": "upgrade_versions.yml",
                          "upgrade_repositories": "upgrade_repositories.yml"} \

@@ -71,6 +71,7 @@ STATE_DIRECTORY = _kind("state folder", _KINDS, "state_directory")
 BUNDLE_OUTPUT = _kind("bundle output", _KINDS, "bundle_output")
 SAVE_DIRECTORY = _kind("save folder", _KINDS, "save_directory")
 SNAPSHOT = _kind("snapshot", _KINDS, "snapshot")
+S3_URL = _kind("s3:// URL", _SHAPES, "parse_s3_url")
 PORT = _kind("port", _SHAPES, "parse_port")
 KUBERNETES_VERSION = _kind("Kubernetes version", _SHAPES, "parse_kubernetes_version")
 HOST_ADDRESS = _kind("address", _SHAPES, "parse_host_address")
@@ -229,7 +230,9 @@ COMMANDS: dict[str, CommandOptions] = {c.command: c for c in (
     _command("addons remove", {"NAMES": ADDON_NAME, **YES, **OUTPUT}, node=True),
     _command("etcd snapshot", {"--dir": STORE_DIRECTORY, **OUTPUT}, node=True),
     _command("etcd snapshots", {"--dir": DIRECTORY_PATH, **OUTPUT}, node=True),
-    _command("etcd restore", {"SNAPSHOT": SNAPSHOT, "--survivors": NODE_NAMES, **YES, **OUTPUT}, node=True),
+    _command("etcd restore", {"SNAPSHOT": SNAPSHOT, "--from": S3_URL, "--survivors": NODE_NAMES, **YES, **OUTPUT},
+             Excludes("SNAPSHOT", "--from", "name the snapshot or --from s3://..., one of the two"), node=True),
+    _command("etcd defrag", OUTPUT, node=True),
     _command("upgrade", {"--to": KUBERNETES_VERSION, "--step": FLAG, "--parallel": number(1, 100, "workers"),
                          "--dry-run": FLAG, "--skip-etcd-snapshot": FLAG, **YES, **OUTPUT},
              Excludes("--dry-run", "--yes", "--yes answers the question asked before the upgrade changes anything, "

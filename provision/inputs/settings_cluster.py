@@ -26,10 +26,14 @@ from provision.inputs.values import (
     IPV4_NETWORK,
     IPV4_UNICAST,
     KUBERNETES_VERSION,
+    LOCAL_PATH,
     DnsSubdomain,
     ImageReference,
     InterfaceName,
+    S3Region,
+    S3Url,
     SystemdCalendar,
+    Url,
 )
 
 
@@ -201,6 +205,29 @@ class EtcdSettings(_Section):
     snapshot_timer: bool = False
     # When the timer fires: systemd's OnCalendar (hourly, daily, or an expression such as '*-*-* 00/6:00:00').
     snapshot_schedule: SystemdCalendar = "hourly"
+    # Also send each `bootstrap etcd snapshot` to an S3-compatible store (s3://BUCKET/PREFIX), with the control
+    # planes' /etc/kubernetes/pki sealed with the operator's key (pki_key_file): losing every control plane is then
+    # recoverable (`bootstrap etcd restore --from s3://...`). Credentials: the AWS environment or profile.
+    snapshot_target: S3Url | None = None
+    # The store's endpoint: an S3-compatible server (MinIO, Ceph RGW, OSS, ...); unset: AWS's own.
+    s3_endpoint: Url | None = None
+    s3_region: S3Region = "us-east-1"
+    # A file on this machine whose first line is the passphrase the certificates are sealed with (mode 0600).
+    pki_key_file: str | None = None
+
+    @field_validator("pki_key_file")
+    @classmethod
+    def _key_file(cls, value: str | None) -> str | None:
+        if value is not None and (not value.strip() or LOCAL_PATH.problem(value)):
+            raise ValueError(f"{shown(value)} is not a file name: name the file that holds your passphrase")
+        return value
+
+    @model_validator(mode="after")
+    def _target_needs_a_key(self) -> EtcdSettings:
+        if self.snapshot_target is not None and self.pki_key_file is None:
+            raise ValueError("snapshot_target sends /etc/kubernetes/pki off the nodes with each snapshot, sealed with "
+                             "your key: set pki_key_file too (a file whose first line is your passphrase, mode 0600)")
+        return self
 
 
 class CertificatesSettings(_Section):

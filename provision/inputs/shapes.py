@@ -166,6 +166,29 @@ REPOSITORY_URL = _shape("a repository URL", rf"(?:(?i:https?)://{_HOST}(?::{_POR
                         diagnose=_repository_url_diagnosis)
 
 
+# --- object stores ---------------------------------------------------------------------------------------------
+
+
+def _no_dot_segment(value: str) -> str | None:
+    segments = value.split("/")[3:]
+    if any(segment in (".", "..") for segment in segments):
+        return "has a '.' or '..' segment: name the path itself"
+    return None
+
+
+S3_URL = _shape("an s3:// URL", r"s3://[a-z0-9][a-z0-9.-]{1,61}[a-z0-9](?:/(?:[A-Za-z0-9._-]+/)*[A-Za-z0-9._-]*)?",
+                "s3:// and a bucket of 3 to 63 lowercase letters, digits, dots and hyphens, then path segments of "
+                "letters, digits, '.', '_' and '-'", "s3://etcd-backups/prod", _no_dot_segment, max_length=1024)
+
+
+def parse_s3_url(value: str) -> str:
+    return S3_URL.parse(value)
+
+
+S3_REGION = _shape("an S3 region", r"[a-z0-9](?:[a-z0-9-]{0,30}[a-z0-9])?", "lowercase letters, digits and hyphens",
+                   "us-east-1", max_length=32)
+
+
 # --- registries and images -------------------------------------------------------------------------------------
 
 REGISTRY_HOST = _shape("a registry host", rf"{_HOST}(?::{_PORT})?", "a DNS name or IPv4 address, an optional port",

@@ -93,6 +93,8 @@ from provision.inputs.shapes import (
     REGISTRY_HOST,
     RELEASE_TAG,
     REPOSITORY_URL,
+    S3_REGION,
+    S3_URL,
     SYSTEMD_CALENDAR,
     TEXT,
     URL,
@@ -136,6 +138,8 @@ Fingerprint = Annotated[str, AfterValidator(lambda value: FINGERPRINT.parse(valu
 PlatformKey = Annotated[str, AfterValidator(PLATFORM_KEY.parse)]
 GpuModel = Annotated[str, AfterValidator(GPU_MODEL.parse)]
 SystemdCalendar = Annotated[str, AfterValidator(SYSTEMD_CALENDAR.parse)]
+S3Url = Annotated[str, AfterValidator(S3_URL.parse)]
+S3Region = Annotated[str, AfterValidator(S3_REGION.parse)]
 LocalPath = Annotated[str, AfterValidator(LOCAL_PATH.parse)]
 FiniteFloat = Annotated[float, Field(allow_inf_nan=False)]
 PositiveFloat = Annotated[float, Field(allow_inf_nan=False, gt=0)]

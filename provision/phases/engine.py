@@ -88,6 +88,8 @@ class EtcdOptions:
     survivors: tuple[str, ...] | None = None
     # `node replace NAME`: the control plane replaced.
     replace: str | None = None
+    # `etcd restore --from s3://...`: the certificates sealed beside the snapshot, opened with the operator's key.
+    pki_archive: bytes | None = None
 
 
 @dataclass

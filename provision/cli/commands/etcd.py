@@ -15,11 +15,14 @@ from provision.errors import InputError
 
 if TYPE_CHECKING:
     from provision.inputs.inventory import Cluster
+    from provision.inputs.settings import Settings
+    from provision.nodes.etcd.snapshot import LocalSnapshot
     from provision.phases import PhaseContext
 
 SNAPSHOT = options_of("etcd snapshot")
 SNAPSHOTS = options_of("etcd snapshots")
 RESTORE = options_of("etcd restore")
+DEFRAG = options_of("etcd defrag")
 
 
 def _snapshot_document(ctx: PhaseContext) -> dict[str, Any]:
@@ -50,6 +53,10 @@ def register(app: typer.Typer) -> None:
         from provision.phases.engine import EtcdOptions
 
         cluster, settings = load_inputs(nodes)
+        if settings.etcd.pki_key_file is not None:
+            from provision.nodes.etcd.offsite import read_passphrase
+
+            read_passphrase(Path(settings.etcd.pki_key_file).expanduser())  # refused here, before any node
         ctx = run_pipeline(ETCD_SNAPSHOT_PHASES, cluster, settings, nodes, title="bootstrap etcd snapshot",
                            output=output, extra=_snapshot_document,
                            etcd=EtcdOptions(snapshot_dir=directory))
@@ -89,9 +96,13 @@ def register(app: typer.Typer) -> None:
     @node_options
     def restore(
         nodes: NodeOptions,
-        snapshot: Annotated[str, RESTORE.argument(
+        snapshot: Annotated[str | None, RESTORE.argument(
             "SNAPSHOT", help="A snapshot `bootstrap etcd snapshot` took: its path, or its name in the cluster's state directory.",
-            show_default=False)],
+            show_default=False)] = None,
+        source: Annotated[str | None, RESTORE.option(
+            "--from", help="Bring the snapshot from the store first: s3://BUCKET/PREFIX/NAME.db (etcd.s3_endpoint "
+                           "and the AWS credentials say how); its certificates go back where there are none.",
+            show_default=False)] = None,
         survivors: Annotated[Any, RESTORE.option(
             "--survivors", help="Restore onto these control planes only (comma-separated): quorum lost, the ones "
                                 "left; the others rejoin with `bootstrap node replace NAME`.", show_default=False)] = None,
@@ -105,23 +116,73 @@ def register(app: typer.Typer) -> None:
         that does not answer. Re-run after an interruption, it finishes."""
         from provision.cli.support import load_inputs, run_pipeline
         from provision.nodes.etcd.snapshot import default_directory, load_snapshot
-        from provision.phases import ETCD_RESTORE_PHASES
+        from provision.phases import ETCD_RESTORE_FROM_PHASES, ETCD_RESTORE_PHASES
         from provision.phases.engine import EtcdOptions
 
+        if snapshot is None and source is None:
+            raise InputError("etcd restore: name the snapshot (a path or a name in the state directory) or --from "
+                             "s3://..., one of the two")
         cluster, settings = load_inputs(nodes)
-        path = Path(snapshot).expanduser()
-        if not path.exists() and "/" not in snapshot:
-            path = default_directory(cluster) / snapshot
-        taken = load_snapshot(path)
         chosen = parse_survivors(cluster, survivors)
+        pki = None
+        if source is not None:
+            taken, pki = fetch_from_store(cluster, settings, source)
+        else:
+            assert snapshot is not None
+            path = Path(snapshot).expanduser()
+            if not path.exists() and "/" not in snapshot:
+                path = default_directory(cluster) / snapshot
+            taken = load_snapshot(path)
         where = ", ".join(chosen or [n.name for n in cluster.control_planes])
         confirm(f"Restore etcd on {where} from {taken.record.name} (revision {taken.revision}, taken "
                 f"{taken.record.taken_at:%Y-%m-%d %H:%M} UTC)? The API servers stop meanwhile and everything written "
                 "since the snapshot is lost.", yes)
-        run_pipeline(ETCD_RESTORE_PHASES, cluster, settings, nodes, title=f"bootstrap etcd restore {taken.record.name}",
-                     output=output, etcd=EtcdOptions(restore=taken, survivors=chosen))
+        run_pipeline(ETCD_RESTORE_FROM_PHASES if pki is not None else ETCD_RESTORE_PHASES, cluster, settings, nodes,
+                     title=f"bootstrap etcd restore {taken.record.name}", output=output,
+                     etcd=EtcdOptions(restore=taken, survivors=chosen, pki_archive=pki))
+
+    @etcd_app.command("defrag")
+    @checked("etcd defrag")
+    @node_options
+    def defrag(nodes: NodeOptions, output: OutputOption = Output.text) -> None:
+        """Defragment every etcd member one at a time, the leader last, giving back the space deleted keys left;
+        where the NOSPACE alarm is raised, compact first and disarm it once every database is under its quota.
+        Refused while a member is down."""
+        from provision.cli.support import load_inputs, run_pipeline
+        from provision.phases import ETCD_DEFRAG_PHASES
+
+        cluster, settings = load_inputs(nodes)
+        run_pipeline(ETCD_DEFRAG_PHASES, cluster, settings, nodes, title="bootstrap etcd defrag", output=output)
 
     app.add_typer(etcd_app, name="etcd")
+
+
+def fetch_from_store(cluster: Cluster, settings: Settings, url: str) -> tuple[LocalSnapshot, bytes | None]:
+    """`--from s3://BUCKET/PREFIX/NAME.db` (its shape judged by the option table): the key read, then the
+    snapshot's objects brought into the cluster's snapshot directory and checked as any snapshot here; its
+    certificates opened with the operator's key (None: it was sent without them)."""
+    from provision.inputs.files import shown
+    from provision.nodes.etcd.offsite import PKI_SUFFIX, S3Location, Store, download, read_passphrase, unseal
+    from provision.nodes.etcd.snapshot import NAME_RE, default_directory, load_snapshot, prepare_directory
+
+    location = S3Location.parse(url, "--from")
+    folder, _, name = location.key.rpartition("/")
+    if not NAME_RE.fullmatch(name):
+        raise InputError(f"--from: {shown(url)} does not end with a snapshot's name (<cluster>-<time>-r<revision>.db): "
+                         "name the snapshot's .db in the store")
+    key_file = settings.etcd.pki_key_file
+    passphrase = read_passphrase(Path(key_file).expanduser()) if key_file else None
+    store = Store(S3Location(location.bucket, folder), settings.etcd.s3_endpoint, settings.etcd.s3_region)
+    directory = prepare_directory(default_directory(cluster))
+    written = download(store, name, directory)
+    taken = load_snapshot(directory / name)
+    sealed = [path for path in written if path.name.endswith(PKI_SUFFIX)]
+    if not sealed:
+        return taken, None
+    if passphrase is None:
+        raise InputError(f"--from: {name} came with its certificates, sealed: set etcd.pki_key_file to the file of "
+                         "the passphrase they were sealed with")
+    return taken, unseal(sealed[0].read_bytes(), passphrase, name)
 
 
 def parse_survivors(cluster: Cluster, given: tuple[str, ...] | None) -> tuple[str, ...] | None:

@@ -1,7 +1,7 @@
 """`bootstrap node add NAME` and `bootstrap node remove NAME`: one worker or control plane joins or leaves a
 running cluster (a control plane leaving has its etcd member removed before its machine is reset);
-`bootstrap node replace NAME`: a dead or broken control plane's etcd member removed through a healthy one, and a
-fresh machine joined in its place (docs/etcd.md)."""
+`bootstrap node replace NAME`: a dead or broken control plane (the first one included) drained, its etcd member
+removed through a healthy one, and a fresh machine joined in its place (docs/etcd.md)."""
 from __future__ import annotations
 
 from typing import TYPE_CHECKING, Annotated
@@ -79,22 +79,27 @@ def register(app: typer.Typer) -> None:
     @node_options
     def replace(nodes: NodeOptions, name: NameArgument, yes: YesOption = False,
                 output: OutputOption = Output.text) -> None:
-        """Replace a control plane: its etcd member removed through a healthy member (the machine may be dead), then
-        the machine the inventory names for it (a fresh one, or the old one wiped) joined in its place. With
-        etcd's quorum lost, restore a snapshot onto the control planes left first (docs/etcd.md)."""
+        """Replace a control plane, the first one included: drained, its etcd member removed through a healthy member
+        (the machine may be dead), then the machine the inventory names for it (a fresh one, or the old one wiped)
+        joined in its place. With etcd's quorum lost, restore a snapshot onto the control planes left first
+        (docs/etcd.md)."""
         from provision.cli.support import load_inputs, run_pipeline
         from provision.phases import REPLACE_REMOVE_PHASES, replace_join_phases
         from provision.phases.engine import EtcdOptions
 
         cluster, settings = load_inputs(nodes)
-        target = _target(cluster, name, "replace")
-        node = cluster.node(target)
+        node = cluster.node(name)
+        target = node.name
+        if node.is_control_plane and len(cluster.control_planes) == 1:
+            raise InputError(f"{cluster.inventory_path}: '{target}' is the cluster's only control plane: there is no "
+                             "member to replace it through; restore a snapshot onto it (`bootstrap etcd restore`), or "
+                             "take the whole cluster down (every node reset) with `bootstrap down`")
         if not node.is_control_plane:
             raise InputError(f"{cluster.inventory_path}: '{target}' is a worker: `node replace` is for control "
                              f"planes; replace a worker with `bootstrap node remove {target}`, then "
                              f"`bootstrap node add {target}`")
-        confirm(f"Take {target}'s etcd member out of etcd and join the machine at {node.address} in its place (a "
-                f"machine that answers is wiped first: {WHAT_RESET_REMOVES})?", yes)
+        confirm(f"Drain {target}, take its etcd member out of etcd and join the machine at {node.address} in its "
+                f"place (a machine that answers is wiped first: {WHAT_RESET_REMOVES})?", yes)
         options = EtcdOptions(replace=target)
         # Two runs: how the machine joins depends on what the first found. Their summaries go to stderr; with
         # --output json, stdout carries the second's document, the first's outcomes under `etcd_member`.
