@@ -56,6 +56,8 @@ BAD: dict[str, list[str]] = {
     table.PROVIDER.name: ["vmware"],
     table.LIBVIRT_DRIVER.name: ["xen"],
     table.CHOICE.name: ["nope"],
+    table.S3_URL.name: ["http://bucket/x.db", "s3://", "s3://Bad_Bucket/x.db", "s3://b/x\n.db", "s3://b/../x.db"],
+    table.MERGE_TARGET.name: [*SPELLING[:3], "{HOME}", "/etc/kubeconfig", "/proc/cb"],
 }
 NUMBER_BAD = ["+2", " 2", "2_0", "2.0", "٢", "0x10", "-1", "", "1e3"]
 
@@ -200,7 +202,9 @@ RULES = [(command, rule) for command, described in table.COMMANDS.items() for ru
 # A value for each option a rule names (flags take none).
 RULE_VALUES = {"--gpus": "1", "--timeout": "600", "--nodes": "1", "--workload": "job", "--scheduler": "default",
                "--save": "NEW", "--print-manifests": "job", "--output": "json", "--only": "gpu", "--from": "prepare",
-               "--context": "mine"}
+               "--context": "mine", "--into": "NEW"}
+# Where one command's option takes another kind of value than RULE_VALUES' (an argument is given bare).
+COMMAND_RULE_VALUES = {("etcd restore", "--from"): "s3://cb-snapshots/lab-20261128T000000Z-r1.db"}
 
 
 @pytest.mark.parametrize(("command", "rule"), RULES, ids=[f"{c}:{r.option}+{r.other}" for c, r in RULES])
@@ -209,8 +213,13 @@ def test_each_refused_combination_is_one_line_exit_2_and_creates_nothing(site: S
     before = site.snapshot()
     given = [rule.option, rule.other] if isinstance(rule, table.Excludes) else [rule.option]
     kinds = table.COMMANDS[command].options
+    def value(name: str) -> str:
+        return site.fill(COMMAND_RULE_VALUES.get((command, name), RULE_VALUES.get(name, "")))
+
     words = [part for name in given
-             for part in ([name] if kinds[name] is table.FLAG else [name, site.fill(RULE_VALUES[name])])]
+             # An argument comes with the command's BASE.
+             for part in ([name] if kinds[name] is table.FLAG else [] if not name.startswith("-")
+                          else [name, value(name)])]
     positional, options = BASE.get(command, NODE if "--inventory" in kinds else ([], {}))
     base = [part for name, value in options.items() for part in (name, site.fill(value))]
     outcome = run_main("--state-dir", str(site.state), *command.split(), *base, *words,

@@ -3,6 +3,7 @@ paths with a role of one command's own. Each takes the text Click read and retur
 with one line (Click names the option and exits 2). Imported when an option of such a kind is first given."""
 from __future__ import annotations
 
+import os
 import re
 from pathlib import Path
 from typing import Any
@@ -13,6 +14,7 @@ from provision.inputs.local_paths import (
     creatable_directory_problem,
     new_file,
     output_directory,
+    place_problem,
     spelling_problem,
 )
 from provision.inputs.shapes import IPV4_UNICAST, Shape, WholeNumber, _shape
@@ -81,13 +83,18 @@ def lab_os(value: str) -> str:
 
 
 def merge_target(value: str) -> Path:
-    """A kubeconfig `bootstrap kubeconfig --merge` writes into: a file, existing or not, not a folder."""
+    """A kubeconfig `bootstrap kubeconfig --merge` writes into: a file, existing or not, not a folder, in a folder
+    of the user's own (never a system directory: merging into /etc/... would rewrite a system file)."""
     problem = spelling_problem(value)
     if problem:
         raise ValueError(problem)
     path = Path(value).expanduser()
     if path.is_dir():
         raise ValueError(f"{path} is a folder: name the kubeconfig file, e.g. {path / 'config'}")
+    absolute = Path(os.path.normpath(path.absolute()))
+    problem = place_problem(absolute.parent, keeps_others=True)
+    if problem:
+        raise ValueError(problem)
     return path
 
 

@@ -167,8 +167,12 @@ def _command(name: str, options: Mapping[str, Kind], *rules: Excludes | Requires
     return CommandOptions(name, {**options, **(NODE_OPTIONS if node else {})}, rules)
 
 
-SMOKE_PIPELINE_IGNORES = ("--gpus", "--nodes", "--keep", "--timeout", "--workload", "--scheduler", "--save")
-SMOKE_PRINT_IGNORES = ("--keep", "--save", "--serve", "--pipeline", "--output")
+# smoke-test's options that another makes meaningless (docs/smoke-test.md): `--pipeline` runs the seeds' pipeline,
+# one PyTorchJob on one node with one GPU in steps that clean up after themselves, no model copied back (it reads
+# --cpu, --image, --epochs, --timeout, --serve); `--print-manifests` prints the objects of the workload it names and
+# exits, creating nothing and judging nothing.
+SMOKE_PIPELINE_IGNORES = ("--gpus", "--nodes", "--keep", "--workload", "--scheduler", "--save")
+SMOKE_PRINT_IGNORES = ("--keep", "--serve", "--pipeline", "--workload", "--output")
 
 COMMANDS: dict[str, CommandOptions] = {c.command: c for c in (
     _command("bootstrap", {"--state-dir": STATE_DIRECTORY, "--version": FLAG}),
@@ -201,11 +205,11 @@ COMMANDS: dict[str, CommandOptions] = {c.command: c for c in (
         "--epochs": number(1, 1000, "epochs"), "--timeout": number(60, 7 * 24 * 3600, "seconds"),
         "--workload": CHOICE, "--scheduler": CHOICE, "--save": SAVE_DIRECTORY, "--serve": FLAG, "--pipeline": FLAG,
         "--print-manifests": CHOICE, "--output": CHOICE},
-        Excludes("--cpu", "--gpus", "--gpus counts GPUs per node, and --cpu trains without GPUs"),
-        *(Excludes("--pipeline", option, f"the pipeline runs its own steps and does not read {option}")
-          for option in SMOKE_PIPELINE_IGNORES),
-        *(Excludes("--print-manifests", option, f"--print-manifests prints the objects and exits, so {option} would "
-                   "do nothing") for option in SMOKE_PRINT_IGNORES)),
+        Excludes("--cpu", "--gpus", "--gpus counts GPUs per node, and --cpu trains on no GPU"),
+        *(Excludes("--pipeline", option, f"--pipeline trains one PyTorchJob on one node with one GPU, in steps that "
+                   f"clean up after themselves: {option} does not apply to it") for option in SMOKE_PIPELINE_IGNORES),
+        *(Excludes("--print-manifests", option, f"--print-manifests prints the objects of the workload it names and "
+                   f"exits, creating nothing: {option} does not apply to it") for option in SMOKE_PRINT_IGNORES)),
     _command("up", {"--from": PHASE, "--only": PHASE, "--merge-kubeconfig": FLAG, "--context": CONTEXT_NAME,
                     "--dry-run": FLAG, **OUTPUT},
              Excludes("--only", "--from", "--only runs one phase, --from every phase from one on; give one of them"),

@@ -18,6 +18,7 @@ from typing import Any
 
 from kubernetes import client
 from kubernetes.client.exceptions import ApiException
+from urllib3.exceptions import HTTPError
 
 from provision.kube.verify import Expectations, pod_problem
 from provision.smoke.manifests import CACHE_MOUNT, TRAINER_MOUNT, SmokeSpec
@@ -172,8 +173,10 @@ def serve_and_ask(api: client.ApiClient, spec: SmokeSpec, *, node: str | None, p
         url = str(status.get("url") or "") if isinstance(status, dict) else ""
         try:
             answer, latency = ask(api, spec)
-        except (ApiException, ValueError) as exc:
-            reason = f"HTTP {exc.status} {exc.reason}" if isinstance(exc, ApiException) else f"not JSON ({exc})"
+        except (ApiException, ValueError, HTTPError, OSError) as exc:
+            # The predictor (through the API server's proxy) answered with an error, with no JSON, or not at all.
+            reason = f"HTTP {exc.status} {exc.reason}" if isinstance(exc, ApiException) else \
+                f"not JSON ({exc})" if isinstance(exc, ValueError) else f"no answer ({exc})"
             return Served(False, ready_s=ready_s, url=url, detail=f"{name} answered the picture with {reason}")
         predictions = answer.get("predictions") if isinstance(answer, dict) else None
         first = predictions[0] if isinstance(predictions, list) and predictions else None

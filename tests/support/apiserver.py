@@ -270,7 +270,8 @@ class FakeApiServer:
     @staticmethod
     def _send(handler: BaseHTTPRequestHandler, response: Response) -> None:
         body = response.body
-        if isinstance(body, (dict, list)):
+        # A JSON scalar (a number, true/false) is sent as JSON too: `bytes(5)` would be five NUL bytes.
+        if isinstance(body, (dict, list, bool, int, float)):
             payload, content_type = json.dumps(body).encode(), "application/json"
         elif isinstance(body, str):
             payload, content_type = body.encode(), "text/plain"

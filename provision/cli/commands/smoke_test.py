@@ -179,16 +179,10 @@ def register(app: typer.Typer) -> None:
         from provision.smoke.choices import assumed_offer, choose
         from provision.smoke.driver import build_spec, new_namespace, run_smoke_test
         from provision.smoke.manifests import render, to_yaml
-        from provision.smoke.options import SmokeOptions, combination_problem
 
         invocation.remember(config=config, kubeconfig=kubeconfig)
-        # Options that another one makes meaningless are refused first, before any file is read.
-        problem = combination_problem(SmokeOptions(
-            gpus=gpus, nodes=nodes, cpu=cpu, keep=keep, workload=workload, scheduler=scheduler,
-            save=str(save) if save is not None else None, serve=serve, pipeline=pipeline,
-            print_manifests=print_manifests, output=output))
-        if problem:
-            raise InputError(problem)
+        # Options that another one makes meaningless were refused by @checked (the option table's rules), before
+        # any file is read.
         # Each option that stands for a setting is checked exactly as the setting is (an image with a fixed tag,
         # ...), before anything is rendered or any cluster is asked.
         settings = with_overrides(load_settings(config), {
