@@ -32,6 +32,7 @@ from provision.render.playbook_vars import (
     playbook_vars,
     prepare_vars,
     upgrade_node_vars,
+    upgrade_prepull_vars,
 )
 from provision.resources import PLAYBOOKS_DIR
 from tests.support.paths import REPO_ROOT
@@ -57,8 +58,8 @@ def _built_names() -> set[str]:
              etcd_restore_stop_vars(layout, {}), etcd_restore_data_vars(layout, {}),
              etcd_restore_start_vars(layout, staged="/s.db", kinds={}),
              etcd_member_remove_vars(layout, etcdctl=["etcdctl"], ids=["1"]), etcd_member_join_vars(layout, {}),
-             certs_renew_vars(Path("/tmp/admin.conf")), upgrade_node_vars(Path("/tmp/admin.conf")),
-             certs_timer_vars(enabled=True, renew_before_days=30, hours={})]
+             certs_renew_vars(CLUSTER, Path("/tmp/admin.conf")), upgrade_node_vars(Path("/tmp/admin.conf")),
+             certs_timer_vars(CLUSTER, enabled=True, renew_before_days=30, hours={}), upgrade_prepull_vars(settings)]
     return {name for variables in built for name in variables}
 
 

@@ -5,26 +5,32 @@ Pure: the versions come in as data (read from the nodes and the API by the upgra
 InputError comes out, so every refusal happens before anything changes. kubeadm's own rules, as its
 cmd/kubeadm/app/phases/upgrade/policy.go states them: the control plane moves one minor at a time
 (MaximumAllowedMinorVersionUpgradeSkew = 1), never down a minor in an upgrade, and only while every kubelet is at
-most one minor older than the version it moves to (MaximumAllowedMinorVersionKubeletSkew = 1).
+most three minors older than the version it moves to (MaximumAllowedMinorVersionKubeletSkew = 3 since kubeadm 1.29,
+kubernetes/kubernetes#120825, following the version-skew policy: "kubelet may be up to three minor versions older
+than kube-apiserver"; https://kubernetes.io/releases/version-skew-policy/#kubelet).
 """
 from __future__ import annotations
 
+import math
 import re
-from collections.abc import Mapping
-from dataclasses import dataclass, replace
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from pydantic import ValidationError
 
-from provision.errors import InputError
+from provision.errors import BootstrapError, InputError
 from provision.inputs import versions
 from provision.inputs.settings import KubernetesSettings, Settings
 from provision.inputs.validation import addon_warnings
+from provision.inputs.values import parse_batch_size
 
-# kubeadm's policy (above): how far one upgrade moves the control plane, and how far a kubelet may lag the version
-# the control plane moves to.
+# kubeadm's policy (above): how far one upgrade moves the control plane, and how far a kubelet may lag the control
+# plane. A kubelet that lags is upgraded in place (drained first: the version-skew policy supports no in-place minor
+# kubelet upgrade without a drain) in the step at the control plane's own minor, before any step moves the control
+# plane on, so every kubelet is within the skew of each `kubeadm upgrade apply`.
 UPGRADE_SKEW = 1
-KUBELET_SKEW = 1
+KUBELET_SKEW = 3
 # A release as a cluster reports it: the API server's gitVersion, `kubeadm version -o short`, a kubelet's version,
 # a static pod's image tag (v1.36.4, 1.36.4, v1.36.4+vendor, v1.36.4-rc.1).
 RELEASE_RE = re.compile(r"v?1\.(0|[1-9][0-9]{0,2})\.(0|[1-9][0-9]{0,3})(?:[-+][0-9A-Za-z.+-]*)?", re.ASCII)
@@ -94,6 +100,51 @@ def step_settings(settings: Settings, version: str) -> Settings:
 
 
 @dataclass(frozen=True)
+class Batch:
+    """How many workers are drained and upgraded together: a number of nodes, or a percentage of the step's
+    workers (rounded up: at least one)."""
+
+    count: int = 1
+    percent: int | None = None
+
+    @classmethod
+    def parse(cls, text: str, *, source: str = "--parallel") -> Batch:
+        """`2` or `25%` (values.BATCH_SIZE); InputError naming `source` otherwise."""
+        try:
+            checked = parse_batch_size(text)
+        except ValueError as exc:
+            raise InputError(f"{source}: {exc}") from None
+        return cls(percent=int(checked[:-1])) if checked.endswith("%") else cls(count=int(checked))
+
+    def size(self, workers: int) -> int:
+        if self.percent is None:
+            return self.count
+        return max(1, math.ceil(workers * self.percent / 100))
+
+    def __str__(self) -> str:
+        return f"{self.percent}%" if self.percent is not None else str(self.count)
+
+
+def worker_batches(workers: Sequence[str], batch: Batch, *, canary: bool = False) -> list[tuple[str, ...]]:
+    """The workers of a step in the groups they are drained and upgraded in, in order: with `canary` the first one
+    alone, then groups of `batch` (a percentage counts all of `workers`)."""
+    names = list(workers)
+    groups: list[tuple[str, ...]] = []
+    if canary and names:
+        groups.append((names.pop(0),))
+    size = batch.size(len(workers))
+    groups += [tuple(names[start:start + size]) for start in range(0, len(names), size)]
+    return groups
+
+
+class UpgradePaused(BootstrapError):
+    """`--pause-after` stopped the upgrade between two groups of workers, as asked: nothing failed, and the same
+    command goes on from there."""
+
+    exit_code = 3
+
+
+@dataclass(frozen=True)
 class UpgradeOptions:
     """What `bootstrap upgrade` was asked."""
 
@@ -101,9 +152,17 @@ class UpgradeOptions:
     # Reach a target more than one minor ahead one minor at a time (else refused).
     step: bool = False
     # Workers upgraded at a time.
-    parallel: int = 1
+    parallel: Batch = Batch()
     # The operator took the etcd snapshot themselves.
     skip_etcd_snapshot: bool = False
+    # Evict pods with emptyDir volumes (their data is lost), as `kubectl drain --delete-emptydir-data`.
+    delete_emptydir_data: bool = False
+    # The first worker of a step alone, before the others.
+    canary: bool = False
+    # Stop for confirmation once this many workers were upgraded in this run (then after as many again).
+    pause_after: int | None = None
+    # Asks the operator whether to go on at a pause (the CLI's prompt); None: stop there (UpgradePaused).
+    confirm: Callable[[str], bool] | None = field(default=None, compare=False)
 
 
 def settings_behind(settings: Settings, cluster_release: str | None) -> str | None:
@@ -152,6 +211,11 @@ class ClusterVersions:
     nodes: tuple[NodeVersions, ...]
     # The kubeadm releases the first control plane's Kubernetes repository offers (its current minor's).
     available: tuple[Release, ...] = ()
+    # What `kubeadm upgrade apply` last finished in the cluster: the older of the kubeadm-config ConfigMap's
+    # kubernetesVersion and kube-proxy's image (apply's upload-config and, near its end, kube-proxy phases); None
+    # where neither names a release. A first control plane at a release whose apply did not finish (a run killed in
+    # it) is not done: `kubeadm upgrade node` on the others reads the version from that ConfigMap.
+    applied: Release | None = None
 
     @property
     def control_plane(self) -> Release:
@@ -170,7 +234,7 @@ class ClusterVersions:
                 "nodes": {n.name: {"role": "control_plane" if n.control_plane else "worker",
                                    "kubelet": text(n.kubelet), "kubeadm": text(n.kubeadm),
                                    "static_pods": text(n.static_pods)} for n in self.nodes},
-                "available": [str(r) for r in self.available]}
+                "available": [str(r) for r in self.available], "applied": text(self.applied)}
 
 
 @dataclass(frozen=True)
@@ -264,10 +328,16 @@ def _pending(found: ClusterVersions, minor: int, version: str) -> tuple[tuple[st
     def newer(r: Release) -> bool:
         return r > release if release else r.minor > minor
 
+    first = next((n.name for n in found.nodes if n.control_plane), None)
+
     def left(node: NodeVersions) -> bool:
         mine = [node.kubelet, node.kubeadm, *([node.static_pods] if node.control_plane else [])]
         known = [r for r in mine if r is not None]
-        return not any(newer(r) for r in known) and (len(known) < len(mine) or any(older(r) for r in known))
+        if any(newer(r) for r in known):
+            return False
+        # The first control plane applies: not done while the cluster's configuration is older than the step's.
+        unapplied = node.name == first and found.applied is not None and older(found.applied)
+        return len(known) < len(mine) or any(older(r) for r in known) or unapplied
     todo = [n for n in found.nodes if left(n)]
     return (tuple(n.name for n in todo if n.control_plane), tuple(n.name for n in todo if not n.control_plane))
 
@@ -292,10 +362,10 @@ def plan_upgrade(found: ClusterVersions, target: Target, *, step: bool = False,
                if n.kubelet is not None and n.kubelet.minor < current.minor - KUBELET_SKEW]
     if lagging:
         name, kubelet = lagging[0]
-        raise InputError(f"{name}'s kubelet runs {kubelet}, more than one minor behind the control plane's "
-                         f"{current}: kubeadm upgrades only while every kubelet is at most one minor older; take the "
-                         f"node out and in again at the cluster's version (`bootstrap node remove {name}`, then "
-                         f"`bootstrap node add {name}`), then upgrade")
+        raise InputError(f"{name}'s kubelet runs {kubelet}, more than {KUBELET_SKEW} minors behind the control "
+                         f"plane's {current}: the version-skew policy and kubeadm support a kubelet at most "
+                         f"{KUBELET_SKEW} minors older; take the node out and in again at the cluster's version "
+                         f"(`bootstrap node remove {name}`, then `bootstrap node add {name}`), then upgrade")
     steps: list[Step] = []
     # The current minor first: the nodes an interrupted upgrade left behind, or a patch upgrade; then each minor.
     for minor in range(current.minor, target.minor + 1):

@@ -40,6 +40,7 @@ The names below are stable; other modules import them.
 | PORT | Port | parse_port | a TCP port, 1 to 65535 (a number, or its digits) |
 | QUANTITY | Quantity | parse_quantity | a Kubernetes quantity above zero (2Gi, 500m, 1) |
 | COUNT | Count | parse_count | a whole number from 1 to 999999, as digits (an extended resource's amount) |
+| BATCH_SIZE | BatchSize | parse_batch_size | a number of nodes (1 to 999) or a percentage of them (1% to 100%) |
 | INTERFACE_NAME | InterfaceName | parse_interface_name | a Linux network interface name (eth0) |
 | USER_NAME | UserName | parse_user_name | a login name (ubuntu, svc.deploy) |
 | MD5 | Md5 | parse_md5 | 32 hexadecimal digits (returned lower-case) |
@@ -413,6 +414,8 @@ QUANTITY = _shape("a Kubernetes quantity", r"(?:0|[1-9][0-9]{0,17})(?:\.[0-9]{1,
                   "a number and an optional suffix (Ki, Mi, Gi, Ti, m, k, M, G, T)", "2Gi", _quantity_above_zero,
                   max_length=32)
 COUNT = _shape("a whole number", r"[1-9][0-9]{0,5}", "1 to 999999, without a fraction or suffix", "1", max_length=6)
+BATCH_SIZE = _shape("a batch size", r"(?:[1-9][0-9]{0,2}|(?:[1-9][0-9]?|100)%)",
+                    "a number of nodes, 1 to 999, or a percentage of them, 1% to 100%", "'2' or '25%'", max_length=4)
 
 
 def _port_digits(value: str) -> str | None:
@@ -502,6 +505,7 @@ Md5 = Annotated[str, AfterValidator(lambda value: MD5.parse(value).lower())]
 Fingerprint = Annotated[str, AfterValidator(lambda value: FINGERPRINT.parse(value).upper())]
 PlatformKey = Annotated[str, AfterValidator(PLATFORM_KEY.parse)]
 GpuModel = Annotated[str, AfterValidator(GPU_MODEL.parse)]
+BatchSize = Annotated[str, AfterValidator(BATCH_SIZE.parse)]
 SystemdCalendar = Annotated[str, AfterValidator(SYSTEMD_CALENDAR.parse)]
 LocalPath = Annotated[str, AfterValidator(LOCAL_PATH.parse)]
 FiniteFloat = Annotated[float, Field(allow_inf_nan=False)]
@@ -533,6 +537,7 @@ parse_ipv4_network = IPV4_NETWORK.parse
 parse_host_address = HOST_ADDRESS.parse
 parse_quantity = QUANTITY.parse
 parse_count = COUNT.parse
+parse_batch_size = BATCH_SIZE.parse
 parse_interface_name = INTERFACE_NAME.parse
 parse_user_name = USER_NAME.parse
 parse_gpu_model = GPU_MODEL.parse

@@ -13,9 +13,9 @@ from kubernetes import client
 from provision.errors import BootstrapError
 from provision.inputs.state import NodeStage, UpgradeRecord
 from provision.inputs.upgrade import Step
-from provision.kube.drain import Blocked, cordon, drain_for_upgrade, uncordon
+from provision.kube.drain import Blocked, cordon, drain_for_upgrade, drain_refusal, is_unschedulable, uncordon
 from provision.kube.kubeconfig import fetched_kubeconfig_path, refresh_admin_credentials
-from provision.kube.upgrade import wait_for_kubelet
+from provision.kube.upgrade import applied_config, wait_for_kubelet
 from provision.nodes.runner import PlaybookResult, failure_line, failure_mark, nodes_error, run_playbook
 from provision.phases.common import api
 from provision.phases.engine import PhaseContext
@@ -40,12 +40,33 @@ def _stage(ctx: PhaseContext, name: str, stage: str) -> None:
     ctx.state.save(ctx.cluster)
 
 
-def _back_in_service(ctx: PhaseContext, api_client: client.ApiClient, name: str) -> None:
+def _back_in_service(ctx: PhaseContext, api_client: client.ApiClient, name: str, release: str) -> bool:
+    """Uncordon `name` once its kubelet reports `release` and the node is Ready (never before: kubeadm's upgrade
+    guide uncordons a node only after its kubelet restarted on the new release), unless the operator had cordoned it
+    before the upgrade: that cordon is theirs and stays."""
     record = ctx.state.upgrade
     assert record is not None
-    if not record.nodes[name].was_unschedulable:
+    wait_for_kubelet(api_client, name, f"v{release}", timeout_s=ctx.settings.verify.timeout_s, on_message=ctx.say)
+    kept = record.nodes[name].was_unschedulable
+    if not kept:
         uncordon(api_client, name)
     _stage(ctx, name, "done")
+    return not kept
+
+
+def _take_out(ctx: PhaseContext, api_client: client.ApiClient, name: str, release: str) -> None:
+    """Cordon `name` for its upgrade to `release`, with whether the operator had cordoned it recorded first: read
+    before our own cordon is sent, and kept by a re-run (which finds the node cordoned by us), so a run killed
+    between the two never takes our cordon for the operator's."""
+    record = ctx.state.upgrade
+    assert record is not None
+    known = record.nodes.get(name)
+    if known is None or known.release != release:
+        record.nodes[name] = NodeStage(release, "cordoning", was_unschedulable=is_unschedulable(api_client, name))
+        ctx.state.save(ctx.cluster)
+    cordon(api_client, name)
+    if record.nodes[name].stage == "cordoning":
+        _stage(ctx, name, "cordoned")
 
 
 def nothing_to_do(ctx: PhaseContext, names: Sequence[str], pending: Sequence[str], what: str) -> str | None:
@@ -59,41 +80,47 @@ def nothing_to_do(ctx: PhaseContext, names: Sequence[str], pending: Sequence[str
 
 
 def finish_left_behind(ctx: PhaseContext, names: Sequence[str]) -> list[str]:
-    """The nodes of `names` that a stopped run left out of service although they need nothing more: uncordoned
-    (unless they were cordoned before the upgrade). Returns them."""
+    """The nodes of `names` that a stopped run left out of service although they need nothing more: back in service
+    once their kubelet reports the release and is Ready (uncordoned, unless they were cordoned before the upgrade).
+    Returns what became of each ("w1 uncordoned", "w2 left cordoned as it was before the upgrade")."""
     step, release, record = running(ctx)
     left = [name for name in names if name not in step.nodes and name in record.nodes
             and record.nodes[name].stage != "done"]
+    done = []
     if left:
         api_client = api(ctx)
         for name in left:
-            ctx.say(f"{name} is at {release} but a stopped run left it out of service: uncordoning it")
-            _back_in_service(ctx, api_client, name)
-    return left
+            ctx.say(f"{name} is at {release} but a stopped run left it out of service: back in service once its "
+                    "kubelet reports it and is Ready")
+            uncordoned = _back_in_service(ctx, api_client, name, release)
+            done.append(f"{name} uncordoned" if uncordoned else f"{name} left cordoned as it was before the upgrade")
+    return done
 
 
-def upgrade_nodes(ctx: PhaseContext, names: Sequence[str]) -> PlaybookResult:
+def upgrade_nodes(ctx: PhaseContext, names: Sequence[str], *, apply: bool = False) -> PlaybookResult:
     """Drain `names` (one by one), upgrade them in one run of the playbook, and put back in service those it
-    upgraded; raises BootstrapError naming each node it could not upgrade (they stay cordoned)."""
-    _, release, record = running(ctx)
+    upgraded; raises BootstrapError naming each node it could not upgrade (they stay cordoned). `apply`: the first
+    control plane runs `kubeadm upgrade plan` and `apply` (decided by the caller from the cluster's configuration)."""
+    _, release, _ = running(ctx)
     api_client = api(ctx)
     timeout = ctx.settings.upgrade.drain_timeout_s
+    emptydir = bool(ctx.upgrade and ctx.upgrade.delete_emptydir_data)
     for name in names:
-        known = record.nodes.get(name)
-        was = cordon(api_client, name)
-        if known is None or known.release != release:
-            record.nodes[name] = NodeStage(release, "cordoned", was_unschedulable=was)
-        ctx.state.save(ctx.cluster)
+        # What kubectl drain refuses is refused before the node is cordoned: it is left as it was.
+        refusal = drain_refusal(api_client, name, delete_emptydir_data=emptydir)
+        if refusal:
+            raise BootstrapError(f"{refusal} ({name} was not cordoned)")
+        _take_out(ctx, api_client, name, release)
         ctx.say(f"{name}: cordoned; evicting its pods (disruption budgets respected, up to {timeout} s)")
 
         def waiting(blocked: Blocked, node: str = name) -> None:
             ctx.say(f"waiting: {node}: {blocked.pod} held back: {blocked.reason}")
-        drain_for_upgrade(api_client, name, timeout_s=timeout, on_wait=waiting)
+        drain_for_upgrade(api_client, name, timeout_s=timeout, on_wait=waiting, delete_emptydir_data=emptydir)
         _stage(ctx, name, "drained")
     ctx.say(f"{', '.join(names)}: upgrading to {release}")
     result = run_playbook(PLAYBOOK, ctx.cluster, ctx.settings, phase="upgrade_node",
                           limit=ctx.cluster.hosts(names),
-                          extra_vars=upgrade_node_vars(fetched_kubeconfig_path(ctx.cluster)),
+                          extra_vars=upgrade_node_vars(fetched_kubeconfig_path(ctx.cluster), apply=apply),
                           pythons=ctx.state.pythons, on_progress=ctx.on_progress, verbose=ctx.verbose,
                           become_password=ctx.become_password)
     ctx.playbook_results.append(result)
@@ -108,9 +135,12 @@ def upgrade_nodes(ctx: PhaseContext, names: Sequence[str]) -> PlaybookResult:
         if name == ctx.cluster.control_plane.name:
             refresh_admin_credentials(fetched_kubeconfig_path(ctx.cluster), ctx.cluster, ctx.settings)
             api_client = api(ctx)
-        wait_for_kubelet(api_client, name, f"v{release}", timeout_s=ctx.settings.verify.timeout_s,
-                         on_message=ctx.say)
-        _back_in_service(ctx, api_client, name)
+            left = applied_config(api_client).behind(f"v{release}") if apply else []
+            if left:
+                raise BootstrapError(f"`kubeadm upgrade apply v{release}` on {name} ended, but {'; '.join(left)}: see "
+                                     f"its output in the run's log, then re-run the upgrade with the same --to (it "
+                                     f"applies again before any other control plane moves; {name} stays cordoned)")
+        _back_in_service(ctx, api_client, name, release)
     if failed:
         lines = {name: failure_line(failure) for name, failure in failed.items()}
         marks = {name: failure_mark(failure) for name, failure in failed.items()}

@@ -219,10 +219,32 @@ def form_cluster(lab: Lab, work: Path, control_planes: Sequence[str], workers: S
         return [line.split()[1] for line in lab.node(first).ssh(f"cat {kube_acting.STATE}/etcd-members")
                 .stdout.splitlines() if line.strip()]
 
+    first_state = lab.node(first).root / kube_acting.STATE.lstrip("/")
+
+    def uploaded(name: str) -> str | None:
+        """What the first control plane's kubeadm uploaded (read on the node's root from here: no SSH per request)."""
+        try:
+            return (first_state / name).read_text().strip() + "\n"
+        except FileNotFoundError:
+            return None
+
+    def share_config() -> None:
+        text = uploaded("kubeadm-config.yaml")
+        if text is None:
+            return
+        for name in others:
+            copy = lab.node(name).root / kube_acting.STATE.lstrip("/") / "kubeadm-config.yaml"
+            if not copy.exists() or copy.read_text() != text:
+                copy.parent.mkdir(parents=True, exist_ok=True)
+                copy.write_text(text)
+
     server = ExecApiServer(lambda pod, command: "")
     server.start()
     kube.fake = FakeCluster(server, tuple(control_planes), tuple(workers), kubelet=kube.running_kubelet,
-                            api_version=api_version, etcd_members=etcd_members).install()
+                            api_version=api_version, etcd_members=etcd_members,
+                            kubeadm_config=lambda: uploaded("kubeadm-config.yaml"),
+                            kube_proxy_image=lambda: (uploaded("kube-proxy-image") or "").strip() or None,
+                            share_config=share_config).install()
     path = kube.admin_kubeconfig()
     path.parent.mkdir(parents=True, mode=0o700)
     server.write_kubeconfig(path)

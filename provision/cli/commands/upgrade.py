@@ -3,6 +3,7 @@ minor at a time. The plan is read from what the cluster runs and shown first (`-
 refusal comes before any change; a failed or killed upgrade, re-run, goes on where it stopped."""
 from __future__ import annotations
 
+import sys
 from typing import Annotated, Any
 
 import typer
@@ -14,7 +15,15 @@ from provision.cli.views import PhaseView, console
 from provision.errors import InputError
 from provision.inputs.inventory import Cluster
 from provision.inputs.settings import Settings
-from provision.inputs.upgrade import UpgradeOptions, UpgradePlan, describe_plan, parse_target
+from provision.inputs.upgrade import (
+    Batch,
+    UpgradeOptions,
+    UpgradePaused,
+    UpgradePlan,
+    describe_plan,
+    parse_target,
+)
+from provision.inputs.values import parse_batch_size, parse_count
 from provision.phases import PipelineResult, plan_upgrade_run, run_upgrade
 
 
@@ -26,8 +35,14 @@ def plan_lines(plan: UpgradePlan, cluster: Cluster, settings: Settings, options:
     snapshot = ("skipped (--skip-etcd-snapshot: you took one)" if options.skip_etcd_snapshot
                 else "from a healthy control plane, checked and kept on this machine")
     smoke = "the smoke test" if settings.smoke_test.enabled else "no smoke test (smoke_test.enabled is false)"
+    workers = f"workers {options.parallel} at a time" if str(options.parallel) != "1" else "workers one at a time"
+    if options.canary:
+        workers = f"the first worker of each step alone (--canary), then {workers.removeprefix('workers ')}"
+    if options.pause_after is not None:
+        workers += f", pausing for your confirmation after every {options.pause_after} (--pause-after)"
     return [steps[0], f"first, before anything changes: preflight (the rules of 1.{plan.target.minor} on every node: "
-            f"containerd, cgroups), then the etcd snapshot {snapshot}", *steps[1:], f"last: {smoke}"]
+            f"containerd, cgroups); before each step the etcd snapshot {snapshot}; {workers}", *steps[1:],
+            f"last: {smoke}"]
 
 
 def _closing(plan: UpgradePlan, settings: Settings, config: str) -> list[str]:
@@ -54,11 +69,22 @@ def register(app: typer.Typer) -> None:
         step: Annotated[bool, typer.Option(
             "--step", help="Reach a target more than one minor ahead through each minor between (kubeadm upgrades "
                            "one minor at a time; without --step such a target is refused).")] = False,
-        parallel: Annotated[int, typer.Option(
-            "--parallel", min=1, max=100, help="Workers drained and upgraded at a time.")] = 1,
+        parallel: Annotated[str, typer.Option(
+            "--parallel", parser=parse_batch_size, metavar="N|N%",
+            help="Workers drained and upgraded at a time: a number, or a percentage of the step's workers.")] = "1",
+        canary: Annotated[bool, typer.Option(
+            "--canary", help="Upgrade the first worker of each step alone before the others.")] = False,
+        pause_after: Annotated[str | None, typer.Option(
+            "--pause-after", parser=parse_count, metavar="N",
+            help="Stop for your confirmation once N workers were upgraded (with --yes, or without a terminal: "
+                 "stop there; the same command goes on).", show_default=False)] = None,
         dry_run: Annotated[bool, typer.Option("--dry-run", help="Read the cluster, show the plan, change nothing.")] = False,
         skip_etcd_snapshot: Annotated[bool, typer.Option(
             "--skip-etcd-snapshot", help="You took an etcd snapshot yourself: do not take one first.")] = False,
+        delete_emptydir_data: Annotated[bool, typer.Option(
+            "--delete-emptydir-data", help="Evict pods with emptyDir volumes while draining, deleting their data "
+                                           "(as kubectl drain's flag); without it such pods stop the drain by "
+                                           "name.")] = False,
         yes: YesOption = False,
         output: OutputOption = Output.text,
     ) -> None:
@@ -74,9 +100,17 @@ def register(app: typer.Typer) -> None:
         if not admin_kubeconfig_path(cluster).exists():
             raise InputError(f"no cluster formed from {nodes.inventory} on this machine (no admin kubeconfig): "
                              "`bootstrap up` forms one; upgrade is for a running cluster")
-        options = UpgradeOptions(target, step=step, parallel=parallel, skip_etcd_snapshot=skip_etcd_snapshot)
-        title = f"bootstrap upgrade --to {target}: {nodes.inventory}"
+        batch = Batch.parse(parallel)
+        pause = int(pause_after) if pause_after is not None else None
         view = PhaseView(nodes.verbose)
+
+        def ask(question: str) -> bool:
+            view.stop()  # the live view starts again with the next progress
+            return typer.confirm(question, default=False, err=True)
+        options = UpgradeOptions(target, step=step, parallel=batch, skip_etcd_snapshot=skip_etcd_snapshot,
+                                 delete_emptydir_data=delete_emptydir_data, canary=canary, pause_after=pause,
+                                 confirm=None if yes or not sys.stdin.isatty() else ask)
+        title = f"bootstrap upgrade --to {target}: {nodes.inventory}"
         ctx = new_context(cluster, settings, nodes, view)
         ctx.upgrade = options
         try:
@@ -109,8 +143,14 @@ def register(app: typer.Typer) -> None:
         show_result(combined, title, output, _document(plan, versions, dry_run=False))
         if result.error is not None:
             again = " ".join(["bootstrap upgrade", f"--to {target}", *(["--step"] if step else []),
-                              *([f"--parallel {parallel}"] if parallel > 1 else []),
-                              *(["--skip-etcd-snapshot"] if skip_etcd_snapshot else [])])
+                              *([f"--parallel {batch}"] if str(batch) != "1" else []),
+                              *(["--canary"] if canary else []),
+                              *([f"--pause-after {pause}"] if pause is not None else []),
+                              *(["--skip-etcd-snapshot"] if skip_etcd_snapshot else []),
+                              *(["--delete-emptydir-data"] if delete_emptydir_data else [])])
+            if isinstance(result.error, UpgradePaused):
+                console.print(carry(f"paused: run `{again}` to go on"), style="yellow", soft_wrap=True)
+                raise result.error
             # As printed, with the inventory, settings and state directory this run was given: the same run.
             console.print(carry(f"fix the cause, then re-run `{again}`: it reads what the cluster runs and goes on "
                                 "from there"), style="yellow", soft_wrap=True)
