@@ -79,7 +79,7 @@ def test_each_step_runs_its_phases_with_its_release_and_the_record_says_where_it
             return f"{name} done"
         return Phase(name, name, check)
 
-    names = ("preflight", "etcd_probe", "etcd_snapshot", *UPGRADE_STEP_PHASES, "smoke")
+    names = ("preflight", "etcd_probe", "etcd_snapshot", *UPGRADE_STEP_PHASES, "upgrade_gpu_driver", "smoke")
     monkeypatch.setattr(phases_module, "PHASES", {n: phase(n) for n in names})
     plan = UpgradePlan(Release(35, 2), Target(37), (Step(36, "1.36", ("cp1",), ("w1", "w2")),
                                                     Step(37, "1.37", ("cp1",), ("w1", "w2"))))
@@ -97,7 +97,7 @@ def test_each_step_runs_its_phases_with_its_release_and_the_record_says_where_it
                    ("etcd_probe", "1.36"), ("etcd_snapshot", "1.36"), ("upgrade_repositories", "1.36"),
                    *[(n, "1.36.4") for n in step_phases],
                    ("etcd_probe", "1.37"), ("etcd_snapshot", "1.37"), ("upgrade_repositories", "1.37"),
-                   *[(n, "1.37.4") for n in step_phases], ("smoke", "1.37")]
+                   *[(n, "1.37.4") for n in step_phases], ("upgrade_gpu_driver", "1.37"), ("smoke", "1.37")]
     assert [o.name for o in result.outcomes][:5] == ["preflight", "etcd_probe (1.36)", "etcd_snapshot (1.36)",
                                                      "upgrade_repositories (1.36)", "upgrade_prepull (1.36.4)"]
     saved = ClusterState.load(cluster)
@@ -138,7 +138,7 @@ def test_the_etcd_snapshot_comes_first_and_a_failed_one_stops_the_upgrade_before
                 ctx.state.upgrade.releases["1.36"] = "1.36.4"
             return f"{name} done"
         return Phase(name, name, check)
-    names = ("preflight", "etcd_probe", *UPGRADE_STEP_PHASES, "smoke")
+    names = ("preflight", "etcd_probe", *UPGRADE_STEP_PHASES, "upgrade_gpu_driver", "smoke")
     monkeypatch.setattr(phases_module, "PHASES", {n: phase(n) for n in names} | {"etcd_snapshot": phase(
         "etcd_snapshot", fail=True)})
     plan = UpgradePlan(Release(35, 2), Target(36), (Step(36, "1.36", ("cp1",), ("w1", "w2")),))

@@ -160,6 +160,8 @@ class UpgradeRecord:
     finished: bool = False
     # Minor ("1.36") -> what a rollback of that step needs.
     steps: dict[str, StepRecord] = field(default_factory=dict)
+    # `--gpu-driver`: each GPU node's stage in its driver upgrade (release: "gpu-driver <branch>").
+    gpu_driver: dict[str, NodeStage] = field(default_factory=dict)
 
     @classmethod
     def from_dict(cls, data: dict[str, Any] | None) -> UpgradeRecord | None:
@@ -168,7 +170,8 @@ class UpgradeRecord:
         return cls(target=str(data["target"]), releases=dict(data.get("releases") or {}),
                    nodes={name: NodeStage(**stage) for name, stage in (data.get("nodes") or {}).items()},
                    plan=list(data.get("plan") or []), finished=bool(data.get("finished")),
-                   steps={minor: StepRecord(**step) for minor, step in (data.get("steps") or {}).items()})
+                   steps={minor: StepRecord(**step) for minor, step in (data.get("steps") or {}).items()},
+                   gpu_driver={name: NodeStage(**stage) for name, stage in (data.get("gpu_driver") or {}).items()})
 
 
 @dataclass

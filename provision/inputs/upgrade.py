@@ -76,6 +76,18 @@ def parse_target(text: str, settings: Settings, *, source: str = "--to") -> Targ
     return Target(int(parts[1]), int(parts[2]) if len(parts) == 3 else None)
 
 
+def gpu_driver_settings(settings: Settings, text: str, *, source: str = "--gpu-driver") -> Settings:
+    """The settings with gpu.driver_branch moved to `text`, checked as cluster.yaml's would be (the branch's shape,
+    the versions table, the smoke image's CUDA against it); InputError naming `source` otherwise."""
+    document = settings.model_dump(mode="json", by_alias=True, exclude_unset=False)
+    document["gpu"]["driver_branch"] = text
+    try:
+        return Settings.model_validate(document)
+    except ValidationError as exc:
+        message = str(exc.errors()[0]["msg"]).removeprefix("Value error, ")
+        raise InputError(f"{source}: {message}") from None
+
+
 def step_settings(settings: Settings, version: str) -> Settings:
     """The settings a step runs with: kubernetes.version moved to the step's version, and Calico to the release
     the versions table pairs with it where calico.version was the pairing of the minor the settings named (a
@@ -163,6 +175,9 @@ class UpgradeOptions:
     pause_after: int | None = None
     # Asks the operator whether to go on at a pause (the CLI's prompt); None: stop there (UpgradePaused).
     confirm: Callable[[str], bool] | None = field(default=None, compare=False)
+    # `--gpu-driver BRANCH`: the NVIDIA driver (and the container toolkit of the settings) moved to this branch on
+    # every GPU node, under drain, after the Kubernetes steps.
+    gpu_driver: str | None = None
 
 
 def settings_behind(settings: Settings, cluster_release: str | None) -> str | None:

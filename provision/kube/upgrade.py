@@ -4,7 +4,7 @@ kubernetesVersion, kube-proxy's image), and a node's kubelet back on a new relea
 from __future__ import annotations
 
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 
 import yaml
@@ -120,3 +120,45 @@ def applied_config(api: client.ApiClient) -> AppliedConfig:
         else []
     image = next((c.image for c in containers if c.name == "kube-proxy"), containers[0].image if containers else None)
     return AppliedConfig(version, _image_tag(image), kube_proxy_installed=True)
+
+
+def wait_for_allocatable(api: client.ApiClient, node: str, expected: Mapping[str, int], *, timeout_s: float,
+                         sleep: Callable[[float], None] = time.sleep,
+                         on_message: Callable[[str], None] | None = None) -> None:
+    """Until the node is Ready and allocates at least `expected` of each resource (nvidia.com/gpu: 8, as the device
+    plugin advertises them); BootstrapError past timeout_s."""
+    core = client.CoreV1Api(api)
+    deadline = time.monotonic() + timeout_s
+    while True:
+        found = call_api(api, core.read_node, node)
+        status = _status(found)
+        allocatable = (found.status.allocatable if found.status else None) or {}
+        short = {resource: int(str(allocatable.get(resource, "0"))) for resource, count in expected.items()
+                 if int(str(allocatable.get(resource, "0"))) < count}
+        if status.ready and not short:
+            return
+        seen = ", ".join(f"{count} {resource} allocatable of {expected[resource]}" for resource, count in short.items())
+        seen = seen or "the node is not Ready"
+        if time.monotonic() >= deadline:
+            raise BootstrapError(f"{node}: after its NVIDIA driver upgrade {seen} after {timeout_s:g} s: see the "
+                                 f"nvidia-device-plugin pod's log there and `nvidia-smi` on {node}, then re-run the "
+                                 f"upgrade ({node} stays cordoned)")
+        if on_message:
+            on_message(f"waiting: {node}: {seen}")
+        sleep(min(2.0, max(0.0, deadline - time.monotonic())))
+
+
+def restart_pods(api: client.ApiClient, node: str, namespace: str, selector: str) -> list[str]:
+    """Delete the pods of `selector` on `node` (their DaemonSet starts them again, against what changed there:
+    the device plugin, after a new NVIDIA driver); returns their names."""
+    core = client.CoreV1Api(api)
+    pods = call_api(api, core.list_namespaced_pod, namespace, label_selector=selector,
+                    field_selector=f"spec.nodeName={node}").items
+    names = [p.metadata.name for p in pods if p.metadata and p.metadata.name]
+    for name in names:
+        try:
+            call_api(api, core.delete_namespaced_pod, name, namespace)
+        except ApiException as exc:
+            if exc.status != 404:
+                raise
+    return names

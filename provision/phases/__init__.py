@@ -38,6 +38,7 @@ from provision.phases import (
     reset,
     smoke,
     upgrade_control_planes,
+    upgrade_gpu_driver,
     upgrade_plan,
     upgrade_prepull,
     upgrade_repositories,
@@ -54,7 +55,8 @@ PHASES: dict[str, Phase] = {p.name: p for p in (
     etcd_timer.PHASE, etcd_restore_check.PHASE, etcd_restore_stage.PHASE, etcd_restore_stop.PHASE,
     etcd_restore_data.PHASE, etcd_restore_start.PHASE, etcd_restore_api.PHASE, etcd_member_remove.PHASE,
     etcd_member_join.PHASE,
-    upgrade_plan.PHASE, upgrade_repositories.PHASE, upgrade_prepull.PHASE, upgrade_control_planes.PHASE, upgrade_workers.PHASE,
+    upgrade_plan.PHASE, upgrade_repositories.PHASE, upgrade_prepull.PHASE, upgrade_control_planes.PHASE,
+    upgrade_workers.PHASE, upgrade_gpu_driver.PHASE,
     certs_check.PHASE, certs_health.PHASE, certs_renew.PHASE, certs_timer.PHASE,
 )}
 

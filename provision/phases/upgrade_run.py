@@ -30,7 +30,9 @@ ETCD_SNAPSHOT: tuple[str, ...] = ("etcd_probe", "etcd_snapshot")
 BEFORE: tuple[str, ...] = ("preflight",)
 STEP: tuple[str, ...] = ("upgrade_repositories", "upgrade_prepull", "upgrade_control_planes", "upgrade_workers",
                          "network", "gpu", *ADDON_ORDER, "verify")
-AFTER: tuple[str, ...] = ("smoke",)
+# After the Kubernetes steps (also when there are none): the NVIDIA driver where `--gpu-driver` asks (skipped
+# otherwise), then the smoke test.
+AFTER: tuple[str, ...] = ("upgrade_gpu_driver", "smoke")
 
 Runner = Callable[[Sequence[str], PhaseContext], PipelineResult]
 

@@ -187,6 +187,14 @@ def certs_timer_vars(cluster: Cluster, *, enabled: bool, renew_before_days: int,
         | api_servers_vars(cluster)
 
 
+def gpu_driver_upgrade_vars(cluster: Cluster, gpus: Mapping[NodeName, int], generations: Mapping[NodeName, list[str]],
+                            current: Mapping[NodeName, str]) -> dict[str, Any]:
+    """upgrade_gpu_driver.yml: the GPU nodes and their kernel module flavour (as prepare names them: prepare_vars),
+    and the driver branch each runs now (node name -> branch, '' where none is loaded), by inventory host."""
+    return prepare_vars(cluster, gpus, generations) | {"cb_gpu_driver_upgrade": {
+        "from": {cluster.node(name).host: branch for name, branch in current.items()}}}
+
+
 def upgrade_prepull_vars(settings: Settings) -> dict[str, Any]:
     """upgrade_prepull.yml: the cluster's image repository (kubeadm lists its images there) and the step's own
     images to pull beside kubeadm's (Calico of the step's pairing, where the settings pull it from)."""

@@ -109,6 +109,10 @@ class FakeCluster:
     unschedulable: dict[str, bool] = field(default_factory=dict)
     # A node's Ready condition (default True): the kubelet posts it once it runs and reaches the API.
     ready: dict[str, bool] = field(default_factory=dict)
+    # GPU nodes -> the nvidia.com/gpu their device plugin advertises (allocatable); each runs a device plugin pod,
+    # and its deletion calls `on_delete` (a test moves what the restarted plugin advertises there).
+    gpus: dict[str, int] = field(default_factory=dict)
+    on_delete: Callable[[str, str], None] | None = None
     workloads: dict[str, Workload] = field(default_factory=dict)
     # (time, action, subject): cordon NODE, uncordon NODE, evict NS/POD, held NS/POD.
     events: list[tuple[float, str, str]] = field(default_factory=list)
@@ -131,7 +135,7 @@ class FakeCluster:
         with self.lock:
             self.workloads[key].held_by = None
 
-    def actions(self, kinds: tuple[str, ...] = ("cordon", "uncordon", "evict")) -> list[tuple[float, str]]:
+    def actions(self, kinds: tuple[str, ...] = ("cordon", "uncordon", "evict", "delete")) -> list[tuple[float, str]]:
         """(time, 'ACTION SUBJECT') of what the code asked, in order."""
         with self.lock:
             return [(at, f"{action} {subject}") for at, action, subject in self.events if action in kinds]
@@ -139,7 +143,7 @@ class FakeCluster:
     # --- what the API answers -------------------------------------------------------------------------------
     def _node(self, name: str) -> dict[str, Any]:
         labels = {"node-role.kubernetes.io/control-plane": ""} if name in self.control_planes else {}
-        found = node(name, labels=labels, ready="True" if self.ready.get(name, True) else "False")
+        found = node(name, self.gpus.get(name), labels=labels, ready="True" if self.ready.get(name, True) else "False")
         found["spec"] = {"unschedulable": self.unschedulable.get(name, False)}
         found["status"]["nodeInfo"] = {
             "kubeletVersion": self.kubelet(name) or "", "kubeProxyVersion": "", "architecture": "amd64",
@@ -168,6 +172,9 @@ class FakeCluster:
             proxy = pod(f"cb-api-proxy-{name}", name, {"app.kubernetes.io/name": "cb-api-proxy"})
             proxy["metadata"]["annotations"] = {"kubernetes.io/config.mirror": "x"}
             pods.append(proxy)
+        for name in self.gpus:
+            pods.append(pod(f"nvidia-device-plugin-{name}", name, {"app.kubernetes.io/name": "nvidia-device-plugin"},
+                            owner="DaemonSet"))
         for name in self.control_planes:
             for component in ("kube-apiserver", "kube-controller-manager", "kube-scheduler", "etcd"):
                 static = pod(f"{component}-{name}", name, {"component": component, "tier": "control-plane"})
@@ -205,11 +212,22 @@ class FakeCluster:
 
     def _kube_system(self, request: RecordedRequest) -> Any:
         selector = request.query_value("labelSelector")
+        on = (request.query_value("fieldSelector") or "").removeprefix("spec.nodeName=")
         pods = self._system_pods()
         if selector:
             key, _, value = selector.partition("=")
             pods = [p for p in pods if p["metadata"]["labels"].get(key) == value]
+        if on:
+            pods = [p for p in pods if p["spec"]["nodeName"] == on]
         return object_list("PodList", pods)
+
+    def _delete_system_pod(self, request: RecordedRequest) -> Any:
+        name = request.params["name"]
+        with self.lock:
+            self.events.append((time.time(), "delete", f"kube-system/{name}"))
+        if self.on_delete is not None:
+            self.on_delete("kube-system", name)
+        return {"metadata": {"name": name, "namespace": "kube-system"}}
 
     def _members(self) -> str:
         return json.dumps({"header": {"cluster_id": 1}, "members": [
@@ -251,6 +269,7 @@ class FakeCluster:
             (r.query_value("fieldSelector") or "").removeprefix("spec.nodeName="))))
         add("POST", "/api/v1/namespaces/{ns}/pods/{name}/eviction", self._evict)
         add("GET", "/api/v1/namespaces/kube-system/pods", self._kube_system)
+        add("DELETE", "/api/v1/namespaces/kube-system/pods/{name}", self._delete_system_pod)
         # The DNS probe of verify: created, Succeeded at once, deleted.
         add("DELETE", "/api/v1/namespaces/kube-system/pods", object_list("PodList", []))
         add("POST", "/api/v1/namespaces/kube-system/pods",

@@ -21,17 +21,21 @@ from provision.inputs.upgrade import (
     UpgradePaused,
     UpgradePlan,
     describe_plan,
+    gpu_driver_settings,
     parse_target,
 )
-from provision.inputs.values import parse_batch_size, parse_count
+from provision.inputs.values import parse_batch_size, parse_count, parse_driver_branch
 from provision.phases import PipelineResult, plan_upgrade_run, run_upgrade
 
 
 def plan_lines(plan: UpgradePlan, cluster: Cluster, settings: Settings, options: UpgradeOptions) -> list[str]:
     """The whole plan in order, for people: the checks, the snapshot, each step, the smoke test."""
     steps = describe_plan(plan, cluster.control_plane.name)
+    driver = ([f"then the NVIDIA driver {options.gpu_driver} and container toolkit "
+               f"{settings.gpu.container_toolkit_version} on every GPU node that runs another, each drained, its GPUs "
+               "allocatable again before it is uncordoned"] if options.gpu_driver else [])
     if plan.nothing_to_do:
-        return steps
+        return steps + driver
     snapshot = ("skipped (--skip-etcd-snapshot: you took one)" if options.skip_etcd_snapshot
                 else "from a healthy control plane, checked and kept on this machine")
     smoke = "the smoke test" if settings.smoke_test.enabled else "no smoke test (smoke_test.enabled is false)"
@@ -41,15 +45,18 @@ def plan_lines(plan: UpgradePlan, cluster: Cluster, settings: Settings, options:
     if options.pause_after is not None:
         workers += f", pausing for your confirmation after every {options.pause_after} (--pause-after)"
     return [steps[0], f"first, before anything changes: preflight (the rules of 1.{plan.target.minor} on every node: "
-            f"containerd, cgroups); before each step the etcd snapshot {snapshot}; {workers}", *steps[1:],
+            f"containerd, cgroups); before each step the etcd snapshot {snapshot}; {workers}", *steps[1:], *driver,
             f"last: {smoke}"]
 
 
-def _closing(plan: UpgradePlan, settings: Settings, config: str) -> list[str]:
+def _closing(plan: UpgradePlan, settings: Settings, config: str, gpu_driver: str | None) -> list[str]:
     lines = []
     if settings.kubernetes.minor_number != plan.target.minor:
         lines.append(f"set kubernetes.version: '1.{plan.target.minor}' in {config} now: `up` and `node add` refuse the "
                      "older version (their packages would move nodes back)")
+    if gpu_driver is not None:
+        lines.append(f"set gpu.driver_branch: '{gpu_driver}' in {config} now: `up` and `node add` would install the "
+                     "older branch on a new GPU node")
     return lines
 
 
@@ -81,6 +88,11 @@ def register(app: typer.Typer) -> None:
         dry_run: Annotated[bool, typer.Option("--dry-run", help="Read the cluster, show the plan, change nothing.")] = False,
         skip_etcd_snapshot: Annotated[bool, typer.Option(
             "--skip-etcd-snapshot", help="You took an etcd snapshot yourself: do not take one first.")] = False,
+        gpu_driver: Annotated[str | None, typer.Option(
+            "--gpu-driver", parser=parse_driver_branch, metavar="BRANCH",
+            help="Also move the NVIDIA driver to this branch (and the container toolkit to gpu.container_toolkit_"
+                 "version) on every GPU node that runs another, under drain, after the Kubernetes steps.",
+            show_default=False)] = None,
         delete_emptydir_data: Annotated[bool, typer.Option(
             "--delete-emptydir-data", help="Evict pods with emptyDir volumes while draining, deleting their data "
                                            "(as kubectl drain's flag); without it such pods stop the drain by "
@@ -97,6 +109,9 @@ def register(app: typer.Typer) -> None:
         config = str(nodes.config) if nodes.config else "cluster.yaml"
         target = parse_target(to, settings) if to is not None else parse_target(
             settings.kubernetes.version, settings, source=f"{config}: kubernetes.version")
+        if gpu_driver is not None:
+            # The run's settings carry the new branch: preflight holds every GPU against it before anything moves.
+            settings = gpu_driver_settings(settings, gpu_driver)
         if not admin_kubeconfig_path(cluster).exists():
             raise InputError(f"no cluster formed from {nodes.inventory} on this machine (no admin kubeconfig): "
                              "`bootstrap up` forms one; upgrade is for a running cluster")
@@ -109,7 +124,7 @@ def register(app: typer.Typer) -> None:
             return typer.confirm(question, default=False, err=True)
         options = UpgradeOptions(target, step=step, parallel=batch, skip_etcd_snapshot=skip_etcd_snapshot,
                                  delete_emptydir_data=delete_emptydir_data, canary=canary, pause_after=pause,
-                                 confirm=None if yes or not sys.stdin.isatty() else ask)
+                                 confirm=None if yes or not sys.stdin.isatty() else ask, gpu_driver=gpu_driver)
         title = f"bootstrap upgrade --to {target}: {nodes.inventory}"
         ctx = new_context(cluster, settings, nodes, view)
         ctx.upgrade = options
@@ -124,7 +139,7 @@ def register(app: typer.Typer) -> None:
                 raise planned.error
             return
         lines = plan_lines(plan, cluster, settings, options)
-        if dry_run or plan.nothing_to_do:
+        if dry_run or (plan.nothing_to_do and gpu_driver is None):
             if output is Output.json:
                 echo_json({"command": title, "ok": True} | _document(plan, versions, dry_run=dry_run))
             else:
@@ -134,7 +149,8 @@ def register(app: typer.Typer) -> None:
         for line in lines:
             console.print(line, soft_wrap=True)
         if not yes:
-            typer.confirm(f"Upgrade the cluster to {target} as planned?", abort=True, err=True)
+            what = f"the NVIDIA driver to {gpu_driver}" if plan.nothing_to_do else f"the cluster to {target}"
+            typer.confirm(f"Upgrade {what} as planned?", abort=True, err=True)
         try:
             result = run_upgrade(ctx, plan)
         finally:
@@ -147,7 +163,8 @@ def register(app: typer.Typer) -> None:
                               *(["--canary"] if canary else []),
                               *([f"--pause-after {pause}"] if pause is not None else []),
                               *(["--skip-etcd-snapshot"] if skip_etcd_snapshot else []),
-                              *(["--delete-emptydir-data"] if delete_emptydir_data else [])])
+                              *(["--delete-emptydir-data"] if delete_emptydir_data else []),
+                              *([f"--gpu-driver {gpu_driver}"] if gpu_driver else [])])
             if isinstance(result.error, UpgradePaused):
                 console.print(carry(f"paused: run `{again}` to go on"), style="yellow", soft_wrap=True)
                 raise result.error
@@ -155,5 +172,5 @@ def register(app: typer.Typer) -> None:
             console.print(carry(f"fix the cause, then re-run `{again}`: it reads what the cluster runs and goes on "
                                 "from there"), style="yellow", soft_wrap=True)
             raise result.error
-        for line in _closing(plan, settings, config):
+        for line in _closing(plan, settings, config, gpu_driver):
             console.print(line, style="yellow", soft_wrap=True)
