@@ -292,6 +292,11 @@ def test_the_versions_a_node_reports_are_read_from_each_tools_own_words() -> Non
     assert module.kubelet_version("Kubernetes v1.36.4") == "v1.36.4" and module.kubelet_version("v1.36.4") is None
     assert module.kubectl_version(json.dumps({"clientVersion": {"gitVersion": "v1.36.4"}})) == "v1.36.4"
     assert module.kubectl_version("Client Version: v1.36.4") is None
+    assert module.containerd_version("containerd containerd.io 1.7.28 b98a3aace656320842a23f4a392a33f46af97866") == \
+        "1.7.28"
+    assert module.containerd_version("containerd github.com/containerd/containerd/v2 v2.1.5 fcd43222d6b0") == "2.1.5"
+    assert module.containerd_version("containerd github.com/containerd/containerd 1.6.20~ds1 1.6.20~ds1-1") == "1.6.20"
+    assert module.containerd_version("") is None and module.containerd_version("containerd") is None
     manifest = "spec:\n  containers:\n  - command: [kube-apiserver]\n    image: registry.lab:5000/k8s/kube-apiserver:v1.36.4\n"
     assert module.static_pod_version(manifest, "kube-apiserver") == "v1.36.4"
     assert module.static_pod_version(manifest, "kube-scheduler") is None

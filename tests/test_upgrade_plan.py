@@ -365,8 +365,8 @@ def test_the_whole_plan_is_shown_in_order_before_anything_changes() -> None:
                         "on this machine; workers one at a time")
     assert lines[2:5] == ["step 1.36 (its newest patch, as the repository offers it):",
                           "  repositories moved to v1.36 on n1, n2, n3, n4",
-                          "  n1: drain, kubeadm, kubeadm upgrade plan, kubeadm upgrade apply, kubelet and kubectl, API "
-                          "server and etcd healthy, uncordon"]
+                          "  n1: drain, kubeadm, kubeadm upgrade plan, kubeadm upgrade apply, API server and etcd "
+                          "healthy, kubelet and kubectl, uncordon"]
     assert lines[-1] == "last: the smoke test"
     skipped = plan_lines(plan, cluster, Settings.model_validate({"smoke_test": {"enabled": False}}),
                          UpgradeOptions(Target(37), skip_etcd_snapshot=True))
@@ -376,3 +376,50 @@ def test_the_whole_plan_is_shown_in_order_before_anything_changes() -> None:
     assert batched[1].endswith("; the first worker of each step alone (--canary), then 25% at a time, pausing for "
                                "your confirmation after every 1 (--pause-after)")
     assert skipped[-1] == "last: no smoke test (smoke_test.enabled is false)"
+
+
+# --- containerd 2 where the step's minor needs it (Kubernetes 1.35 was the last minor for containerd 1.x) --------
+
+def test_nodes_on_containerd_1_move_to_2_in_the_first_step_that_needs_it() -> None:
+    found, _ = recorded("made-at-1.35.json")
+    old = (1, 7, 28)
+    nodes = tuple(replace(n, containerd=old if n.name in ("n2", "n4") else (2, 1, 5)) for n in found.nodes)
+    plan = plan_upgrade(replace(found, nodes=nodes), target("1.37"), step=True)
+    assert [(s.minor, s.containerd) for s in plan.steps] == [(36, (("n2", "1.7.28"), ("n4", "1.7.28"))), (37, ())]
+    assert plan.steps[0].as_dict()["containerd"] == {"n2": "1.7.28", "n4": "1.7.28"}
+    assert "containerd" not in plan.steps[1].as_dict()
+    lines = describe_plan(plan, "n1")
+    assert "  n2: drain, kubeadm, kubeadm upgrade node, API server and etcd healthy, containerd 1.7.28 -> 2.x, " \
+           "kubelet and kubectl, uncordon" in lines
+    assert "  n4: drain, kubeadm, kubeadm upgrade node, containerd 1.7.28 -> 2.x, kubelet and kubectl, uncordon" in lines
+    # A patch upgrade within 1.35 leaves containerd 1.x alone (1.35 still runs it).
+    patch = plan_upgrade(replace(found, nodes=nodes, available=(Release(35, 3),)), target("1.35.3"))
+    assert [s.containerd for s in plan_upgrade(replace(found, nodes=nodes), target("1.36")).steps] == [
+        (("n2", "1.7.28"), ("n4", "1.7.28"))]
+    assert all(s.containerd == () for s in patch.steps)
+
+
+def test_an_installed_containerd_1_is_upgraded_not_refused_where_its_source_offers_2() -> None:
+    from provision.nodes.preflight.checks import check_containerd
+    from provision.nodes.preflight.probe import NodeFacts
+
+    def facts(os_release: dict[str, str] | None = None, **changes: Any) -> NodeFacts:
+        return NodeFacts(os_release=os_release or {"ID": "debian", "VERSION_ID": "13"}, hostname="n1",
+                         product_uuid=None, macs={}, cpus=4, memory_mb=8000, listeners=(), swaps_active=(),
+                         fstab_swaps=(), selinux=None, gpus=(), nvidia_driver=None, kube_configs=(),
+                         kernel="6.12.48+deb13-amd64", cgroup_version=2, **changes)
+
+    settings = parse_settings({"kubernetes": {"version": "1.36"}, "container_runtime": {"containerd_source": "docker"}})
+    installed = facts(containerd_version=(1, 7, 28), runtime_packages={"containerd.io": "1.7.28-1"})
+    # `up` refuses it; `bootstrap upgrade` moves it to Docker's containerd.io 2.x itself.
+    assert check_containerd(installed, settings).problem
+    moved = check_containerd(installed, settings, upgrade=True)
+    assert not moved.problem and moved.detail == ("containerd 1.7.28 (installed): the upgrade moves it to Docker's "
+                                                  "containerd.io 2.x under drain, before the kubelet of Kubernetes "
+                                                  "1.36")
+    # The distribution's containerd 1.6 (bookworm) from a distribution that offers nothing newer: still refused.
+    bookworm = facts({"ID": "debian", "VERSION_ID": "12"}, containerd_version=(1, 6, 20),
+                     runtime_packages={"containerd": "1.6.20~ds1-1+deb12u3"}, containerd_candidate="1.6.20~ds1-1+deb12u3")
+    distribution = parse_settings({"kubernetes": {"version": "1.36"},
+                                   "container_runtime": {"containerd_source": "distribution"}})
+    assert check_containerd(bookworm, distribution, upgrade=True).problem

@@ -207,6 +207,8 @@ class NodeVersions:
     # A control plane: the oldest of its control-plane static pods (kube-apiserver, -controller-manager,
     # -scheduler), by their images; None where there are none.
     static_pods: Release | None = None
+    # The node's containerd (1, 7, 28); None: not read.
+    containerd: tuple[int, ...] | None = None
 
     def at(self, release: Release) -> bool:
         """Whether the node is done at `release`: its kubelet runs it, its kubeadm is it, and for a control plane
@@ -266,6 +268,9 @@ class Step:
     # What the step's minor is for the enabled add-ons whose pinned release was tested with other minors: they are
     # installed anyway (settings_for_steps).
     warnings: tuple[str, ...] = ()
+    # The nodes whose containerd cannot run the step's minor (1.x under 1.36 and later): moved to containerd 2 from
+    # their source under drain, before their kubelet (node name -> the containerd they run).
+    containerd: tuple[tuple[str, str], ...] = ()
 
     @property
     def nodes(self) -> tuple[str, ...]:
@@ -276,8 +281,12 @@ class Step:
         return Release.parse(self.version)
 
     def as_dict(self) -> dict[str, Any]:
-        return {"minor": f"1.{self.minor}", "version": self.version, "control_planes": list(self.control_planes),
-                "workers": list(self.workers), "warnings": list(self.warnings)}
+        found: dict[str, Any] = {"minor": f"1.{self.minor}", "version": self.version,
+                                 "control_planes": list(self.control_planes), "workers": list(self.workers),
+                                 "warnings": list(self.warnings)}
+        if self.containerd:
+            found["containerd"] = dict(self.containerd)
+        return found
 
 
 @dataclass(frozen=True)
@@ -382,6 +391,8 @@ def plan_upgrade(found: ClusterVersions, target: Target, *, step: bool = False,
                          f"{KUBELET_SKEW} minors older; take the node out and in again at the cluster's version "
                          f"(`bootstrap node remove {name}`, then `bootstrap node add {name}`), then upgrade")
     steps: list[Step] = []
+    # Nodes a step moves to containerd 2: the steps after it find it there.
+    moved: set[str] = set()
     # The current minor first: the nodes an interrupted upgrade left behind, or a patch upgrade; then each minor.
     for minor in range(current.minor, target.minor + 1):
         version = _step_version(minor, found, target, resolved)
@@ -395,7 +406,12 @@ def plan_upgrade(found: ClusterVersions, target: Target, *, step: bool = False,
             raise InputError(f"Kubernetes 1.{minor} is {problem.split(':')[0]}, and {where}: this release installs "
                              f"{versions.supported_text()} only; bring the cluster to 1.{minor} with kubeadm by hand "
                              "first (docs/upgrade.md)")
-        steps.append(Step(minor, version, control_planes, workers))
+        needs = [(name, found.node(name).containerd) for name in (*control_planes, *workers)
+                 if name not in moved and found.node(name).containerd]
+        containerd = tuple((name, versions.shown_version(have)) for name, have in needs
+                           if have and versions.containerd_verdict(minor, have).status == "refuse")
+        moved.update(name for name, _ in containerd)
+        steps.append(Step(minor, version, control_planes, workers, containerd=containerd))
     return UpgradePlan(current, target, tuple(steps))
 
 
@@ -419,13 +435,15 @@ def describe_plan(plan: UpgradePlan, first_control_plane: str) -> list[str]:
         version = step.version if step.release else f"{step.version} (its newest patch, as the repository offers it)"
         lines.append(f"step {version}:")
         lines.append(f"  repositories moved to v1.{step.minor} on {', '.join(step.nodes)}")
+        runtime = {name: f"containerd {have} -> 2.x, " for name, have in step.containerd}
         for name in step.control_planes:
             verb = "kubeadm upgrade plan, kubeadm upgrade apply" if name == first_control_plane else \
                 "kubeadm upgrade node"
-            lines.append(f"  {name}: drain, kubeadm, {verb}, kubelet and kubectl, API server and etcd healthy, "
-                         "uncordon")
+            lines.append(f"  {name}: drain, kubeadm, {verb}, API server and etcd healthy, {runtime.get(name, '')}kubelet and "
+                         "kubectl, uncordon")
         for name in step.workers:
-            lines.append(f"  {name}: drain, kubeadm, kubeadm upgrade node, kubelet and kubectl, uncordon")
+            lines.append(f"  {name}: drain, kubeadm, kubeadm upgrade node, {runtime.get(name, '')}kubelet and kubectl, "
+                         "uncordon")
         lines.append("  Calico, the device plugin and the enabled add-ons at their paired versions; verify")
         lines += [f"  warning: {warning}" for warning in step.warnings]
     return lines

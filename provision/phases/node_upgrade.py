@@ -22,7 +22,7 @@ from provision.kube.upgrade import applied_config, wait_for_kubelet
 from provision.nodes.runner import PlaybookResult, failure_line, failure_mark, nodes_error, run_playbook
 from provision.phases.common import api
 from provision.phases.engine import PhaseContext
-from provision.render.playbook_vars import upgrade_node_vars
+from provision.render.playbook_vars import prepare_vars, upgrade_node_vars
 
 PLAYBOOK = "upgrade_node.yml"
 
@@ -174,7 +174,8 @@ def upgrade_nodes(ctx: PhaseContext, names: Sequence[str], *, apply: bool = Fals
     """The step's release on `names` (drained, playbooks/upgrade_node.yml, the kubelet back on the release and
     Ready, uncordoned). `apply`: the first control plane runs `kubeadm upgrade plan` and `apply` (decided by the
     caller from the cluster's configuration), checked in the cluster before it goes back in service."""
-    _, release, _ = running(ctx)
+    step, release, _ = running(ctx)
+    containerd = [ctx.cluster.node(name).host for name, _ in step.containerd if name in names]
 
     def after(name: str) -> client.ApiClient | None:
         if name != ctx.cluster.control_plane.name:
@@ -188,7 +189,10 @@ def upgrade_nodes(ctx: PhaseContext, names: Sequence[str], *, apply: bool = Fals
                                  f"applies again before any other control plane moves; {name} stays cordoned)")
         return fresh
     work = NodeWork(f"upgrading to {release}", release, PLAYBOOK, "upgrade_node",
-                    upgrade_node_vars(fetched_kubeconfig_path(ctx.cluster), apply=apply), _kubelet_back(ctx, release),
+                    upgrade_node_vars(fetched_kubeconfig_path(ctx.cluster), apply=apply, containerd=containerd)
+                    # A GPU node's nvidia runtime goes into containerd's new configuration again.
+                    | (prepare_vars(ctx.cluster, ctx.state.gpus or {}, ctx.state.gpu_generations) if containerd else {}),
+                    _kubelet_back(ctx, release),
                     after=after)
     return drained(ctx, names, work)
 

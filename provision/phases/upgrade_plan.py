@@ -32,7 +32,8 @@ def versions_from(cluster: Cluster, reports: Mapping[str, KubeVersions], server:
         nodes.append(NodeVersions(node.name, node.is_control_plane,
                                   kubelet=Release.parse(status.kubelet) if status else None,
                                   kubeadm=Release.parse(report.kubeadm),
-                                  static_pods=report.static_pods_release if node.is_control_plane else None))
+                                  static_pods=report.static_pods_release if node.is_control_plane else None,
+                                  containerd=report.containerd_release))
     finished = None
     if applied is not None:
         parts = [Release.parse(applied.kubernetes_version),

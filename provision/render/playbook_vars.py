@@ -202,11 +202,12 @@ def upgrade_prepull_vars(settings: Settings) -> dict[str, Any]:
     return {"cb_upgrade_prepull": {"image_repository": resolve_sources(settings).image_repository, "images": calico}}
 
 
-def upgrade_node_vars(fetch_dest: Path, *, apply: bool = False) -> dict[str, Any]:
-    """upgrade_node.yml: where the admin kubeconfig kubeadm renewed on the first control plane is fetched to, and
-    whether the first control plane runs `kubeadm upgrade apply` (decided in Python from the cluster's kubeadm-config
-    and kube-proxy; the release itself is the step's kubernetes.version: playbook_vars's cb_kube_patch)."""
-    return kubeconfig_fetch_vars(fetch_dest) | {"cb_upgrade_apply": apply}
+def upgrade_node_vars(fetch_dest: Path, *, apply: bool = False, containerd: Sequence[HostName] = ()) -> dict[str, Any]:
+    """upgrade_node.yml: where the admin kubeconfig kubeadm renewed on the first control plane is fetched to, whether
+    the first control plane runs `kubeadm upgrade apply` (decided in Python from the cluster's kubeadm-config and
+    kube-proxy), and the hosts whose containerd moves to 2.x before their kubelet (the plan's; the release itself is
+    the step's kubernetes.version: playbook_vars's cb_kube_patch)."""
+    return kubeconfig_fetch_vars(fetch_dest) | {"cb_upgrade_apply": apply, "cb_upgrade_containerd": list(containerd)}
 
 
 def join_vars(cluster: Cluster, settings: Settings, *, vip_interfaces: Mapping[str, str]) -> dict[str, Any]:

@@ -153,7 +153,8 @@ def write_inventory(lab: Lab, control_planes: Sequence[str], workers: Sequence[s
     return lab.inventory_path
 
 
-def _push(lab: Lab, tree: Path, names: Sequence[str]) -> None:
+def push_tree(lab: Lab, tree: Path, names: Sequence[str]) -> None:
+    """Copy the directory `tree` into the offline directory of each node of `names` (merged with what is there)."""
     archive = subprocess.run(["tar", "-C", str(tree), "-cf", "-", "."], check=True, capture_output=True).stdout
 
     def push(name: str) -> None:
@@ -189,7 +190,7 @@ def form_cluster(lab: Lab, work: Path, control_planes: Sequence[str], workers: S
     (tree / "calico" / CALICO / "manifests").mkdir(parents=True)
     (tree / "calico" / CALICO / "manifests" / "calico.yaml").write_text("kind: List\nitems: []\n")
     everyone = [*control_planes, *workers]
-    _push(lab, tree, everyone)
+    push_tree(lab, tree, everyone)
     minor = ".".join(release.split(".")[:2])
     config = write_config(lab, work / "cluster.yaml", kubernetes={"version": minor},
                           mirrors={"kubernetes_repo": REPOSITORY, "calico_manifest": f"file://{OFFLINE_DIR}/calico"},
