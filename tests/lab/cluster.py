@@ -119,7 +119,7 @@ class KubeLab:
     def calls(self, nodes: Sequence[str] | None = None) -> list[Call]:
         """Every stand-in call on these nodes (default: all), by the time each began."""
         found = []
-        for name in nodes or self.nodes:
+        for name in self.nodes if nodes is None else nodes:
             for line in self.lab.node(name).ssh(f"cat {kube_acting.CALLS} 2>/dev/null || true").stdout.splitlines():
                 start, end, node, tool, *args = line.split(" ")
                 found.append(Call(float(start), float(end), node, tool, " ".join(args)))
@@ -131,7 +131,7 @@ class KubeLab:
     def run_everywhere(self, command: str, nodes: Sequence[str] | None = None) -> list[str]:
         with ThreadPoolExecutor(max_workers=8) as pool:
             return list(pool.map(lambda name: self.lab.node(name).ssh(command, timeout=600).stdout,
-                                 nodes or self.nodes))
+                                 self.nodes if nodes is None else nodes))
 
     def packages(self, name: str) -> dict[str, str]:
         """kubeadm, kubelet, kubectl -> the version installed on the node (with its hold: 'hold' or 'install')."""
