@@ -326,7 +326,7 @@ def test_prepare_runs_for_real_on_a_rocky9_node_and_a_second_run_changes_nothing
     """OS stand-ins from rocky.repo switched to offline.source, Docker's repository (containerd.io 2 and dockerd
     running), the Kubernetes packages version-locked; every repository with its signatures checked."""
     assert_prepared_for_real(prepared_rocky9, "9")
-    python = prepared_rocky9.preflight.node(prepared_rocky9.lab.nodes[0].name).check("python")
+    python = prepared_rocky9.preflight.node(prepared_rocky9.lab.nodes[0].name).finding("python")
     assert python is not None and python.detail.startswith("/usr/bin/python3 (3.")
 
 
@@ -344,7 +344,7 @@ def test_prepare_runs_for_real_on_an_el8_node_with_python_3_12_and_a_second_run_
     the offline source's AppStream (raw, before facts), every module runs on it, dnf on platform-python."""
     run = prepared("el8")
     node = run.lab.nodes[0]
-    chosen = run.preflight.node(node.name).check("python")
+    chosen = run.preflight.node(node.name).finding("python")
     assert chosen is not None and chosen.detail == "/usr/bin/python3.12: prepare installs python3.12 first"
     assert_prepared_for_real(run, "8")
     assert node.ssh("rpm -q --qf '%{NAME}' python3.12").stdout == "python3.12"

@@ -119,7 +119,8 @@ def test_up_is_the_issue_order_and_node_add_reuses_its_phases() -> None:
                          "etcd_member_remove": "etcd_member_remove.yml", "etcd_member_join": "etcd_member_join.yml",
                          "certs_timer": "certs_timer.yml", "certs_check": "certs_read.yml",
                          "certs_renew": "certs_renew.yml", "upgrade_plan": "upgrade_versions.yml",
-                         "upgrade_repositories": "upgrade_repositories.yml"} \
+                         "upgrade_repositories": "upgrade_repositories.yml", "upgrade_prepull": "upgrade_prepull.yml",
+                         "upgrade_gpu_driver": "gpu_driver_read.yml", "certs_health": "certs_health.yml"} \
         | {f"etcd_restore_{step}": f"etcd_restore_{step}.yml" for step in ("stage", "stop", "data", "start", "api")} \
         | addons
     assert all((PLAYBOOKS_DIR / playbook).is_file() for playbook in playbooks.values())
@@ -166,7 +167,7 @@ def test_kubeadm_init_waits_for_the_release_prepare_found_installed(cluster, mon
 
 def test_prepare_alone_runs_preflight_first_and_tells_the_playbook_the_gpu_nodes_it_found(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    from provision.nodes.preflight.run import NodeReport, PreflightReport
+    from provision.nodes.preflight.run import PreflightNode, PreflightReport
     from provision.nodes.runner import PlaybookResult
 
     monkeypatch.setenv("BOOTSTRAP_STATE_DIR", str(tmp_path / "state"))
@@ -181,7 +182,7 @@ def test_prepare_alone_runs_preflight_first_and_tells_the_playbook_the_gpu_nodes
 
     def fake_preflight(cluster: Any, settings: Any, *, nodes: list[str] | None = None, **_: Any) -> PreflightReport:
         probed.append(nodes)
-        return PreflightReport(tuple(NodeReport(n, "worker", "", (), found[n],
+        return PreflightReport(tuple(PreflightNode(n, "worker", "", (), found[n],
                                                 gpu_generations=("Volta",) if found[n] else ())
                                      for n in nodes or found), 0.1)
 
@@ -213,7 +214,7 @@ def test_a_pascal_gpu_gets_the_proprietary_kernel_module_however_the_inventory_n
     """Preflight keys what it found by node name; the nvidia role looks its node up by Ansible's host name. A Pascal
     node written `10.0.0.11 k8s_nodename=gpu-worker-1` (the form the tool's own error message recommends) must not
     get the open module, which pre-Turing GPUs cannot run."""
-    from provision.nodes.preflight.run import NodeReport, PreflightReport
+    from provision.nodes.preflight.run import PreflightNode, PreflightReport
     from provision.nodes.runner import PlaybookResult
 
     monkeypatch.setenv("BOOTSTRAP_STATE_DIR", str(tmp_path / "state"))
@@ -224,7 +225,7 @@ def test_a_pascal_gpu_gets_the_proprietary_kernel_module_however_the_inventory_n
 
     def fake_preflight(cluster: Any, settings: Any, *, nodes: list[str] | None = None, **_: Any) -> PreflightReport:
         pascal = {"gpu-worker-1": ("Pascal",)}
-        return PreflightReport(tuple(NodeReport(n, "worker", "", (), len(pascal.get(n, ())),
+        return PreflightReport(tuple(PreflightNode(n, "worker", "", (), len(pascal.get(n, ())),
                                                 gpu_generations=pascal.get(n, ()))
                                      for n in nodes or ("cp1", "gpu-worker-1")), 0.1)
 
@@ -477,7 +478,8 @@ def test_up_refuses_a_context_name_without_merge_kubeconfig_before_running_anyth
     recorder = Recorder()
     recorder.install(monkeypatch, *[recorder.phase(n) for n in UP_PHASES])
     outcome = CliRunner().invoke(app, ["up", "--inventory", str(cluster.inventory_path), "--context", "mylab"])
-    assert isinstance(outcome.exception, InputError) and "--merge-kubeconfig" in str(outcome.exception)
+    # A combination the table of options refuses (cli/option_table.py): a usage error, exit 2.
+    assert outcome.exit_code == 2 and "--context needs --merge-kubeconfig" in outcome.output
     assert recorder.ran == []
 
 

@@ -6,28 +6,29 @@ import io
 
 from provision.cli.commands.preflight import COLUMNS, render
 from provision.cli.views import literal_console
-from provision.nodes.preflight.checks import CheckResult
-from provision.nodes.preflight.run import NodeReport, PreflightReport
+from provision.findings import Finding
+from provision.nodes.preflight.run import PreflightNode, PreflightReport
 
 PORTS_FIX = ("stop what listens there (`ss -ltnp 'sport = :6443'` on the node shows it), or run `bootstrap reset` if "
              "it is left from an earlier cluster")
 
 
 def _node(name: str, role: str, *, os_name: str = "Debian GNU/Linux 12", gpus: int = 0,
-          problems: tuple[CheckResult, ...] = ()) -> NodeReport:
-    checks = (CheckResult("ssh", "ok", "as ops"), CheckResult("sudo", "ok", "sudo"), CheckResult("os", "ok", os_name),
-              CheckResult("cpu", "ok", "16 CPUs"), CheckResult("memory", "ok", "64150 MB"),
-              CheckResult("gpu", "ok", f"{gpus} NVIDIA GPUs (driver 550.54.15)" if gpus else "none"), *problems)
-    return NodeReport(name, role, "10.0.0.1", checks, gpus)
+          problems: tuple[tuple[str, str, str, str], ...] = ()) -> PreflightNode:
+    checks = (("ssh", "ok", "as ops", ""), ("sudo", "ok", "sudo", ""), ("os", "ok", os_name, ""),
+              ("cpu", "ok", "16 CPUs", ""), ("memory", "ok", "64150 MB", ""),
+              ("gpu", "ok", f"{gpus} NVIDIA GPUs (driver 550.54.15)" if gpus else "none", ""), *problems)
+    return PreflightNode(name, role, "10.0.0.1", tuple(Finding(check, name, status, detail, fix)
+                                                       for check, status, detail, fix in checks), gpus)
 
 
 REPORT = PreflightReport((
     _node("control-plane-1", "control_plane", problems=(
-        CheckResult("ports", "fail", "in use: 6443 (python3 pid 2231)", PORTS_FIX),
-        CheckResult("swap", "warn", "/etc/fstab: /swapfile none swap sw 0 0", "prepare turns swap off"))),
+        ("ports", "fail", "in use: 6443 (python3 pid 2231)", PORTS_FIX),
+        ("swap", "warn", "/etc/fstab: /swapfile none swap sw 0 0", "prepare turns swap off"))),
     _node("gpu-worker-in-rack-b-with-a-long-name-17", "worker", os_name="Ubuntu 22.04.4 LTS (Jammy Jellyfish)", gpus=8),
-    NodeReport("ghost", "worker", "10.0.0.99",
-               (CheckResult("ssh", "fail", "unreachable: no SSH answer within 10 s", "check ansible_host"),)),
+    PreflightNode("ghost", "worker", "10.0.0.99",
+                  (Finding("ssh", "ghost", "fail", "unreachable: no SSH answer within 10 s", "check ansible_host"),)),
 ), 3.2)
 
 

@@ -14,10 +14,10 @@ from typer._completion_classes import completion_init
 
 from provision import __version__
 from provision.cli import invocation
+from provision.cli.option_table import STATE_DIRECTORY
 from provision.cli.views import literal_console
-from provision.errors import BootstrapError, InputError
+from provision.errors import BootstrapError
 from provision.inputs.state import STATE_DIR_ENV
-from provision.inputs.values import LOCAL_PATH, creatable_directory_problem
 
 # One module per command under provision/cli/commands/, each exposing register(app).
 COMMAND_MODULES: tuple[str, ...] = ("init", "config", "lab", "preflight", "prepare", "smoke_test", "up", "reset", "bundle",
@@ -53,18 +53,14 @@ def _global_options(
     version: Annotated[bool, typer.Option(
         "--version", help="Print the version and exit.", callback=_print_version, is_eager=True)] = False,
     state_dir: Annotated[Path | None, typer.Option(
-        "--state-dir", envvar=STATE_DIR_ENV, show_default=False,
+        "--state-dir", envvar=STATE_DIR_ENV, show_default=False, parser=STATE_DIRECTORY.parse,
         help="Where cluster state (admin kubeconfigs) and run logs are kept "
              "(default: $XDG_STATE_HOME/cluster-bootstrap or ~/.local/state/cluster-bootstrap).")] = None,
 ) -> None:
     if state_dir is not None:
-        path = state_dir.expanduser().absolute()
-        problem = LOCAL_PATH.problem(str(state_dir)) or creatable_directory_problem(path)
-        if problem:
-            raise InputError(f"--state-dir {problem}")
-        # The library reads the state directory from the environment: one mechanism for the flag and the variable.
-        os.environ[STATE_DIR_ENV] = str(path)
-        state_dir = path
+        # Judged as it was read (option_table.STATE_DIRECTORY). The library reads the state directory from the
+        # environment: one mechanism for the flag and the variable.
+        os.environ[STATE_DIR_ENV] = str(state_dir)
     # Commands printed for the user to run carry it (and the options each command adds).
     invocation.start(state_dir)
 

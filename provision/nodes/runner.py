@@ -12,7 +12,6 @@ validation did not), every value in it and in the extra variables is data Ansibl
 """
 from __future__ import annotations
 
-import json
 import os
 import shlex
 import shutil
@@ -68,18 +67,6 @@ class PlaybookResult:
     @property
     def changed(self) -> dict[str, int]:
         return {host: t.changed for host, t in self.tally.items()}
-
-    def facts(self, name: str) -> dict[str, Any]:
-        """Each host's last value of a fact a role set for Python to read (set_fact: `name`), from the run's saved
-        events: data, never text scraped from the log."""
-        found: dict[str, Any] = {}
-        for path in sorted(self.run_dir.glob("artifacts/*/job_events/*.json")):
-            event = json.loads(path.read_text())
-            data = event.get("event_data", {})
-            facts = (data.get("res") or {}).get("ansible_facts") or {}
-            if event.get("event") == "runner_on_ok" and name in facts:
-                found[data["host"]] = facts[name]
-        return found
 
     @property
     def failed_hosts(self) -> dict[str, TaskFailure]:

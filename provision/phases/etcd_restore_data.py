@@ -6,7 +6,9 @@ from __future__ import annotations
 from typing import Any
 
 from provision.errors import BootstrapError
-from provision.nodes.etcd.report import LAYOUT, module_documents
+from provision.nodes.documents import sent
+from provision.nodes.etcd.report import LAYOUT
+from provision.nodes.etcd.results import RestoredDataDir
 from provision.phases.engine import Phase, PhaseContext
 from provision.phases.etcd_restore_check import plan
 from provision.render.playbook_vars import etcd_restore_data_vars
@@ -22,11 +24,12 @@ def extra_vars(ctx: PhaseContext) -> dict[str, Any]:
 
 def check(ctx: PhaseContext) -> str:
     found = plan(ctx)
-    documents = module_documents(ctx.playbook_results[-1].run_dir, RESULT_KEY)
-    missing = [name for name in found.nodes if ctx.cluster.node(name).host not in documents]
+    restored = sent(ctx.playbook_results[-1].run_dir, RESULT_KEY, RestoredDataDir, phase="etcd restore",
+                    what="its restore")
+    missing = [name for name in found.nodes if ctx.cluster.node(name).host not in restored]
     if missing:
         raise BootstrapError(f"etcd restore: {', '.join(missing)} did not report its restore; run it again")
-    backups = sorted({str(documents[ctx.cluster.node(name).host].get("backup")) for name in found.nodes})
+    backups = sorted({str(restored[ctx.cluster.node(name).host].backup) for name in found.nodes})
     return (f"restored on {', '.join(found.nodes)} as members of cluster token {found.token}; the data from before "
             f"kept as {', '.join(backups)}")
 

@@ -6,7 +6,9 @@ from __future__ import annotations
 from typing import Any
 
 from provision.errors import BootstrapError
-from provision.nodes.etcd.report import LAYOUT, module_documents
+from provision.nodes.documents import sent
+from provision.nodes.etcd.report import LAYOUT
+from provision.nodes.etcd.results import StagedCopy
 from provision.phases.engine import Phase, PhaseContext
 from provision.phases.etcd_restore_check import plan
 from provision.render.playbook_vars import etcd_restore_stage_vars
@@ -26,19 +28,19 @@ def extra_vars(ctx: PhaseContext) -> dict[str, Any]:
 def check(ctx: PhaseContext) -> str:
     found = plan(ctx)
     record = found.snapshot.record
-    documents = module_documents(ctx.playbook_results[-1].run_dir, RESULT_KEY)
+    copies = sent(ctx.playbook_results[-1].run_dir, RESULT_KEY, StagedCopy, phase="etcd restore",
+                  what="its copy of the snapshot")
     problems = []
     for name in found.nodes:
-        copy = documents.get(ctx.cluster.node(name).host)
-        if not isinstance(copy, dict):
+        copy = copies.get(ctx.cluster.node(name).host)
+        if copy is None:
             problems.append(f"{name} did not read its copy of the snapshot")
             continue
-        status = copy.get("status") or {}
-        read = (copy.get("size"), copy.get("sha256"), status.get("revision"), status.get("total_key"),
-                status.get("hash"))
+        status = copy.status
+        read = (copy.size, copy.sha256, status.revision, status.total_key, status.hash)
         if read != (record.size, record.sha256, record.revision, record.total_key, record.hash):
-            problems.append(f"the copy on {name} is not the snapshot its record describes (size {copy.get('size')}, "
-                            f"revision {status.get('revision')}, hash {status.get('hash')})")
+            problems.append(f"the copy on {name} is not the snapshot its record describes (size {copy.size}, "
+                            f"revision {status.revision}, hash {status.hash})")
     if problems:
         raise BootstrapError(f"etcd restore stopped before etcd was touched: {'; '.join(problems)}; run it again")
     return f"{record.name} on {', '.join(found.nodes)} at {found.staged}, each copy read there and checked"

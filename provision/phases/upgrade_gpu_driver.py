@@ -12,12 +12,14 @@ from __future__ import annotations
 import re
 
 from kubernetes import client
+from pydantic import BaseModel, ConfigDict
 
 from provision.errors import BootstrapError
 from provision.inputs.upgrade import Batch, UpgradePaused, worker_batches
 from provision.inputs.values import NodeName
 from provision.kube.upgrade import restart_pods, wait_for_allocatable
 from provision.kube.verify import DEVICE_PLUGIN_SELECTOR, GPU_RESOURCE
+from provision.nodes.documents import read_documents
 from provision.phases.common import api, gpu_nodes
 from provision.phases.engine import Phase, PhaseContext
 from provision.phases.node_upgrade import NodeWork, drained
@@ -28,6 +30,15 @@ PLAYBOOK = "upgrade_gpu_driver.yml"
 # number of the version.
 DRIVER_RE = re.compile(r"\s([0-9]{3,4})\.[0-9]+(?:\.[0-9]+)?\s", re.ASCII)
 TOOLKIT_RE = re.compile(r"version ([0-9]+\.[0-9]+\.[0-9]+)", re.ASCII)
+
+
+class DriverFound(BaseModel):
+    """What a GPU node runs (roles/nvidia_upgrade/tasks/read.yml's nvidia_upgrade_found): the loaded driver's
+    version line and `nvidia-ctk --version`, '' where none."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+    driver: str
+    toolkit: str
 
 
 def branch_of(line: str) -> str:
@@ -44,7 +55,7 @@ def toolkit_of(text: str) -> str:
 
 def _branch(ctx: PhaseContext) -> str:
     if ctx.upgrade is None or ctx.upgrade.gpu_driver is None:
-        raise BootstrapError("internal: upgrade_gpu_driver runs for `bootstrap upgrade --gpu-driver` only")
+        raise BootstrapError("internal: upgrade_gpu_driver runs for the upgrade's --gpu-driver only")
     return ctx.upgrade.gpu_driver
 
 
@@ -65,7 +76,7 @@ def _expected(ctx: PhaseContext, name: str) -> dict[str, int]:
     return dict(ctx.state.gpu_offered.get(name) or {GPU_RESOURCE: physical})
 
 
-def pending(ctx: PhaseContext, found: dict[str, dict[str, str]]) -> dict[NodeName, str]:
+def pending(ctx: PhaseContext, found: dict[str, DriverFound]) -> dict[NodeName, str]:
     """GPU node -> the branch it runs now, for those that need the upgrade: another branch (or none loaded), another
     container toolkit, or left out of service by a stopped run."""
     branch, toolkit = _branch(ctx), ctx.settings.gpu.container_toolkit_version
@@ -73,11 +84,9 @@ def pending(ctx: PhaseContext, found: dict[str, dict[str, str]]) -> dict[NodeNam
     left = {name for name, stage in (record.gpu_driver if record else {}).items() if stage.stage != "done"}
     todo: dict[NodeName, str] = {}
     for name in gpu_nodes(ctx):
-        report = found.get(ctx.cluster.node(name).host)
-        if report is None:
-            raise BootstrapError(f"upgrade_gpu_driver: {name} sent no report of its NVIDIA driver: see the run's log")
-        now = branch_of(report.get("driver", ""))
-        if now != branch or toolkit_of(report.get("toolkit", "")) != toolkit or name in left:
+        report = found[name]
+        now = branch_of(report.driver)
+        if now != branch or toolkit_of(report.toolkit) != toolkit or name in left:
             todo[name] = now
     return todo
 
@@ -86,8 +95,8 @@ def check(ctx: PhaseContext) -> str:
     branch = _branch(ctx)
     options = ctx.upgrade
     assert options is not None
-    found = {host: dict(value) for host, value in ctx.playbook_results[-1].facts("nvidia_upgrade_found").items()
-             if isinstance(value, dict)}
+    found = read_documents(ctx.playbook_results[-1], [ctx.cluster.node(name) for name in gpu_nodes(ctx)],
+                           "nvidia_upgrade_found", DriverFound, "its NVIDIA driver")
     todo = pending(ctx, found)
     if not todo:
         return f"every GPU node runs driver {branch} and container toolkit {ctx.settings.gpu.container_toolkit_version}"

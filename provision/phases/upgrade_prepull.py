@@ -8,9 +8,19 @@ from __future__ import annotations
 
 from typing import Any
 
+from pydantic import BaseModel, ConfigDict
+
+from provision.nodes.documents import read_documents
 from provision.phases.engine import Phase, PhaseContext
 from provision.phases.node_upgrade import running
 from provision.render.playbook_vars import upgrade_prepull_vars
+
+
+class Prepulled(BaseModel):
+    """What a node pulled (the role's kubernetes_upgrade_prepulled)."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+    pulled: list[str]
 
 
 def limit(ctx: PhaseContext) -> list[str]:
@@ -29,8 +39,9 @@ def extra_vars(ctx: PhaseContext) -> dict[str, Any]:
 
 def check(ctx: PhaseContext) -> str:
     _, release, _ = running(ctx)
-    pulled = ctx.playbook_results[-1].facts("kubernetes_upgrade_prepulled")
-    count = sum(len(images) for images in pulled.values() if isinstance(images, list))
+    reports = read_documents(ctx.playbook_results[-1], [ctx.cluster.node(name) for name in limit(ctx)],
+                             "kubernetes_upgrade_prepulled", Prepulled, "the images it pulled")
+    count = sum(len(report.pulled) for report in reports.values())
     return (f"images of {release} on {len(limit(ctx))} nodes before any drain: {count} pulled, the others there "
             "already")
 

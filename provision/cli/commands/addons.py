@@ -10,17 +10,18 @@ from rich.table import Table
 from rich.text import Text
 
 from provision.cli.commands.reset import confirm
+from provision.cli.option_table import checked, options_of
 from provision.cli.options import NodeOptions, Output, OutputOption, YesOption, node_options
 from provision.cli.support import echo_json, load_inputs, run_pipeline, warn
 from provision.cli.views import console
 from provision.errors import InputError
 from provision.inputs.addons import ADDON_ORDER, ADDONS, AddonName
 from provision.inputs.inventory import Cluster
-from provision.inputs.settings import Settings
+from provision.inputs.settings import Settings, with_overrides
 from provision.inputs.validation import addon_warnings
 
-NamesArgument = Annotated[list[str], typer.Argument(
-    help=f"Add-ons: {', '.join(ADDON_ORDER)}.", show_default=False, metavar="NAME...")]
+NamesArgument = Annotated[list[str], options_of("addons install").argument(
+    "NAMES", help=f"Add-ons: {', '.join(ADDON_ORDER)}.", show_default=False, metavar="NAME...")]
 
 
 def addon_names(names: list[str]) -> list[AddonName]:
@@ -42,8 +43,11 @@ def _require_cluster(cluster: Cluster, inventory: str) -> None:
 
 
 def _with_enabled(settings: Settings, names: list[AddonName]) -> Settings:
-    enabled = tuple(name for name in ADDON_ORDER if name in names or name in settings.addons.enabled)
-    return settings.model_copy(update={"addons": settings.addons.model_copy(update={"enabled": enabled})})
+    """The settings with these add-ons enabled, checked as addons.enabled is (an add-on that does not run on this
+    Kubernetes, or whose requirements are missing, is refused here as it would be in cluster.yaml, before any
+    play)."""
+    enabled = [name for name in ADDON_ORDER if name in names or name in settings.addons.enabled]
+    return with_overrides(settings, {"addons.enabled": (f"addons install {' '.join(names)}", enabled)})
 
 
 def register(app: typer.Typer) -> None:
@@ -51,6 +55,7 @@ def register(app: typer.Typer) -> None:
                                   "running cluster.", no_args_is_help=True)
 
     @addons_app.command("list")
+    @checked("addons list")
     @node_options
     def list_addons(nodes: NodeOptions, output: OutputOption = Output.text) -> None:
         """Each add-on: its pinned release, whether `up` installs it, and what the cluster runs (through the API)."""
@@ -79,19 +84,22 @@ def register(app: typer.Typer) -> None:
         console.print(table)
 
     @addons_app.command("install")
+    @checked("addons install")
     @node_options
     def install(nodes: NodeOptions, names: NamesArgument, output: OutputOption = Output.text) -> None:
         """Install add-ons from their pinned releases and wait until their CRDs are Established and their
         controllers Available (whether or not `addons.enabled` lists them)."""
         chosen = addon_names(names)
         cluster, settings = load_inputs(nodes)
+        enabled = _with_enabled(settings, chosen)
         _require_cluster(cluster, str(nodes.inventory))
         # The ones addons.enabled lists were warned about with the settings.
         warn(addon_warnings(settings, [name for name in chosen if name not in settings.addons.enabled]))
-        run_pipeline(chosen, cluster, _with_enabled(settings, chosen), nodes, output=output,
+        run_pipeline(chosen, cluster, enabled, nodes, output=output,
                      title=f"bootstrap addons install {' '.join(chosen)}")
 
     @addons_app.command("remove")
+    @checked("addons remove")
     @node_options
     def remove(nodes: NodeOptions, names: NamesArgument, yes: YesOption = False,
                output: OutputOption = Output.text) -> None:

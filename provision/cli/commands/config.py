@@ -9,6 +9,7 @@ from rich.table import Table
 
 from provision.bundle.check import check_offline_bundle
 from provision.cli import invocation
+from provision.cli.option_table import checked
 from provision.cli.options import ConfigOption, InventoryOption, NodeOptions, Output, OutputOption, node_options
 from provision.cli.support import ask_become_password, echo_json, load_inputs, warn
 from provision.cli.views import literal_console
@@ -41,6 +42,7 @@ def register(app: typer.Typer) -> None:
     config_app = typer.Typer(help="Inspect and check cluster settings and inventories.", no_args_is_help=True)
 
     @config_app.command("show")
+    @checked("config show")
     def show(config: ConfigOption = None, output: OutputOption = Output.text) -> None:
         """Print the effective settings (defaults filled in), the package and image sources they resolve to, and
         what the versions table chose for them."""
@@ -60,6 +62,7 @@ def register(app: typer.Typer) -> None:
             typer.echo(text, nl=False)
 
     @config_app.command("validate")
+    @checked("config validate")
     def validate(inventory: InventoryOption, config: ConfigOption = None, output: OutputOption = Output.text) -> None:
         """Check the inventory and settings without connecting to any node; print the nodes it describes."""
         invocation.remember(inventory=inventory, config=config)
@@ -89,6 +92,7 @@ def register(app: typer.Typer) -> None:
                    f"services {settings.kubernetes.service_cidr}, mirrors: {settings.mirrors.profile}")
 
     @config_app.command("check-sources")
+    @checked("config check-sources")
     @node_options
     def check_sources_command(nodes: NodeOptions, output: OutputOption = Output.text) -> None:
         """Request, from every node (the path their packages will take), the index of each package repository

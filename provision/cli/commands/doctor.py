@@ -10,13 +10,14 @@ from rich.text import Text
 
 from provision.cli.findings import MARK, STYLE, groups_document, render_findings
 from provision.cli.invocation import carry
+from provision.cli.option_table import checked
 from provision.cli.options import NodeOptions, Output, OutputOption, node_options
 from provision.cli.support import ask_become_password, echo_json, load_inputs
 from provision.cli.views import console as progress_console
 from provision.cli.views import literal_console
 from provision.diagnose.doctor import DoctorReport, run_doctor
 from provision.errors import BootstrapError
-from provision.findings import Finding, Status
+from provision.findings import Finding, worst
 
 HELP = """Find what is wrong on a running cluster, without changing anything, and say the fix.
 
@@ -42,14 +43,8 @@ COLUMNS = {"NODE": 24, "ROLE": 13, "STATUS": 9, "CHECKS": 28}
 API_ROW = "(API)"
 
 
-def worst(findings: list[Finding]) -> Status:
-    statuses = {f.status for f in findings}
-    order: tuple[Status, ...] = ("fail", "warn", "skip")
-    return next((s for s in order if s in statuses), "ok")
-
-
 def _status(findings: list[Finding]) -> Text:
-    status = worst(findings)
+    status = worst(f.status for f in findings)
     problems = sum(f.problem for f in findings)
     return Text(MARK[status] + (f" ({problems})" if problems > 1 else ""), style=STYLE[status])
 
@@ -121,6 +116,7 @@ def doctor_report(nodes: NodeOptions, *, probe_dns: bool = False) -> DoctorRepor
 
 def register(app: typer.Typer) -> None:
     @app.command("doctor", help=HELP)
+    @checked("doctor")
     @node_options
     def doctor(nodes: NodeOptions, output: OutputOption = Output.text, probe_dns: Annotated[bool, typer.Option(
             "--probe-dns", help="Also resolve the API server's name from a one-shot pod (created in kube-system and "

@@ -10,6 +10,7 @@ import typer
 from rich.table import Table
 
 from provision.cli.commands.reset import confirm
+from provision.cli.option_table import checked, options_of
 from provision.cli.options import NodeOptions, Output, OutputOption, YesOption, node_options
 from provision.cli.support import load_inputs, run_pipeline
 from provision.cli.views import console
@@ -18,6 +19,10 @@ from provision.inputs.files import shown
 from provision.inputs.inventory import Cluster
 from provision.phases import ETCD_LIST_PHASES, ETCD_RESTORE_PHASES, ETCD_SNAPSHOT_PHASES, PhaseContext
 from provision.phases.engine import EtcdOptions
+
+SNAPSHOT = options_of("etcd snapshot")
+SNAPSHOTS = options_of("etcd snapshots")
+RESTORE = options_of("etcd restore")
 
 
 def _snapshot_document(ctx: PhaseContext) -> dict[str, Any]:
@@ -29,11 +34,13 @@ def register(app: typer.Typer) -> None:
     etcd_app = typer.Typer(help="Snapshots of the cluster's etcd, and restoring one.", no_args_is_help=True)
 
     @etcd_app.command("snapshot")
+    @checked("etcd snapshot")
     @node_options
     def snapshot(
         nodes: NodeOptions,
-        directory: Annotated[Path | None, typer.Option(
-            "--dir", help="Where the snapshot goes (default: the cluster's state directory on this machine).",
+        directory: Annotated[Path | None, SNAPSHOT.option(
+            "--dir", help="Where the snapshot goes, a folder of your own (default: the cluster's state directory on "
+                          "this machine).",
             show_default=False)] = None,
         output: OutputOption = Output.text,
     ) -> None:
@@ -43,16 +50,17 @@ def register(app: typer.Typer) -> None:
         cluster, settings = load_inputs(nodes)
         ctx = run_pipeline(ETCD_SNAPSHOT_PHASES, cluster, settings, nodes, title="bootstrap etcd snapshot",
                            output=output, extra=_snapshot_document,
-                           etcd=EtcdOptions(snapshot_dir=directory.expanduser().absolute() if directory else None))
+                           etcd=EtcdOptions(snapshot_dir=directory))
         taken = ctx.results.etcd_snapshot
         if taken is not None and output is Output.text:
             console.print(f"snapshot: {taken.path}", soft_wrap=True)
 
     @etcd_app.command("snapshots")
+    @checked("etcd snapshots")
     @node_options
     def snapshots(
         nodes: NodeOptions,
-        directory: Annotated[Path | None, typer.Option(
+        directory: Annotated[Path | None, SNAPSHOTS.option(
             "--dir", help="Also where `etcd snapshot --dir` put them (default: the cluster's state directory).",
             show_default=False)] = None,
         output: OutputOption = Output.text,
@@ -61,7 +69,7 @@ def register(app: typer.Typer) -> None:
         from provision.nodes.etcd.snapshot import default_directory, listing, local_snapshots
 
         cluster, settings = load_inputs(nodes)
-        where = directory.expanduser().absolute() if directory else default_directory(cluster)
+        where = directory or default_directory(cluster)
 
         def listed(ctx: PhaseContext) -> dict[str, Any]:
             survey = ctx.results.etcd
@@ -73,13 +81,14 @@ def register(app: typer.Typer) -> None:
             print_listing(listed(ctx), where)
 
     @etcd_app.command("restore")
+    @checked("etcd restore")
     @node_options
     def restore(
         nodes: NodeOptions,
-        snapshot: Annotated[str, typer.Argument(
-            help="A snapshot `bootstrap etcd snapshot` took: its path, or its name in the cluster's state directory.",
+        snapshot: Annotated[str, RESTORE.argument(
+            "SNAPSHOT", help="A snapshot `bootstrap etcd snapshot` took: its path, or its name in the cluster's state directory.",
             show_default=False)],
-        survivors: Annotated[str | None, typer.Option(
+        survivors: Annotated[Any, RESTORE.option(
             "--survivors", help="Restore onto these control planes only (comma-separated): quorum lost, the ones "
                                 "left; the others rejoin with `bootstrap node replace NAME`.", show_default=False)] = None,
         yes: YesOption = False,
@@ -108,11 +117,11 @@ def register(app: typer.Typer) -> None:
     app.add_typer(etcd_app, name="etcd")
 
 
-def parse_survivors(cluster: Cluster, text: str | None) -> tuple[str, ...] | None:
-    """--survivors: control planes of the inventory, named once each."""
-    if text is None:
+def parse_survivors(cluster: Cluster, given: tuple[str, ...] | None) -> tuple[str, ...] | None:
+    """--survivors (node names, each once: option_kinds.node_names): control planes of the inventory."""
+    if given is None:
         return None
-    names = [part.strip() for part in text.split(",")]
+    names = list(given)
     planes = {n.name for n in cluster.control_planes}
     for name in names:
         if name not in planes:

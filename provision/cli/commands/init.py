@@ -9,16 +9,15 @@ from dataclasses import replace
 from datetime import date
 from enum import StrEnum
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, Any
 
 import typer
 import yaml
 
 from provision.cli import invocation
+from provision.cli.option_table import checked, options_of
 from provision.cli.views import console
 from provision.errors import InputError
-from provision.inputs.files import shown
-from provision.inputs.inventory import address_problem
 from provision.inputs.settings import MirrorProfile, Settings
 from provision.inputs.validation import load_cluster
 from provision.inputs.values import LOCAL_PATH, USER_NAME, creatable_directory_problem
@@ -35,24 +34,13 @@ Example:
 """
 
 
+OPTIONS = options_of("init")
+
+
 class GpuChoice(StrEnum):
     auto = "auto"
     true = "true"
     false = "false"
-
-
-def _addresses(values: list[str] | None, option: str) -> list[str]:
-    """`--workers a,b --workers c` -> [a, b, c], each an address as an inventory's ansible_host must be (written
-    into hosts.ini: a space or a newline would add variables or sections of its own)."""
-    found = [part.strip(" ") for value in values or [] for part in value.split(",")]
-    if any(not part for part in found):
-        raise InputError(f"{option}: an empty address in the list: write addresses separated by commas, e.g. "
-                         "--workers 10.0.0.11,10.0.0.12")
-    for address in found:
-        problem = address_problem(address)
-        if problem:
-            raise InputError(f"{option} {shown(address)} {problem}")
-    return found
 
 
 def inventory_text(control_planes: list[str], workers: list[str], *, user: str, key: Path | None, port: int,
@@ -149,22 +137,25 @@ def init_files(directory: Path, control_planes: list[str], workers: list[str], *
 
 def register(app: typer.Typer) -> None:
     @app.command("init", help=HELP)
+    @checked("init")
     def init(
-        control_plane: Annotated[list[str] | None, typer.Option(
+        control_plane: Annotated[list[Any] | None, OPTIONS.option(
             "--control-plane", help="Address (IP or DNS name) of the control-plane machine.",
             show_default=False)] = None,
-        workers: Annotated[list[str] | None, typer.Option(
+        workers: Annotated[list[Any] | None, OPTIONS.option(
             "--workers", help="Worker addresses, separated by commas (repeatable).", show_default=False)] = None,
-        user: Annotated[str, typer.Option(help="SSH user on every machine (passwordless sudo, or use -K).")] = "root",
-        key: Annotated[Path | None, typer.Option(help="SSH private key file.", show_default=False)] = None,
-        port: Annotated[int, typer.Option(min=1, max=65535, help="SSH port.")] = 22,
-        gpu: Annotated[GpuChoice, typer.Option(help="auto, true or false for every machine.")] = GpuChoice.auto,
-        profile: Annotated[MirrorProfile, typer.Option(
-            help="Mirror profile (cn: Aliyun, Tsinghua, USTC, DaoCloud).")] = MirrorProfile.default,
-        directory: Annotated[Path, typer.Option("--dir", help="Where to write hosts.ini and cluster.yaml.")] = Path("."),
+        user: Annotated[str, OPTIONS.option(
+            "--user", help="SSH user on every machine (passwordless sudo, or use -K).")] = "root",
+        key: Annotated[Path | None, OPTIONS.option("--key", help="SSH private key file.", show_default=False)] = None,
+        port: Annotated[int, OPTIONS.option("--port", help="SSH port.")] = 22,
+        gpu: Annotated[GpuChoice, OPTIONS.option("--gpu", help="auto, true or false for every machine.")] = GpuChoice.auto,
+        profile: Annotated[MirrorProfile, OPTIONS.option(
+            "--profile", help="Mirror profile (cn: Aliyun, Tsinghua, USTC, DaoCloud).")] = MirrorProfile.default,
+        directory: Annotated[Path, OPTIONS.option("--dir", help="Where to write hosts.ini and cluster.yaml.")] = Path("."),
     ) -> None:
-        inventory, config = init_files(directory, _addresses(control_plane, "--control-plane"),
-                                       _addresses(workers, "--workers"), user=user, key=key,
+        # Each --workers (and --control-plane) is a list of addresses already (option_kinds.addresses).
+        inventory, config = init_files(directory, [a for given in control_plane or [] for a in given],
+                                       [a for given in workers or [] for a in given], user=user, key=key,
                                        port=port, gpu=gpu.value, profile=profile.value)
         console.print(f"wrote {inventory} and {config}; next:")
         # With the state directory this run was given: the commands as printed are the run that comes next.

@@ -9,6 +9,7 @@ from typing import Annotated
 import typer
 
 from provision.cli.commands.reset import WHAT_RESET_REMOVES, confirm, first_control_plane_problem
+from provision.cli.option_table import checked, options_of
 from provision.cli.options import NodeOptions, Output, OutputOption, YesOption, node_options
 from provision.cli.support import load_inputs, run_pipeline
 from provision.errors import InputError
@@ -16,7 +17,8 @@ from provision.inputs.inventory import Cluster
 from provision.phases import NODE_ADD_PHASES, REPLACE_REMOVE_PHASES, RESET_PHASES, replace_join_phases
 from provision.phases.engine import EtcdOptions
 
-NameArgument = Annotated[str, typer.Argument(help="The node's name, as in the inventory.", show_default=False)]
+NameArgument = Annotated[str, options_of("node add").argument(
+    "NAME", help="The node's name, as in the inventory.", show_default=False)]
 
 
 def _target(cluster: Cluster, name: str, verb: str) -> str:
@@ -34,6 +36,7 @@ def register(app: typer.Typer) -> None:
                            no_args_is_help=True)
 
     @node_app.command("add")
+    @checked("node add")
     @node_options
     def add(nodes: NodeOptions, name: NameArgument, output: OutputOption = Output.text) -> None:
         """Prepare and join a worker or control plane added to the inventory after `up` (preflight, prepare, join,
@@ -49,6 +52,7 @@ def register(app: typer.Typer) -> None:
                      targets=(target,), output=output)
 
     @node_app.command("remove")
+    @checked("node remove")
     @node_options
     def remove(nodes: NodeOptions, name: NameArgument, yes: YesOption = False,
                output: OutputOption = Output.text) -> None:
@@ -61,6 +65,7 @@ def register(app: typer.Typer) -> None:
                      targets=(target,), output=output)
 
     @node_app.command("replace")
+    @checked("node replace")
     @node_options
     def replace(nodes: NodeOptions, name: NameArgument, yes: YesOption = False,
                 output: OutputOption = Output.text) -> None:

@@ -8,12 +8,13 @@ from rich.text import Text
 
 from provision.cli.findings import MARK, STYLE, groups_document, render_findings
 from provision.cli.invocation import carry
+from provision.cli.option_table import checked
 from provision.cli.options import NodeOptions, Output, OutputOption, node_options
 from provision.cli.support import ask_become_password, echo_json, load_inputs
 from provision.cli.views import console as progress_console
 from provision.cli.views import literal_console
 from provision.errors import BootstrapError
-from provision.nodes.preflight.run import NodeReport, PreflightReport, run_preflight
+from provision.nodes.preflight.run import PreflightNode, PreflightReport, run_preflight
 
 HELP = """Run the pre-flight checks on every node in the inventory, without changing anything.
 
@@ -38,16 +39,16 @@ Example:
 COLUMNS = {"NODE": 24, "ROLE": 13, "STATUS": 8, "OS": 22, "GPUS": 4}
 
 
-def _status(node: NodeReport) -> Text:
-    problems = sum(c.status != "ok" for c in node.checks)
+def _status(node: PreflightNode) -> Text:
+    problems = sum(f.status != "ok" for f in node.findings)
     text = MARK[node.status] + (f" ({problems})" if problems > 1 else "")
     return Text(text, style=STYLE[node.status])
 
 
-def row(node: NodeReport) -> list[Text | str]:
+def row(node: PreflightNode) -> list[Text | str]:
     """One node's row: the facts an operator scans for (its problems are listed under the table)."""
-    os_name = node.check("os")
-    probed = node.check("gpu") is not None
+    os_name = node.finding("os")
+    probed = node.finding("gpu") is not None
     return [node.name, node.role.replace("_", "-"), _status(node), os_name.detail if os_name else "-",
             str(node.gpu_count) if probed else "-"]
 
@@ -68,8 +69,8 @@ def report_document(report: PreflightReport) -> dict[str, object]:
         "ok": report.ok,
         "elapsed_s": round(report.elapsed_s, 1),
         "nodes": [{"name": n.name, "role": n.role, "address": n.address, "status": n.status, "gpus": n.gpu_count,
-                   "checks": [{"name": c.name, "status": c.status, "detail": c.detail, "fix": c.fix}
-                              for c in n.checks]} for n in report.nodes],
+                   "checks": [{"name": f.check, "status": f.status, "detail": f.detail, "fix": f.fix}
+                              for f in n.findings]} for n in report.nodes],
         "blocking": [carry(p.describe()) for p in report.blocking],
         "warnings": [carry(p.describe()) for p in report.warnings],
         # Each problem once, with every node it holds for.
@@ -95,6 +96,7 @@ def run_preflight_command(nodes: NodeOptions, output: Output = Output.text) -> P
 
 def register(app: typer.Typer) -> None:
     @app.command("preflight", help=HELP)
+    @checked("preflight")
     @node_options
     def preflight(nodes: NodeOptions, output: OutputOption = Output.text) -> None:
         run_preflight_command(nodes, output)

@@ -5,6 +5,7 @@ from typing import Annotated
 
 import typer
 
+from provision.cli.option_table import checked, options_of
 from provision.cli.options import NodeOptions, node_options
 from provision.cli.support import load_inputs, run_pipeline
 from provision.cli.views import console, print_result
@@ -33,7 +34,7 @@ Example:
     bootstrap prepare --inventory hosts.ini --config cluster.yaml
 """
 
-LimitOption = Annotated[list[str] | None, typer.Option(
+LimitOption = Annotated[list[str] | None, options_of("prepare").option(
     "--limit", "-l", help="Prepare only these inventory hosts (repeat the option for several).", show_default=False)]
 
 
@@ -55,6 +56,7 @@ def run_prepare_command(nodes: NodeOptions, *, limit: list[str] | None = None) -
 
 def register(app: typer.Typer) -> None:
     @app.command("prepare", help=HELP)
+    @checked("prepare")
     @node_options
     def prepare_command(nodes: NodeOptions, limit: LimitOption = None) -> None:
         run_prepare_command(nodes, limit=limit)

@@ -6,6 +6,7 @@ from typing import Annotated
 
 import typer
 
+from provision.cli.option_table import checked, options_of
 from provision.cli.options import NodeOptions, Output, OutputOption, YesOption, node_options
 from provision.cli.support import load_inputs, run_pipeline
 from provision.cli.views import console
@@ -67,11 +68,12 @@ def reset_nodes(nodes: NodeOptions, names: list[str] | None, *, yes: bool, title
 
 def register(app: typer.Typer) -> None:
     @app.command("reset")
+    @checked("reset")
     @node_options
     def reset(
         nodes: NodeOptions,
-        names: Annotated[list[str] | None, typer.Argument(
-            help="Nodes to reset (default: every node in the inventory).", show_default=False)] = None,
+        names: Annotated[list[str] | None, options_of("reset").argument(
+            "NAMES", help="Nodes to reset (default: every node in the inventory).", show_default=False)] = None,
         yes: YesOption = False,
         output: OutputOption = Output.text,
     ) -> None:
@@ -84,6 +86,7 @@ def register(app: typer.Typer) -> None:
                     title=f"bootstrap reset: {', '.join(names) if names else 'every node'}")
 
     @app.command("down")
+    @checked("down")
     @node_options
     def down(nodes: NodeOptions, yes: YesOption = False, output: OutputOption = Output.text) -> None:
         """Tear the whole cluster down: every node reset, this machine's kubeconfig and context removed."""

@@ -10,12 +10,12 @@ from typing import Annotated
 import typer
 
 from provision.cli.commands.doctor import render, report_document
+from provision.cli.option_table import checked, options_of
 from provision.cli.options import NodeOptions, node_options
 from provision.cli.support import ask_become_password, load_inputs
 from provision.cli.views import console, literal_console
 from provision.diagnose.bundle import MIB, BundleResult, Limits, check_output_path, collect_bundle, shown_size
 from provision.diagnose.doctor import run_doctor
-from provision.inputs.values import parse_local_path
 from provision.kube.kubeconfig import admin_kubeconfig_path
 
 HELP = """Collect what a maintainer needs to tell what went wrong into one archive, with every secret removed.
@@ -37,6 +37,9 @@ Example:
 """
 
 
+OPTIONS = options_of("support-bundle")
+
+
 def summary(result: BundleResult) -> list[str]:
     limits = result.limits
     cut = sum(e.cut for e in result.entries)
@@ -52,16 +55,17 @@ def summary(result: BundleResult) -> list[str]:
 
 def register(app: typer.Typer) -> None:
     @app.command("support-bundle", help=HELP)
+    @checked("support-bundle")
     @node_options
     def support_bundle(
         nodes: NodeOptions,
-        out: Annotated[Path | None, typer.Option(
-            "--out", "-o", metavar="FILE", show_default=False, parser=lambda value: Path(parse_local_path(value)),
+        out: Annotated[Path | None, OPTIONS.option(
+            "--out", "-o", metavar="FILE", show_default=False,
             help="The archive to write (default: cluster-bootstrap-support-<time>.tar.gz here); never overwritten.")] = None,
-        max_file_kib: Annotated[int, typer.Option(
-            "--max-file-kib", min=16, max=1024 * 1024, help="Each file is cut at this size.")] = Limits().file_bytes // 1024,
-        max_total_mib: Annotated[int, typer.Option(
-            "--max-total-mib", min=1, max=64 * 1024, help="Files past this total are left out (and listed).")] =
+        max_file_kib: Annotated[int, OPTIONS.option(
+            "--max-file-kib", help="Each file is cut at this size.")] = Limits().file_bytes // 1024,
+        max_total_mib: Annotated[int, OPTIONS.option(
+            "--max-total-mib", help="Files past this total are left out (and listed).")] =
             Limits().total_bytes // MIB,
     ) -> None:
         path = check_output_path((out or Path(f"cluster-bootstrap-support-{datetime.now():%Y%m%d-%H%M%S}.tar.gz"))

@@ -6,6 +6,7 @@ from typing import Annotated, Any
 
 import typer
 
+from provision.cli.option_table import checked, options_of
 from provision.cli.options import NodeOptions, Output, OutputOption, node_options
 from provision.cli.support import load_inputs, run_pipeline
 from provision.cli.views import console
@@ -13,12 +14,14 @@ from provision.errors import InputError
 from provision.kube import kubeconfig as kubeconfigs
 from provision.phases import UP_PHASES, PhaseContext
 
+OPTIONS = options_of("up")
+
 
 def run_up_command(nodes: NodeOptions, *, from_phase: str | None = None, only: str | None = None,
                    merge_kubeconfig: bool = False, context: str | None = None, output: Output = Output.text) -> None:
     if context is not None and not merge_kubeconfig:
         raise InputError("--context names the context --merge-kubeconfig writes: add --merge-kubeconfig, "
-                         "or leave --context out")
+                         "or leave --context out")  # `lab up` calls this without the command line's check
     cluster, settings = load_inputs(nodes)
     kubeconfig = kubeconfigs.admin_kubeconfig_path(cluster)
 
@@ -43,17 +46,18 @@ def run_up_command(nodes: NodeOptions, *, from_phase: str | None = None, only: s
 
 def register(app: typer.Typer) -> None:
     @app.command("up")
+    @checked("up")
     @node_options
     def up(
         nodes: NodeOptions,
-        from_phase: Annotated[str | None, typer.Option(
+        from_phase: Annotated[str | None, OPTIONS.option(
             "--from", help=f"Resume from this phase ({', '.join(UP_PHASES)}).", show_default=False)] = None,
-        only: Annotated[str | None, typer.Option(help="Run this one phase only.", show_default=False)] = None,
-        merge_kubeconfig: Annotated[bool, typer.Option(
+        only: Annotated[str | None, OPTIONS.option("--only", help="Run this one phase only.", show_default=False)] = None,
+        merge_kubeconfig: Annotated[bool, OPTIONS.option(
             "--merge-kubeconfig", help="Also merge the admin kubeconfig into ~/.kube/config (the context becomes "
                                        "current).")] = False,
-        context: Annotated[str | None, typer.Option(
-            help="Context name for --merge-kubeconfig (default: bootstrap-<control plane>).",
+        context: Annotated[str | None, OPTIONS.option(
+            "--context", help="Context name for --merge-kubeconfig (default: bootstrap-<control plane>).",
             show_default=False)] = None,
         output: OutputOption = Output.text,
     ) -> None:

@@ -9,6 +9,7 @@ from typing import Annotated, Any
 import typer
 
 from provision.cli.invocation import carry
+from provision.cli.option_table import checked, options_of
 from provision.cli.options import NodeOptions, Output, OutputOption, YesOption, node_options
 from provision.cli.support import echo_json, load_inputs, new_context, show_result
 from provision.cli.views import PhaseView, console
@@ -23,8 +24,8 @@ from provision.inputs.upgrade import (
     describe_plan,
     gpu_driver_settings,
     parse_target,
+    step_settings,
 )
-from provision.inputs.values import parse_batch_size, parse_count, parse_driver_branch
 from provision.phases import PipelineResult, plan_upgrade_run, run_upgrade
 
 
@@ -67,33 +68,34 @@ def _document(plan: UpgradePlan | None, versions: Any, *, dry_run: bool) -> dict
 
 def register(app: typer.Typer) -> None:
     @app.command("upgrade")
+    @checked("upgrade")
     @node_options
     def upgrade(
         nodes: NodeOptions,
-        to: Annotated[str | None, typer.Option(
+        to: Annotated[str | None, options_of("upgrade").option(
             "--to", help="The Kubernetes version to move to: a minor (1.37: its newest patch) or a release (1.37.1). "
                          "Default: kubernetes.version in cluster.yaml.", show_default=False)] = None,
         step: Annotated[bool, typer.Option(
             "--step", help="Reach a target more than one minor ahead through each minor between (kubeadm upgrades "
                            "one minor at a time; without --step such a target is refused).")] = False,
-        parallel: Annotated[str, typer.Option(
-            "--parallel", parser=parse_batch_size, metavar="N|N%",
+        parallel: Annotated[str, options_of("upgrade").option(
+            "--parallel", metavar="N|N%",
             help="Workers drained and upgraded at a time: a number, or a percentage of the step's workers.")] = "1",
-        canary: Annotated[bool, typer.Option(
+        canary: Annotated[bool, options_of("upgrade").option(
             "--canary", help="Upgrade the first worker of each step alone before the others.")] = False,
-        pause_after: Annotated[str | None, typer.Option(
-            "--pause-after", parser=parse_count, metavar="N",
+        pause_after: Annotated[int | None, options_of("upgrade").option(
+            "--pause-after", metavar="N",
             help="Stop for your confirmation once N workers were upgraded (with --yes, or without a terminal: "
                  "stop there; the same command goes on).", show_default=False)] = None,
         dry_run: Annotated[bool, typer.Option("--dry-run", help="Read the cluster, show the plan, change nothing.")] = False,
         skip_etcd_snapshot: Annotated[bool, typer.Option(
             "--skip-etcd-snapshot", help="You took an etcd snapshot yourself: do not take one first.")] = False,
-        gpu_driver: Annotated[str | None, typer.Option(
-            "--gpu-driver", parser=parse_driver_branch, metavar="BRANCH",
+        gpu_driver: Annotated[str | None, options_of("upgrade").option(
+            "--gpu-driver", metavar="BRANCH",
             help="Also move the NVIDIA driver to this branch (and the container toolkit to gpu.container_toolkit_"
                  "version) on every GPU node that runs another, under drain, after the Kubernetes steps.",
             show_default=False)] = None,
-        delete_emptydir_data: Annotated[bool, typer.Option(
+        delete_emptydir_data: Annotated[bool, options_of("upgrade").option(
             "--delete-emptydir-data", help="Evict pods with emptyDir volumes while draining, deleting their data "
                                            "(as kubectl drain's flag); without it such pods stop the drain by "
                                            "name.")] = False,
@@ -109,6 +111,10 @@ def register(app: typer.Typer) -> None:
         config = str(nodes.config) if nodes.config else "cluster.yaml"
         target = parse_target(to, settings) if to is not None else parse_target(
             settings.kubernetes.version, settings, source=f"{config}: kubernetes.version")
+        # An add-on or Calico release the docs say does not run on a minor the upgrade reaches is refused here,
+        # before anything is read from the cluster or any play runs (each step checks its own again).
+        for minor in range(min(settings.kubernetes.minor_number + 1, target.minor), target.minor + 1):
+            step_settings(settings, f"1.{minor}")
         if gpu_driver is not None:
             # The run's settings carry the new branch: preflight holds every GPU against it before anything moves.
             settings = gpu_driver_settings(settings, gpu_driver)
@@ -116,7 +122,7 @@ def register(app: typer.Typer) -> None:
             raise InputError(f"no cluster formed from {nodes.inventory} on this machine (no admin kubeconfig): "
                              "`bootstrap up` forms one; upgrade is for a running cluster")
         batch = Batch.parse(parallel)
-        pause = int(pause_after) if pause_after is not None else None
+        pause = pause_after
         view = PhaseView(nodes.verbose)
 
         def ask(question: str) -> bool:

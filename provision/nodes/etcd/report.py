@@ -10,12 +10,11 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field
 
-from provision.errors import BootstrapError
 from provision.inputs.inventory import Cluster
 from provision.inputs.versions import parse_version
-from provision.nodes.documents import module_documents
+from provision.nodes.documents import module_documents, validated
 from provision.nodes.runner import PlaybookResult
 from provision.render.node_paths import STATIC_POD_DIR
 
@@ -255,28 +254,21 @@ class EtcdSurvey:
 
 
 def parse_report(host: str, document: Any) -> EtcdReport:
-    try:
-        return EtcdReport.model_validate(document)
-    except ValidationError as exc:
-        first = exc.errors()[0]
-        where = ".".join(str(part) for part in first["loc"])
-        raise BootstrapError(f"etcd: {host} sent a report of its etcd that this version of cluster-bootstrap cannot "
-                             f"read ({where}: {first['msg']}); the playbooks and the Python package must come from "
-                             "the same release") from None
+    return validated(EtcdReport, document, phase="etcd", who=host, what="its etcd")
 
 
 def read_survey(playbook: PlaybookResult, cluster: Cluster) -> EtcdSurvey:
     """The probe's run read into a survey: a report from each control plane that sent one, and for the others
     (unreachable, or failed) their first cause."""
-    documents = module_documents(playbook.run_dir, ETCD_REPORT_KEY)
+    sent_by = module_documents(playbook.run_dir, ETCD_REPORT_KEY)
     failed = playbook.failed_hosts
     survey = EtcdSurvey(order=[n.name for n in cluster.control_planes])
     for node in cluster.control_planes:
         if node.host in failed:
             # The cause alone: the judges put the node's name before it.
             survey.unreachable[node.name] = failed[node.host].describe().removeprefix(f"{node.host}: ")
-        elif node.host in documents:
-            survey.reports[node.name] = parse_report(node.host, documents[node.host])
+        elif node.host in sent_by:
+            survey.reports[node.name] = parse_report(node.host, sent_by[node.host])
         else:
             survey.unreachable[node.name] = "sent no report of its etcd"
     return survey
