@@ -503,6 +503,23 @@ def test_addons_list_says_what_the_cluster_runs(cluster) -> None:
     assert "cannot pull its image" in rows["trainer"]["problems"][0]
 
 
+def test_addons_list_shows_the_pinned_releases_and_the_settings_without_a_cluster(cluster, tmp_path: Path) -> None:
+    """Issue 34.4: `addons list` was refused until a cluster existed; the releases and the settings need none."""
+    settings = tmp_path / "cluster.yaml"
+    settings.write_text("addons:\n  enabled: [volcano]\n")
+    for args in (["-c", str(settings)], ["-c", str(settings), "-i", str(cluster.inventory_path)]):
+        text = CliRunner().invoke(app, ["addons", "list", *args])
+        assert text.exit_code == 0, text.output
+        assert "v1.15.2" in text.output and ("no --inventory" in text.output or "no cluster formed" in text.output)
+        document = CliRunner().invoke(app, ["addons", "list", *args, "-o", "json"])
+        assert document.exit_code == 0, document.output
+        parsed = json.loads(document.stdout)
+        rows = {row["name"]: row for row in parsed["addons"]}
+        assert parsed["cluster"] is False and list(rows) == list(ADDON_ORDER)
+        assert rows["volcano"]["enabled"] and rows["volcano"]["pinned"] == "v1.15.2"
+        assert rows["volcano"]["installed"] is None and not rows["trainer"]["enabled"]
+
+
 def test_select_phases_knows_the_removal_phases() -> None:
     assert [p.name for p in select_phases(("remove_trainer",))] == ["remove_trainer"]
     with pytest.raises(InputError):

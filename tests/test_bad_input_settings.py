@@ -75,7 +75,7 @@ CASES = [
      ["not an NVIDIA driver branch"]),
     ("driver-branch-latest", "gpu:\n  driver_branch: latest\n", "gpu.driver_branch", ["not an NVIDIA driver branch"]),
     ("driver-branch-empty", "gpu:\n  driver_branch: ''\n", "gpu.driver_branch", ["not an NVIDIA driver branch"]),
-    ("driver-branch-number", "gpu:\n  driver_branch: 565\n", "gpu.driver_branch", ["valid string"]),
+    ("driver-branch-number", "gpu:\n  driver_branch: 565\n", "gpu.driver_branch", ["a number to YAML", "quote it", "driver_branch: '565'"]),
     ("toolkit-latest", "gpu:\n  container_toolkit_version: latest\n", "gpu.container_toolkit_version",
      ["not a container toolkit release"]),
     ("device-plugin-version-empty", "gpu:\n  device_plugin_version: ''\n", "gpu.device_plugin_version",

@@ -7,7 +7,7 @@ import io
 from dataclasses import replace
 
 from provision.cli.commands.preflight import render
-from provision.cli.views import literal_console
+from provision.cli.console import literal_console
 from provision.findings import Finding, group_findings, subjects_text
 from provision.inputs.inventory import Cluster, Node
 from provision.inputs.settings import Settings
@@ -32,7 +32,7 @@ def report(count: int) -> PreflightReport:
 
 
 def rendered(count: int) -> list[str]:
-    console = literal_console(file=io.StringIO(), width=80)
+    console = literal_console(file=io.StringIO(), width=80, force_terminal=True, color_system=None)
     render(report(count), console)
     assert isinstance(console.file, io.StringIO)
     return console.file.getvalue().splitlines()

@@ -5,7 +5,8 @@ from __future__ import annotations
 import io
 
 from provision.cli.commands.preflight import COLUMNS, render
-from provision.cli.views import literal_console
+from provision.cli.console import literal_console
+from provision.cli.invocation import carry
 from provision.findings import Finding
 from provision.nodes.preflight.run import PreflightNode, PreflightReport
 
@@ -33,7 +34,7 @@ REPORT = PreflightReport((
 
 
 def _rendered(width: int) -> list[str]:
-    console = literal_console(file=io.StringIO(), width=width)
+    console = literal_console(file=io.StringIO(), width=width, force_terminal=True, color_system=None)
     render(REPORT, console)
     assert isinstance(console.file, io.StringIO)
     return console.file.getvalue().splitlines()
@@ -54,9 +55,24 @@ def test_problems_and_fixes_are_listed_below_whole_and_wrapped() -> None:
     text = "\n".join(_rendered(80))
     below = " ".join(text.split("\n", 5)[5].split())
     assert "FAIL control-plane-1: ports: in use: 6443 (python3 pid 2231)" in below
-    assert f"fix: {PORTS_FIX}" in below
+    # The fix's `bootstrap reset` as this process completes it (cli/invocation.py: the options of the run).
+    assert f"fix: {carry(PORTS_FIX)}" in below
     assert "FAIL ghost: ssh: unreachable: no SSH answer within 10 s fix: check ansible_host" in below
     assert "warn control-plane-1: swap" in below
     # Continuation lines are indented under their line, not flush left.
     assert all(line.startswith(("FAIL ", "warn ", "     ")) for line in _rendered(80)[5:])
 
+
+def test_a_command_in_a_fix_is_never_broken_and_without_a_terminal_each_finding_is_one_line() -> None:
+    """Issue 34.2: the doctor's and preflight's fixes were hard-wrapped inside the commands they name, terminal or
+    not; a copied command then was three lines."""
+    for width in (40, 60, 100):
+        for line in _rendered(width):
+            assert line.count("`") % 2 == 0, line
+    assert any("`ss -ltnp 'sport = :6443'`" in line for line in _rendered(40))
+    console = literal_console(file=io.StringIO(), width=40)
+    render(REPORT, console)
+    assert isinstance(console.file, io.StringIO)
+    below = console.file.getvalue().splitlines()[5:]
+    assert f"     fix: {carry(PORTS_FIX)}" in below
+    assert all(line.startswith(("FAIL ", "warn ", "     fix: ")) for line in below), below

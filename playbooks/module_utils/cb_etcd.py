@@ -406,7 +406,7 @@ def take_snapshot(config: dict) -> dict:
         clean_leftovers(directory)
         part = os.path.join(directory, f".{cluster}-{os.getpid()}{SNAPSHOT_SUFFIX}{PART_SUFFIX}")
         # datetime.UTC is 3.11's: the nodes run older Pythons (EL9's 3.9).
-        taken_at = datetime.datetime.now(datetime.timezone.utc).replace(microsecond=0)  # noqa: UP017
+        taken_at = datetime.datetime.now(datetime.timezone.utc).replace(microsecond=0)
         result = run([*argv, "snapshot", "save", part], timeout=float(config.get("timeout_s", 1800)))
         if result.returncode != 0:
             raise EtcdError(f"etcdctl snapshot save failed: {last_line(result.stderr) or last_line(result.stdout)}")

@@ -18,9 +18,10 @@ from typing import Any
 from provision.bundle.document import read_manifest
 from provision.bundle.images import REGISTRY_DIR, Registry
 from provision.bundle.manifest import BUILD_DIR, MANIFEST, OWN_FILES
+from provision.bundle.ports import HTTP_PORT as HTTP_PORT
+from provision.bundle.ports import REGISTRY_PORT as REGISTRY_PORT
 
-HTTP_PORT = 8080
-REGISTRY_PORT = 5000
+# HTTP_PORT and REGISTRY_PORT, the defaults, live in ports.py (the command line reads them there).
 
 
 def servable(root: Path, listed: frozenset[str], request_path: str) -> Path | None:

@@ -75,9 +75,20 @@ def one_of(value: str, *, choices: tuple[str, ...]) -> str:
 
 
 def lab_os(value: str) -> str:
-    from provision.lab.vagrant import lab_os_choices
+    from provision.lab.boxes import lab_os_choices
 
     return one_of(value, choices=lab_os_choices())
+
+
+def merge_target(value: str) -> Path:
+    """A kubeconfig `bootstrap kubeconfig --merge` writes into: a file, existing or not, not a folder."""
+    problem = spelling_problem(value)
+    if problem:
+        raise ValueError(problem)
+    path = Path(value).expanduser()
+    if path.is_dir():
+        raise ValueError(f"{path} is a folder: name the kubeconfig file, e.g. {path / 'config'}")
+    return path
 
 
 def addresses(value: str) -> list[str]:
@@ -139,7 +150,7 @@ def addon_names(value: str) -> tuple[str, ...]:
 
 
 def phase(value: str) -> str:
-    from provision.phases import UP_PHASES
+    from provision.inputs.workflows import UP_PHASES
 
     if value not in UP_PHASES:
         raise ValueError(f"unknown phase {shown(value)}; phases are {', '.join(UP_PHASES)}")

@@ -94,6 +94,7 @@ LAB_OS = _kind("lab OS", _KINDS, "lab_os")
 LAB_MACHINE = _kind("lab machine", _KINDS, "lab_machine")
 PROVIDER = _kind("provider", _KINDS, "one_of", choices=("libvirt", "virtualbox"))
 LIBVIRT_DRIVER = _kind("libvirt driver", _KINDS, "one_of", choices=("kvm", "qemu"))
+MERGE_TARGET = _kind("kubeconfig to merge into", _KINDS, "merge_target")
 
 # --- combinations ----------------------------------------------------------------------------------------------------
 
@@ -177,6 +178,13 @@ COMMANDS: dict[str, CommandOptions] = {c.command: c for c in (
     _command("config show", {"--config": INPUT_FILE, **OUTPUT}),
     _command("config validate", {"--inventory": INPUT_FILE, "--config": INPUT_FILE, **OUTPUT}),
     _command("config check-sources", OUTPUT, node=True),
+    _command("config schema", {"--out": NEW_FILE}),
+    _command("status", {"--inventory": INPUT_FILE, "--config": INPUT_FILE, **OUTPUT}),
+    _command("kubeconfig", {"--inventory": INPUT_FILE, "--merge": FLAG, "--into": MERGE_TARGET,
+                            "--context": CONTEXT_NAME, "--path": FLAG},
+             Excludes("--path", "--merge", "--path prints where the kubeconfig is, --merge writes it elsewhere"),
+             Requires("--context", "--merge", "--context names the context --merge writes"),
+             Requires("--into", "--merge", "--into names the file --merge writes")),
     _command("lab up", {"--workers": number(0, 32, "workers"), "--cpus": number(1, 256, "CPUs"),
                         "--memory": number(512, 4 * 1024 * 1024, "MiB"), "--os": LAB_OS, "--box": BOX,
                         "--provider": PROVIDER, "--libvirt-driver": LIBVIRT_DRIVER, "--network": IPV4_NETWORK,
@@ -199,8 +207,10 @@ COMMANDS: dict[str, CommandOptions] = {c.command: c for c in (
           for option in SMOKE_PIPELINE_IGNORES),
         *(Excludes("--print-manifests", option, f"--print-manifests prints the objects and exits, so {option} would "
                    "do nothing") for option in SMOKE_PRINT_IGNORES)),
-    _command("up", {"--from": PHASE, "--only": PHASE, "--merge-kubeconfig": FLAG, "--context": CONTEXT_NAME, **OUTPUT},
+    _command("up", {"--from": PHASE, "--only": PHASE, "--merge-kubeconfig": FLAG, "--context": CONTEXT_NAME,
+                    "--dry-run": FLAG, **OUTPUT},
              Excludes("--only", "--from", "--only runs one phase, --from every phase from one on; give one of them"),
+             Excludes("--dry-run", "--merge-kubeconfig", "a dry run forms no cluster whose kubeconfig could be merged"),
              Requires("--context", "--merge-kubeconfig", "--context names the context --merge-kubeconfig writes: "
                       "add --merge-kubeconfig, or leave --context out"),
              node=True),
@@ -216,7 +226,7 @@ COMMANDS: dict[str, CommandOptions] = {c.command: c for c in (
     _command("node add", {"NAME": NODE_NAME, **OUTPUT}, node=True),
     _command("node remove", {"NAME": NODE_NAME, **YES, **OUTPUT}, node=True),
     _command("node replace", {"NAME": NODE_NAME, **YES, **OUTPUT}, node=True),
-    _command("addons list", OUTPUT, node=True),
+    _command("addons list", {"--inventory": INPUT_FILE, "--config": INPUT_FILE, **OUTPUT}),
     _command("addons install", {"NAMES": ADDON_NAME, **OUTPUT}, node=True),
     _command("addons remove", {"NAMES": ADDON_NAME, **YES, **OUTPUT}, node=True),
     _command("etcd snapshot", {"--dir": STORE_DIRECTORY, **OUTPUT}, node=True),

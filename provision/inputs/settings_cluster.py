@@ -50,9 +50,13 @@ class KubernetesSettings(_Section):
     @field_validator("version", mode="before")
     @classmethod
     def _version_format(cls, value: object, info: ValidationInfo) -> str:
-        if isinstance(value, (int, float)):
-            # YAML reads 1.30 as the number 1.3: a silent wrong version, so numbers are refused.
-            raise ValueError(f"{value} is a number, not a version: quote it, e.g. version: '1.31'")
+        if isinstance(value, (int, float)) and not isinstance(value, bool):
+            # YAML reads 1.30 as the number 1.3: a silent wrong version, so numbers are refused, and the fix quotes
+            # what was written (a trailing zero YAML dropped is put back: 1.3 was 1.30).
+            dropped = isinstance(value, float) and len(repr(value).split(".")[1]) == 1
+            written = f"{value:.2f}" if dropped else repr(value)
+            raise ValueError(f"{value!r} is a number to YAML{f' ({written} reads as {value!r})' if dropped else ''}, "
+                             f"not a version: quote it, version: '{written}'")
         if not isinstance(value, str):
             raise ValueError(f"{shown(value)} is not a version: write it as '1.31' or '1.31.4'")
         KUBERNETES_VERSION.parse(value)

@@ -106,6 +106,14 @@ class GpuSettings(_Section):
         DCGM exporter): decided here, once; None where the NVIDIA runtime is containerd's default."""
         return NVIDIA_RUNTIME_CLASS if self.runtime == "runtimeclass" else None
 
+    @field_validator("driver_branch", mode="before")
+    @classmethod
+    def _branch_text(cls, value: object) -> object:
+        if isinstance(value, int) and not isinstance(value, bool):
+            # YAML reads 580 as a number; the branch is part of package names, written as text.
+            raise ValueError(f"{value} is a number to YAML, not a branch: quote it, driver_branch: '{value}'")
+        return value
+
     @field_validator("driver_branch")
     @classmethod
     def _known_branch(cls, value: str) -> str:

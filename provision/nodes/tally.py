@@ -128,6 +128,13 @@ class EventTally:
     task: str = ""
     # Host -> what it waits for now (the last retry's note), until its next result.
     waiting: dict[str, str] = field(default_factory=dict)
+    # Host -> the task it runs now (the last one started there), for the live view's per-node line.
+    current: dict[str, str] = field(default_factory=dict)
+
+    def done(self, host: str) -> int:
+        """The tasks that have ended on `host` (ok, changed, skipped or failed)."""
+        tally = self.tally.get(host)
+        return tally.ok + tally.skipped + tally.failed if tally else 0
 
     def feed(self, event: Mapping[str, Any]) -> bool:
         """Count one ansible-runner event; True when it changed the counts, the play or the task."""
@@ -139,6 +146,10 @@ class EventTally:
             self.task = data.get("task", "")
         elif kind == "playbook_on_stats":
             self._settle(data.get("failures") or {})
+        elif kind == "runner_on_start" and data.get("host"):
+            # A host is known from its first task's start (the order failures are told in).
+            self.tally.setdefault(data["host"], HostTally())
+            self.current[data["host"]] = data.get("task", "")
         elif kind == "runner_retry" and data.get("host"):
             host, task = data["host"], data.get("task", "")
             note = retry_note(task, data.get("res") or {})

@@ -6,9 +6,9 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from provision.errors import BootstrapError
-from provision.inputs.addons import ADDON_ORDER
 from provision.inputs.inventory import Node
 from provision.inputs.upgrade import UpgradePlan
+from provision.inputs.workflows import NODE_ADD_PHASES, UP_PHASES
 from provision.nodes.etcd.report import EtcdSurvey
 from provision.phases import (
     addons,
@@ -60,9 +60,6 @@ PHASES: dict[str, Phase] = {p.name: p for p in (
     certs_check.PHASE, certs_health.PHASE, certs_renew.PHASE, certs_timer.PHASE,
 )}
 
-UP_PHASES: tuple[str, ...] = ("preflight", "prepare", "control_plane", "network", "join", "etcd_timer", "certs_timer",
-                              "gpu", *ADDON_ORDER, "verify", "smoke")
-NODE_ADD_PHASES: tuple[str, ...] = ("preflight", "prepare", "join", "certs_timer", "gpu", "verify")
 RESET_PHASES: tuple[str, ...] = ("drain", "etcd", "reset")
 ETCD_SNAPSHOT_PHASES: tuple[str, ...] = ("etcd_probe", "etcd_snapshot")
 ETCD_LIST_PHASES: tuple[str, ...] = ("etcd_probe",)

@@ -20,6 +20,7 @@ from __future__ import annotations
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
@@ -247,9 +248,14 @@ def _run_one(phase: Phase, ctx: PhaseContext) -> PhaseOutcome:
     return PhaseOutcome(phase.name, "ok", time.monotonic() - started, detail)
 
 
+def _now() -> str:
+    """The time a record is written, for `bootstrap status` (the last run)."""
+    return datetime.now(UTC).isoformat(timespec="seconds")
+
+
 def _record(ctx: PhaseContext, outcome: PhaseOutcome, fingerprint: str) -> None:
     ctx.state.phases[outcome.name] = PhaseRecord(outcome.status, round(outcome.seconds, 1), outcome.detail,
-                                                 fingerprint)
+                                                 fingerprint, _now())
 
 
 def _run_recorded(catalog: Mapping[str, Phase], phase: Phase, ctx: PhaseContext, fingerprint: str) -> PhaseOutcome:
@@ -258,7 +264,7 @@ def _run_recorded(catalog: Mapping[str, Phase], phase: Phase, ctx: PhaseContext,
     if phase.undoes:
         for name in [n for n, p in catalog.items() if not p.undoes]:
             ctx.state.phases.pop(name, None)
-    ctx.state.phases[phase.name] = PhaseRecord("running", 0.0, "", fingerprint)
+    ctx.state.phases[phase.name] = PhaseRecord("running", 0.0, "", fingerprint, _now())
     ctx.state.save(ctx.cluster)
     outcome = _run_one(phase, ctx)
     _record(ctx, outcome, fingerprint)

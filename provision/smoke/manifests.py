@@ -21,6 +21,7 @@ import yaml
 
 from provision.inputs.settings import CACHE_MARKER
 from provision.resources import MANIFESTS_DIR, TRAINER_DIR
+from provision.smoke.kinds import Cache, Scheduler, Workload
 
 TEMPLATES_DIR = MANIFESTS_DIR / "smoke"
 TRAINER_MOUNT = "/opt/trainer"
@@ -43,9 +44,7 @@ TRAINER_NODE = "node"
 GROUP_NAME_ANNOTATION = "scheduling.k8s.io/group-name"
 QUEUE_NAME_ANNOTATION = "scheduling.volcano.sh/queue-name"
 
-Workload = Literal["job", "pytorchjob", "trainjob"]
-Scheduler = Literal["default", "volcano"]
-Cache = Literal["none", "hostpath", "pvc"]
+# Workload, Scheduler and Cache live in kinds.py (the command line reads them there); re-exported here.
 # The API each custom workload lives in: (group, version, plural).
 CUSTOM_KINDS: dict[str, tuple[str, str, str]] = {
     "TrainJob": ("trainer.kubeflow.org", "v1alpha1", "trainjobs"),

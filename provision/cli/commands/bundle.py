@@ -5,22 +5,18 @@ from __future__ import annotations
 import shlex
 import time
 from pathlib import Path
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
-from provision.bundle.build import BuildRequest, build_bundle
-from provision.bundle.manifest import MAX_KEY_BYTES, default_key_home, problem_lines, verify_directory
-from provision.bundle.serve import HTTP_PORT, REGISTRY_PORT, serve
+from provision.bundle.ports import HTTP_PORT, REGISTRY_PORT
 from provision.cli.option_table import checked, options_of
 from provision.cli.options import ConfigOption, Output, OutputOption
-from provision.cli.support import echo_json
-from provision.cli.views import console
 from provision.errors import BootstrapError, InputError
 from provision.inputs.addons import AddonName
-from provision.inputs.files import read_bytes
-from provision.inputs.platforms import Platform
-from provision.inputs.settings import load_settings
+
+if TYPE_CHECKING:
+    from provision.inputs.platforms import Platform
 
 BUILD_HELP = """Build an offline bundle: every package (with its dependencies), image and manifest `up` fetches for
 these platforms and settings, in the layout offline.source reads, with a signed manifest of every file.
@@ -64,6 +60,11 @@ def register(app: typer.Typer) -> None:
             show_default=False)] = None,
         config: ConfigOption = None,
     ) -> None:
+        from provision.bundle.build import BuildRequest, build_bundle
+        from provision.bundle.manifest import default_key_home
+        from provision.cli.console import console
+        from provision.inputs.settings import load_settings
+
         chosen: list[Platform] = platforms
         enabled: tuple[AddonName, ...] | None = addons
         request = BuildRequest(platforms=tuple(chosen), gpu=gpu, output=out, key_home=key or default_key_home(),
@@ -96,6 +97,10 @@ def register(app: typer.Typer) -> None:
     ) -> None:
         """Check a bundle: its signature, then every file the manifest lists (present, same size and sha256), and
         no file it does not list. Each problem is named: missing, changed, extra, bad signature. Exit 2 on any."""
+        from provision.bundle.manifest import MAX_KEY_BYTES, problem_lines, verify_directory
+        from provision.cli.console import console, echo_json
+        from provision.inputs.files import read_bytes
+
         root = directory
         trusted = read_bytes(key, "public key", "give the bundle's public key file (--key)", limit=MAX_KEY_BYTES) \
             if key else None
@@ -130,6 +135,10 @@ def register(app: typer.Typer) -> None:
     ) -> None:
         """Serve a bundle to the nodes until interrupted: its repositories and files over HTTP, its images through
         a read-only registry (docker-registry). It is verified first; one that does not verify is not served."""
+        from provision.bundle.manifest import verify_directory
+        from provision.bundle.serve import serve
+        from provision.cli.console import console
+
         if http_port == registry_port:
             raise InputError(f"--http-port and --registry-port are both {http_port}: give the two servers two ports")
         root = directory

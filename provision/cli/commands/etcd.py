@@ -4,21 +4,18 @@ the snapshot timers; `bootstrap etcd restore SNAPSHOT`: etcd restored on every c
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
-from rich.table import Table
 
 from provision.cli.commands.reset import confirm
 from provision.cli.option_table import checked, options_of
 from provision.cli.options import NodeOptions, Output, OutputOption, YesOption, node_options
-from provision.cli.support import load_inputs, run_pipeline
-from provision.cli.views import console
 from provision.errors import InputError
-from provision.inputs.files import shown
-from provision.inputs.inventory import Cluster
-from provision.phases import ETCD_LIST_PHASES, ETCD_RESTORE_PHASES, ETCD_SNAPSHOT_PHASES, PhaseContext
-from provision.phases.engine import EtcdOptions
+
+if TYPE_CHECKING:
+    from provision.inputs.inventory import Cluster
+    from provision.phases import PhaseContext
 
 SNAPSHOT = options_of("etcd snapshot")
 SNAPSHOTS = options_of("etcd snapshots")
@@ -47,6 +44,11 @@ def register(app: typer.Typer) -> None:
         """Take a snapshot of etcd on a healthy control plane, check it (revision, keys, hash), keep it among the
         node's last etcd.snapshot_keep, copy it here and check the copy; here too the last etcd.snapshot_keep are
         kept. The snapshot holds every Secret of the cluster: it is written readable by you only."""
+        from provision.cli.console import console
+        from provision.cli.support import load_inputs, run_pipeline
+        from provision.phases import ETCD_SNAPSHOT_PHASES
+        from provision.phases.engine import EtcdOptions
+
         cluster, settings = load_inputs(nodes)
         ctx = run_pipeline(ETCD_SNAPSHOT_PHASES, cluster, settings, nodes, title="bootstrap etcd snapshot",
                            output=output, extra=_snapshot_document,
@@ -66,7 +68,9 @@ def register(app: typer.Typer) -> None:
         output: OutputOption = Output.text,
     ) -> None:
         """List the snapshots on this machine and on each control plane, and each control plane's snapshot timer."""
+        from provision.cli.support import load_inputs, run_pipeline
         from provision.nodes.etcd.snapshot import default_directory, listing, local_snapshots
+        from provision.phases import ETCD_LIST_PHASES
 
         cluster, settings = load_inputs(nodes)
         where = directory or default_directory(cluster)
@@ -99,7 +103,10 @@ def register(app: typer.Typer) -> None:
         every member, then the API servers come back. Everything written after the snapshot is lost. Refused,
         before any change, for a snapshot that fails its check or is another cluster's, and for a control plane
         that does not answer. Re-run after an interruption, it finishes."""
+        from provision.cli.support import load_inputs, run_pipeline
         from provision.nodes.etcd.snapshot import default_directory, load_snapshot
+        from provision.phases import ETCD_RESTORE_PHASES
+        from provision.phases.engine import EtcdOptions
 
         cluster, settings = load_inputs(nodes)
         path = Path(snapshot).expanduser()
@@ -119,6 +126,8 @@ def register(app: typer.Typer) -> None:
 
 def parse_survivors(cluster: Cluster, given: tuple[str, ...] | None) -> tuple[str, ...] | None:
     """--survivors (node names, each once: option_kinds.node_names): control planes of the inventory."""
+    from provision.inputs.files import shown
+
     if given is None:
         return None
     names = list(given)
@@ -133,6 +142,10 @@ def parse_survivors(cluster: Cluster, given: tuple[str, ...] | None) -> tuple[st
 
 
 def print_listing(found: dict[str, Any], here: Path) -> None:
+    from rich.table import Table
+
+    from provision.cli.console import console
+
     table = Table(box=None, pad_edge=False, header_style="bold")
     for column in ("where", "snapshot", "taken (UTC)", "revision", "keys", "size"):
         table.add_column(column, justify="right" if column in ("revision", "keys", "size") else "left")

@@ -6,23 +6,26 @@ import shlex
 import shutil
 from dataclasses import replace
 from pathlib import Path
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
-from rich.table import Table
-from rich.text import Text
 
 from provision.cli import invocation
 from provision.cli.option_table import checked, options_of
 from provision.cli.options import ConfigOption, VerboseOption, YesOption
-from provision.cli.views import console
 from provision.errors import BootstrapError, InputError
-from provision.inputs.settings import parse_settings, read_settings_document
-from provision.lab.vagrant import Lab, LabFiles, LabOptions, lab_os_choices
+from provision.lab.boxes import lab_os_choices
+
+if TYPE_CHECKING:
+    from rich.text import Text
+
+    from provision.lab.vagrant import LabFiles
 
 
 def _base_settings(config: Path | None) -> dict[str, Any]:
     """The user's own cluster.yaml, checked, as the mapping the lab lays its keys over."""
+    from provision.inputs.settings import parse_settings, read_settings_document
+
     if config is None:
         return {}
     document = read_settings_document(config)
@@ -45,10 +48,16 @@ def _cluster_up(files: LabFiles, verbose: bool) -> Path:
 
 
 def _lab_line(text: str) -> Text:
+    from rich.text import Text
+
     return Text.assemble(("lab:", "bold"), f" {text}")
 
 
 def _vagrant_line(line: str) -> None:
+    from rich.text import Text
+
+    from provision.cli.console import console
+
     console.print(Text(f"  {line}", style="dim"), soft_wrap=True)
 
 
@@ -86,6 +95,9 @@ def register(app: typer.Typer) -> None:
         verbose: VerboseOption = False,
     ) -> None:
         """Make the machines (`vagrant up`), write their inventory, then run `bootstrap up` on them (CPU smoke test)."""
+        from provision.cli.console import console
+        from provision.lab.vagrant import Lab, LabOptions
+
         options = LabOptions(workers=workers, cpus=cpus, memory_mb=memory, os=os_name, box=box, provider=provider,
                              libvirt_driver=libvirt_driver, network=network)
         base = _base_settings(config)
@@ -111,6 +123,9 @@ def register(app: typer.Typer) -> None:
     @checked("lab down")
     def down(yes: YesOption = False) -> None:
         """Destroy the lab's machines and remove its inventory, known_hosts and settings."""
+        from provision.cli.console import console
+        from provision.lab.vagrant import Lab
+
         if not yes and not typer.confirm("Destroy the lab machines?", default=False):
             raise typer.Exit(1)
         Lab().down(on_line=_vagrant_line)
@@ -120,6 +135,11 @@ def register(app: typer.Typer) -> None:
     @checked("lab status")
     def status() -> None:
         """Each lab machine's state (as Vagrant reports it) and private address."""
+        from rich.table import Table
+
+        from provision.cli.console import console
+        from provision.lab.vagrant import Lab
+
         table = Table(box=None, pad_edge=False)
         for column in ("machine", "state", "address"):
             table.add_column(column)
@@ -132,6 +152,8 @@ def register(app: typer.Typer) -> None:
     def ssh(ctx: typer.Context, name: Annotated[str, SSH.argument("NAME", help="A lab machine, e.g. lab-control-plane.")]
             ) -> None:
         """Log in to a lab machine (or run the command after NAME) with its recorded host key checked."""
+        from provision.lab.vagrant import Lab
+
         argv = Lab().ssh_argv(name, list(ctx.args))
         if shutil.which(argv[0]) is None:
             raise InputError("ssh (the OpenSSH client) is not installed: install openssh-client")

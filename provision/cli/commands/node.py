@@ -4,21 +4,22 @@ running cluster (a control plane leaving has its etcd member removed before its 
 fresh machine joined in its place (docs/etcd.md)."""
 from __future__ import annotations
 
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 
+from provision.cli import complete
 from provision.cli.commands.reset import WHAT_RESET_REMOVES, confirm, first_control_plane_problem
 from provision.cli.option_table import checked, options_of
 from provision.cli.options import NodeOptions, Output, OutputOption, YesOption, node_options
-from provision.cli.support import load_inputs, run_pipeline
 from provision.errors import InputError
-from provision.inputs.inventory import Cluster
-from provision.phases import NODE_ADD_PHASES, REPLACE_REMOVE_PHASES, RESET_PHASES, replace_join_phases
-from provision.phases.engine import EtcdOptions
+from provision.inputs.workflows import NODE_ADD_PHASES
+
+if TYPE_CHECKING:
+    from provision.inputs.inventory import Cluster
 
 NameArgument = Annotated[str, options_of("node add").argument(
-    "NAME", help="The node's name, as in the inventory.", show_default=False)]
+    "NAME", help="The node's name, as in the inventory.", show_default=False, autocompletion=complete.nodes)]
 
 
 def _target(cluster: Cluster, name: str, verb: str) -> str:
@@ -27,6 +28,11 @@ def _target(cluster: Cluster, name: str, verb: str) -> str:
         if verb == "add":
             raise InputError(f"{cluster.inventory_path}: '{node.name}' is the first control plane; `node add` "
                              "handles the nodes that join it (the first one comes with `bootstrap up`)")
+        if len(cluster.control_planes) == 1:
+            # Nothing to hand the cluster over to: taking its only control plane out is taking the cluster down.
+            raise InputError(f"{cluster.inventory_path}: '{node.name}' is the cluster's only control plane: to take "
+                             "the whole cluster down (every node reset), run `bootstrap down`; to "
+                             f"{verb} it and keep the cluster, add control planes first (`bootstrap node add NAME`)")
         raise InputError(first_control_plane_problem(cluster))
     return node.name
 
@@ -41,6 +47,7 @@ def register(app: typer.Typer) -> None:
     def add(nodes: NodeOptions, name: NameArgument, output: OutputOption = Output.text) -> None:
         """Prepare and join a worker or control plane added to the inventory after `up` (preflight, prepare, join,
         GPU, verify)."""
+        from provision.cli.support import load_inputs, run_pipeline
         from provision.kube.kubeconfig import admin_kubeconfig_path
 
         cluster, settings = load_inputs(nodes)
@@ -58,6 +65,9 @@ def register(app: typer.Typer) -> None:
                output: OutputOption = Output.text) -> None:
         """Drain and delete a node (a control plane: its etcd member removed too), then reset it; remove it from the
         inventory afterwards."""
+        from provision.cli.support import load_inputs, run_pipeline
+        from provision.phases import RESET_PHASES
+
         cluster, settings = load_inputs(nodes)
         target = _target(cluster, name, "remove")
         confirm(f"Drain {target}, delete it from the cluster and wipe it ({WHAT_RESET_REMOVES})?", yes)
@@ -72,6 +82,10 @@ def register(app: typer.Typer) -> None:
         """Replace a control plane: its etcd member removed through a healthy member (the machine may be dead), then
         the machine the inventory names for it (a fresh one, or the old one wiped) joined in its place. With
         etcd's quorum lost, restore a snapshot onto the control planes left first (docs/etcd.md)."""
+        from provision.cli.support import load_inputs, run_pipeline
+        from provision.phases import REPLACE_REMOVE_PHASES, replace_join_phases
+        from provision.phases.engine import EtcdOptions
+
         cluster, settings = load_inputs(nodes)
         target = _target(cluster, name, "replace")
         node = cluster.node(target)

@@ -6,29 +6,21 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import asdict
 from pathlib import Path
-from typing import Annotated, Literal
+from typing import TYPE_CHECKING, Annotated, Literal
 
 import typer
-from rich.live import Live
-from rich.table import Table
-from rich.text import Text
 
 from provision.cli import invocation
 from provision.cli.option_table import checked, options_of
 from provision.cli.options import ConfigOption
-from provision.cli.views import literal_console, smoke_log_lines, smoke_view
 from provision.errors import InputError
-from provision.inputs.settings import load_settings, with_overrides
-from provision.inputs.values import LOCAL_PATH, creatable_directory_problem
-from provision.smoke.choices import assumed_offer, choose
-from provision.smoke.driver import CACHE_NAMESPACE, SmokeProgress, build_spec, new_namespace, run_smoke_test
-from provision.smoke.manifests import RUN_LABEL, Scheduler, Workload, render, to_yaml
-from provision.smoke.observation import Mode
-from provision.smoke.options import SmokeOptions, combination_problem
-from provision.smoke.serve import Served
-from provision.smoke.verdict import Verdict
+from provision.smoke.kinds import Scheduler, Workload
 
-console = literal_console(stderr=True)
+if TYPE_CHECKING:
+    from provision.smoke.driver import SmokeProgress
+    from provision.smoke.observation import Mode
+    from provision.smoke.verdict import Verdict
+
 OPTIONS = options_of("smoke-test")
 
 KubeconfigOption = Annotated[Path, OPTIONS.option(
@@ -38,6 +30,11 @@ KubeconfigOption = Annotated[Path, OPTIONS.option(
 @contextmanager
 def live_view() -> Iterator[Callable[[SmokeProgress], None]]:
     """Log lines scroll above a live table of the pods; without a terminal, the lines and stages only."""
+    from rich.live import Live
+
+    from provision.cli.console import console
+    from provision.cli.views import smoke_log_lines, smoke_view
+
     if not console.is_terminal:
         last_stage = ""
 
@@ -59,6 +56,14 @@ def live_view() -> Iterator[Callable[[SmokeProgress], None]]:
 
 
 def print_verdict(verdict: Verdict) -> None:
+    from rich.table import Table
+    from rich.text import Text
+
+    from provision.cli.console import console
+    from provision.smoke.driver import CACHE_NAMESPACE
+    from provision.smoke.manifests import RUN_LABEL
+    from provision.smoke.serve import Served
+
     colour = "green" if verdict.passed else "red"
     console.print(Text(verdict.summary, style=f"bold {colour}"), soft_wrap=True)
     metrics = verdict.metrics
@@ -118,6 +123,8 @@ def print_verdict(verdict: Verdict) -> None:
 def save_directory_problem(path: Path) -> str | None:
     """Why `--save` cannot hold the results (a file, or a place this user cannot create a folder in): said before
     training, not after it."""
+    from provision.inputs.values import LOCAL_PATH, creatable_directory_problem
+
     problem = LOCAL_PATH.problem(str(path))
     if problem:
         return problem
@@ -168,6 +175,12 @@ def register(app: typer.Typer) -> None:
     ) -> None:
         """Train CIFAR-10 on the cluster's GPUs and judge the run: PASS with accuracy and time, or FAIL with
         the cause read from the API. Exit code 0 on PASS, 1 on FAIL (or when --save could not copy the model)."""
+        from provision.inputs.settings import load_settings, with_overrides
+        from provision.smoke.choices import assumed_offer, choose
+        from provision.smoke.driver import build_spec, new_namespace, run_smoke_test
+        from provision.smoke.manifests import render, to_yaml
+        from provision.smoke.options import SmokeOptions, combination_problem
+
         invocation.remember(config=config, kubeconfig=kubeconfig)
         # Options that another one makes meaningless are refused first, before any file is read.
         problem = combination_problem(SmokeOptions(

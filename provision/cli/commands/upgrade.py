@@ -4,33 +4,25 @@ refusal comes before any change; a failed or killed upgrade, re-run, goes on whe
 from __future__ import annotations
 
 import sys
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
 from provision.cli.invocation import carry
 from provision.cli.option_table import checked, options_of
 from provision.cli.options import NodeOptions, Output, OutputOption, YesOption, node_options
-from provision.cli.support import echo_json, load_inputs, new_context, show_result
-from provision.cli.views import PhaseView, console
 from provision.errors import InputError
-from provision.inputs.inventory import Cluster
-from provision.inputs.settings import Settings
-from provision.inputs.upgrade import (
-    Batch,
-    UpgradeOptions,
-    UpgradePaused,
-    UpgradePlan,
-    describe_plan,
-    gpu_driver_settings,
-    parse_target,
-    step_settings,
-)
-from provision.phases import PipelineResult, plan_upgrade_run, run_upgrade
+
+if TYPE_CHECKING:
+    from provision.inputs.inventory import Cluster
+    from provision.inputs.settings import Settings
+    from provision.inputs.upgrade import UpgradeOptions, UpgradePlan
 
 
 def plan_lines(plan: UpgradePlan, cluster: Cluster, settings: Settings, options: UpgradeOptions) -> list[str]:
     """The whole plan in order, for people: the checks, the snapshot, each step, the smoke test."""
+    from provision.inputs.upgrade import describe_plan
+
     steps = describe_plan(plan, cluster.control_plane.name)
     driver = ([f"then the NVIDIA driver {options.gpu_driver} and container toolkit "
                f"{settings.gpu.container_toolkit_version} on every GPU node that runs another, each drained, its GPUs "
@@ -105,7 +97,19 @@ def register(app: typer.Typer) -> None:
         """Upgrade the running cluster: control planes one at a time (kubeadm upgrade apply, then node), then each
         worker drained, upgraded and uncordoned; Calico, the device plugin and add-ons follow; verify and the smoke
         test close. See docs/upgrade.md."""
+        from provision.cli.console import console, echo_json
+        from provision.cli.support import load_inputs, new_context, show_result
+        from provision.cli.views import PhaseView
+        from provision.inputs.upgrade import (
+            Batch,
+            UpgradeOptions,
+            UpgradePaused,
+            gpu_driver_settings,
+            parse_target,
+            step_settings,
+        )
         from provision.kube.kubeconfig import admin_kubeconfig_path
+        from provision.phases import PipelineResult, plan_upgrade_run, run_upgrade
 
         cluster, settings = load_inputs(nodes)
         config = str(nodes.config) if nodes.config else "cluster.yaml"
@@ -122,14 +126,13 @@ def register(app: typer.Typer) -> None:
             raise InputError(f"no cluster formed from {nodes.inventory} on this machine (no admin kubeconfig): "
                              "`bootstrap up` forms one; upgrade is for a running cluster")
         batch = Batch.parse(parallel)
-        pause = pause_after
         view = PhaseView(nodes.verbose)
 
         def ask(question: str) -> bool:
             view.stop()  # the live view starts again with the next progress
             return typer.confirm(question, default=False, err=True)
         options = UpgradeOptions(target, step=step, parallel=batch, skip_etcd_snapshot=skip_etcd_snapshot,
-                                 delete_emptydir_data=delete_emptydir_data, canary=canary, pause_after=pause,
+                                 delete_emptydir_data=delete_emptydir_data, canary=canary, pause_after=pause_after,
                                  confirm=None if yes or not sys.stdin.isatty() else ask, gpu_driver=gpu_driver)
         title = f"bootstrap upgrade --to {target}: {nodes.inventory}"
         ctx = new_context(cluster, settings, nodes, view)
@@ -167,7 +170,7 @@ def register(app: typer.Typer) -> None:
             again = " ".join(["bootstrap upgrade", f"--to {target}", *(["--step"] if step else []),
                               *([f"--parallel {batch}"] if str(batch) != "1" else []),
                               *(["--canary"] if canary else []),
-                              *([f"--pause-after {pause}"] if pause is not None else []),
+                              *([f"--pause-after {pause_after}"] if pause_after is not None else []),
                               *(["--skip-etcd-snapshot"] if skip_etcd_snapshot else []),
                               *(["--delete-emptydir-data"] if delete_emptydir_data else []),
                               *([f"--gpu-driver {gpu_driver}"] if gpu_driver else [])])

@@ -55,8 +55,11 @@ section iptables; command -v iptables-save >/dev/null 2>&1 && iptables-save -t f
 section nft; command -v nft >/dev/null 2>&1 && nft -j list ruleset 2>/dev/null
 section firewalld
 if command -v firewall-cmd >/dev/null 2>&1 && [ "$(firewall-cmd --state 2>/dev/null)" = running ]; then
-  echo "ports $(firewall-cmd --list-ports 2>/dev/null)"
-  echo "services $(firewall-cmd --list-services 2>/dev/null)"
+  # The zone named: without it firewall-cmd prints a warning on stdout, before the list, when no interface is in
+  # the default zone (Docker's docker0 in zone docker does that), as os_prep's firewalld tasks also name it.
+  zone=$(firewall-cmd --get-default-zone 2>/dev/null)
+  echo "ports $(firewall-cmd --zone="$zone" --list-ports 2>/dev/null)"
+  echo "services $(firewall-cmd --zone="$zone" --list-services 2>/dev/null)"
 fi
 section ufw; command -v ufw >/dev/null 2>&1 && ufw status 2>/dev/null
 # One systemctl for both units: their blocks, in the order asked, with an empty line between.
