@@ -36,6 +36,8 @@ BAD: dict[str, list[str]] = {
     table.SNAPSHOT.name: ["$HOME/x.db", "bad\nline", "snap`id`.db"],
     table.PORT.name: ["0", "65536", "+22", "２２", "22\n", "0x16"],
     table.KUBERNETES_VERSION.name: ["1.36\n", "1.x", "latest", "１.36"],
+    table.BATCH_SIZE.name: ["0", "0%", "101%", "2.5", "25 %", "２", "1\n"],
+    table.DRIVER_BRANCH.name: ["58", "latest", "580\n", "５80"],
     table.HOST_ADDRESS.name: ["10.0.0.300", "0.0.0.0", "a b"],
     table.BIND_ADDRESS.name: ["10.0.0.300", "0.0.0.0", "lab.example.com", "127.0.0.1\n"],
     table.FINGERPRINT.name: ["abc", "Z" * 40, "A" * 40 + "\n"],

@@ -117,3 +117,51 @@ def test_an_operator_kubeconfig_with_a_token_has_nothing_to_expire_here(tmp_path
     local.write_text("users: [{name: x, user: {client-certificate-data: bm90IGEgY2VydA==}}]")
     (row,) = certs_report({}, renew_before_days=30, now=NOW, local_kubeconfig=local).rows
     assert (row.node, row.status, row.detail) == (THIS_MACHINE, "unreadable", "unreadable (ValueError)")
+
+
+# --- before any renewal: the cluster must be whole (kubeadm-certs.md restarts every component; etcd's quorum) ----
+
+def test_a_renewal_asks_the_cluster_first_and_only_reads_there() -> None:
+    from provision.phases import CERTS_RENEW_PHASES, PHASES
+
+    assert CERTS_RENEW_PHASES[:2] == ("certs_health", "certs_renew")
+    health = PHASES["certs_health"]
+    assert health.read_only and health.playbook == "certs_health.yml"
+
+
+def test_every_control_planes_api_server_is_asked_at_the_address_it_advertises() -> None:
+    from provision.inputs.inventory import Cluster, Node
+    from provision.render.playbook_vars import api_servers_vars
+
+    cluster = Cluster(Path("hosts.ini"), (
+        Node("cp1", "203.0.113.10", "control_plane", "root", ip="10.0.0.10"),
+        Node("cp2", "2001:db8::11", "control_plane", "root"), Node("w1", "10.0.0.20", "worker", "root")))
+    assert api_servers_vars(cluster) == {"cb_certs_api_servers": {
+        "cp1": "https://10.0.0.10:6443", "cp2": "https://[2001:db8::11]:6443"}}
+
+
+def test_a_degraded_cluster_is_refused_naming_what_does_not_answer(tmp_path: Path) -> None:
+    from provision.errors import BootstrapError
+    from provision.inputs.inventory import Cluster, Node
+    from provision.inputs.settings import Settings
+    from provision.inputs.state import ClusterState
+    from provision.nodes.runner import PlaybookResult
+    from provision.nodes.tally import HostTally, TaskFailure
+    from provision.phases import certs_health
+    from provision.phases.engine import PhaseContext
+
+    cluster = Cluster(Path("hosts.ini"), tuple(Node(n, f"10.0.0.{i}", "control_plane", "root")
+                                               for i, n in enumerate(("cp1", "cp2", "cp3"), start=1)))
+    failures = [TaskFailure("cp3", "Gathering the node", "ssh: connect to host 10.0.0.3 port 22: No route to host",
+                            unreachable=True),
+                TaskFailure("cp1", "Report API servers that are not ready", "the API server of cp3 is not ready")]
+    tally = {"cp1": HostTally(failed=1), "cp2": HostTally(), "cp3": HostTally(unreachable=True)}
+    result = PlaybookResult("certs_health", "certs_health.yml", 2, "failed", tmp_path, tally, failures, 1.0)
+    ctx = PhaseContext(cluster=cluster, settings=Settings(), state=ClusterState(), playbook_results=[result])
+    with pytest.raises(BootstrapError) as refused:
+        certs_health.check(ctx)
+    text = str(refused.value)
+    assert text.startswith("certs renew refused, the cluster is degraded: cp1: failed at 'Report API servers that "
+                           "are not ready': the API server of cp3 is not ready; cp3: unreachable at ")
+    assert text.endswith("nothing was renewed or restarted)")
+    assert refused.value.nodes == {"cp1": "failed", "cp3": "unreachable"}

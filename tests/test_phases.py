@@ -120,7 +120,8 @@ def test_up_is_the_issue_order_and_node_add_reuses_its_phases() -> None:
                          "etcd_defrag": "etcd_defrag.yml",
                          "certs_timer": "certs_timer.yml", "certs_check": "certs_read.yml",
                          "certs_renew": "certs_renew.yml", "upgrade_plan": "upgrade_versions.yml",
-                         "upgrade_repositories": "upgrade_repositories.yml"} \
+                         "upgrade_repositories": "upgrade_repositories.yml", "upgrade_prepull": "upgrade_prepull.yml",
+                         "upgrade_gpu_driver": "gpu_driver_read.yml", "certs_health": "certs_health.yml"} \
         | {f"etcd_restore_{step}": f"etcd_restore_{step}.yml" for step in ("stage", "stop", "data", "start", "api")} \
         | addons
     assert all((PLAYBOOKS_DIR / playbook).is_file() for playbook in playbooks.values())

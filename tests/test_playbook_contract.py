@@ -28,12 +28,14 @@ from provision.render.playbook_vars import (
     etcd_restore_stop_vars,
     etcd_snapshot_vars,
     etcd_timer_vars,
+    gpu_driver_upgrade_vars,
     gpu_vars,
     join_vars,
     network_vars,
     playbook_vars,
     prepare_vars,
     upgrade_node_vars,
+    upgrade_prepull_vars,
 )
 from provision.resources import PLAYBOOKS_DIR
 from tests.support.paths import REPO_ROOT
@@ -60,8 +62,9 @@ def _built_names() -> set[str]:
              etcd_restore_start_vars(layout, staged="/s.db", kinds={}), etcd_restore_api_vars(layout, restored=[]),
              etcd_defrag_vars(layout, {}),
              etcd_member_remove_vars(layout, etcdctl=["etcdctl"], ids=["1"]), etcd_member_join_vars(layout, {}),
-             certs_renew_vars(Path("/tmp/admin.conf")), upgrade_node_vars(Path("/tmp/admin.conf")),
-             certs_timer_vars(enabled=True, renew_before_days=30, hours={})]
+             certs_renew_vars(CLUSTER, Path("/tmp/admin.conf")), upgrade_node_vars(Path("/tmp/admin.conf")),
+             certs_timer_vars(CLUSTER, enabled=True, renew_before_days=30, hours={}), upgrade_prepull_vars(settings),
+             gpu_driver_upgrade_vars(CLUSTER, {"w1": 1}, {}, {"w1": "580"})]
     return {name for variables in built for name in variables}
 
 

@@ -20,6 +20,7 @@ from collections.abc import Callable, Iterator
 
 import pytest
 
+from provision.inputs.versions import kubernetes_release
 from tests.lab.cluster import KubeLab, form_cluster
 from tests.lab.lab import Lab
 
@@ -80,18 +81,24 @@ def test_what_kubeadm_would_refuse_is_refused_before_any_change(kube: KubeLab) -
     beyond = kube.bootstrap("upgrade", "--to", "1.38", "--yes")
     assert beyond.code == 2 and "newer than any release this version of cluster-bootstrap was checked with" in \
         beyond.lines[-1]
-    # n4's kubelet still runs 1.33 (its machine was left out of two upgrades).
+    # n4's kubelet still runs 1.31 (its machine was left out of four upgrades): past the version-skew policy's
+    # three minors, it is refused; at 1.33 (two minors behind) it is planned and upgraded in place, first.
     n4 = kube.lab.node("n4")
-    n4.ssh("echo v1.33.9 > /var/lib/cb-standin/kubelet-running")
+    n4.ssh("echo v1.31.9 > /var/lib/cb-standin/kubelet-running")
     try:
         behind = kube.bootstrap("upgrade", "--to", "1.36", "--yes")
+        n4.ssh("echo v1.33.9 > /var/lib/cb-standin/kubelet-running")
+        in_place = kube.bootstrap("upgrade", "--to", "1.36", "--dry-run", "-o", "json")
     finally:
         n4.ssh("echo v1.35.2 > /var/lib/cb-standin/kubelet-running")
     assert behind.code == 2 and behind.lines[-1] == (
-        "error: n4's kubelet runs 1.33.9, more than one minor behind the control plane's 1.35.2: kubeadm upgrades "
-        "only while every kubelet is at most one minor older; take the node out and in again at the cluster's "
-        f"version (`{kube.printed('node remove', 'n4')}`, then `{kube.printed('node add', 'n4')}`), then "
+        "error: n4's kubelet runs 1.31.9, more than 3 minors behind the control plane's 1.35.2: the version-skew "
+        "policy and kubeadm support a kubelet at most 3 minors older; take the node out and in again at the "
+        f"cluster's version (`{kube.printed('node remove', 'n4')}`, then `{kube.printed('node add', 'n4')}`), then "
         "upgrade")
+    assert in_place.code == 0, in_place.stderr
+    assert [(s["version"], s["control_planes"], s["workers"]) for s in json.loads(in_place.stdout)["plan"]["steps"]] \
+        == [("1.35.2", [], ["n4"]), ("1.36", ["n1", "n2"], ["n3", "n4"])]
     unchanged(kube)
 
 
@@ -114,6 +121,68 @@ def order(kube: KubeLab, since: float = 0.0) -> list[str]:
     return [text for _, text in sorted(found)]
 
 
+def kubeadm_config(kube: KubeLab) -> tuple[str | None, str | None]:
+    """What the API holds of `kubeadm upgrade apply`'s work: kubeadm-config's kubernetesVersion, kube-proxy's image."""
+    text = kube.fake.kubeadm_config() or ""
+    version = next((line.split(":", 1)[1].strip() for line in text.splitlines()
+                    if line.startswith("kubernetesVersion:")), None)
+    return version, kube.fake.kube_proxy_image()
+
+
+def test_an_apply_killed_midway_is_applied_again_before_any_other_control_plane_moves(kube: KubeLab) -> None:
+    """kubeadm-upgrade.md: `kubeadm upgrade apply` is idempotent. Killed after its control-plane phase, n1's manifests
+    carry the target but kubeadm-config (upload-config) and kube-proxy (addon) do not: `kubeadm upgrade node` on n2
+    would read the old version from kubeadm-config while n2's kubelet moved on."""
+    n1 = kube.lab.node("n1")
+    n1.ssh("echo control-plane > /var/lib/cb-standin/kill-apply-after")
+    started = time.time()
+    killed = kube.bootstrap("upgrade", "--to", "1.36", "--yes", "--skip-etcd-snapshot")
+    assert killed.code == 1 and "`kubeadm upgrade apply v1.36.4` failed on n1" in killed.stderr, killed.stderr
+    assert order(kube, started) == ["api cordon n1", "n1 kubeadm upgrade plan v1.36.4",
+                                    "n1 kubeadm upgrade apply v1.36.4 --yes"]
+    # Before any drain, every node of the step had kubeadm of the release and pulled the release's images (a
+    # control plane every one kubeadm lists, a worker kube-proxy, CoreDNS and pause) and Calico's.
+    first_drain = kube.fake.actions()[0][0]
+    pulls = [c for c in kube.calls() if c.tool == "crictl" and c.args.startswith("pull ") and c.start >= started]
+    assert pulls and all(c.end <= first_drain for c in pulls)
+    pulled = {name: {c.args.split()[1].rsplit("/", 1)[-1] for c in pulls if c.node == name} for name in kube.nodes}
+    calico = {f"{image}:{kubernetes_release(36).calico}" for image in ("calico", "node")}
+    assert pulled["n1"] == pulled["n2"] == {"kube-apiserver:v1.36.4", "kube-controller-manager:v1.36.4",
+                                            "kube-scheduler:v1.36.4", "kube-proxy:v1.36.4", "coredns:v1.12.1",
+                                            "etcd:3.6.5-0", f"pause:{kubernetes_release(36).pause}"} | calico
+    assert pulled["n3"] == pulled["n4"] == {"kube-proxy:v1.36.4", "coredns:v1.12.1",
+                                            f"pause:{kubernetes_release(36).pause}"} | calico
+    assert {kube.packages(name)["kubeadm"] for name in kube.nodes} == {"1.36.4-1.1 hold"}
+    assert "kube-apiserver:v1.36.4" in n1.ssh("cat /etc/kubernetes/manifests/kube-apiserver.yaml").stdout
+    assert kubeadm_config(kube) == ("v1.35.2", "registry.k8s.io/kube-proxy:v1.35.2")
+
+    # Someone uploads an older configuration again once n1 is back (an older kubeadm's `init phase upload-config`):
+    # n2's `kubeadm upgrade node` writes its static pods at 1.35.2, and n2's kubelet is left as it was.
+    share = kube.fake.server.before_request
+    assert share is not None
+
+    def older_upload_after_n1() -> None:
+        if "uncordon n1" in [action for _, action in kube.fake.actions()] and \
+                "v1.36.4" in (kube.fake.kubeadm_config() or ""):
+            n1.ssh("sed -i 's/^kubernetesVersion: .*/kubernetesVersion: v1.35.2/' "
+                   "/var/lib/cb-standin/kubeadm-config.yaml")
+        share()
+    kube.fake.server.before_request = older_upload_after_n1
+    started = time.time()
+    try:
+        stale = kube.bootstrap("upgrade", "--to", "1.36", "--yes", "--skip-etcd-snapshot")
+    finally:
+        kube.fake.server.before_request = share
+    assert stale.code == 1
+    # n1 was cordoned already (the killed run's cordon, recorded as ours): apply runs again, idempotent.
+    assert order(kube, started) == [
+        "n1 kubeadm upgrade plan v1.36.4", "n1 kubeadm upgrade apply v1.36.4 --yes", "n1 kubelet", "api uncordon n1",
+        "api cordon n2", "n2 kubeadm upgrade node"]
+    assert "the static pods of n2 are not at v1.36.4" in " ".join(stale.stderr.split()), stale.stderr
+    assert kube.running_kubelet("n2") == "v1.35.2" and kube.packages("n2")["kubelet"] == "1.35.2-1.1 hold"
+    assert kube.fake.unschedulable["n2"] is True
+
+
 def test_a_budget_that_blocks_a_drain_stops_the_upgrade_there_after_the_control_planes(kube: KubeLab) -> None:
     kube.fake.run("web-0", on="n3", held_by=BUDGET)
     started = time.time()
@@ -127,20 +196,26 @@ def test_a_budget_that_blocks_a_drain_stops_the_upgrade_there_after_the_control_
         f"error: drain of n3 timed out after 10 s: pod default/web-0 is not evicted: {BUDGET}; let its disruption "
         "budget allow it (scale the workload up, or relax the budget), or raise upgrade.drain_timeout_s, then re-run "
         "the upgrade with the same --to (n3 stays cordoned, nothing on it was upgraded)")
-    # The control planes, one at a time: n1 applies, then n2; each drained first and back in service after.
+    # The configuration uploaded in between is older than n1: n1 is drained and applies again first, then n2 (left
+    # cordoned by the run before) moves, each back in service after.
     assert order(kube, started) == [
         "api cordon n1", "n1 kubeadm upgrade plan v1.36.4", "n1 kubeadm upgrade apply v1.36.4 --yes", "n1 kubelet",
         "api uncordon n1",
-        "api cordon n2", "n2 kubeadm upgrade node", "n2 kubelet", "api uncordon n2",
+        "n2 kubeadm upgrade node", "n2 kubelet", "api uncordon n2",
         "api cordon n3"]
+    assert kubeadm_config(kube) == ("v1.36.4", "registry.k8s.io/kube-proxy:v1.36.4")
     assert kube.fake.unschedulable == {"n1": False, "n2": False, "n3": True}
     for name in CONTROL_PLANES:
         assert kube.packages(name) == dict.fromkeys(("kubeadm", "kubectl", "kubelet"), "1.36.4-1.1 hold")
         assert kube.running_kubelet(name) == "v1.36.4"
         source = kube.lab.node(name).ssh("cat /etc/apt/sources.list.d/cb-kubernetes.sources").stdout
         assert "/v1.36/deb/" in source
+        assert "kube-apiserver:v1.36.4" in kube.lab.node(name).ssh(
+            "cat /etc/kubernetes/manifests/kube-apiserver.yaml").stdout
     for name in WORKERS:
-        assert kube.packages(name)["kubeadm"] == "1.35.2-1.1 hold"
+        # kubeadm of the release came with the images, before any drain; the kubelet moves under the drain.
+        assert kube.packages(name)["kubeadm"] == "1.36.4-1.1 hold"
+        assert kube.packages(name)["kubelet"] == "1.35.2-1.1 hold"
     state = kube.state()
     assert state.upgrade is not None and state.upgrade.releases == {"1.36": "1.36.4"} and not state.upgrade.finished
     assert {n: s.stage for n, s in state.upgrade.nodes.items()} == {"n1": "done", "n2": "done", "n3": "cordoned"}
@@ -176,7 +251,7 @@ def test_killed_among_the_workers_the_upgrade_is_finished_by_a_rerun_and_a_secon
     assert kube.fake.unschedulable["n3"] is True
     record = kube.state().upgrade
     assert record is not None and record.nodes["n3"].stage in ("drained", "upgraded")
-    assert kube.packages("n4")["kubeadm"] == "1.35.2-1.1 hold"
+    assert kube.packages("n4")["kubelet"] == "1.35.2-1.1 hold"
 
     rerun_started = time.time()
     again = kube.bootstrap("upgrade", "--to", "1.36", "--yes", "--skip-etcd-snapshot")

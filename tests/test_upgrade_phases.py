@@ -11,16 +11,30 @@ from typing import Any
 
 import pytest
 import yaml
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from provision import phases as phases_module
-from provision.errors import BootstrapError
+from provision.errors import BootstrapError, InputError
 from provision.inputs.inventory import load_inventory
 from provision.inputs.settings import Settings
-from provision.inputs.state import ClusterState, NodeStage, UpgradeRecord
-from provision.inputs.upgrade import Release, Step, Target, UpgradeOptions, UpgradePlan
+from provision.inputs.state import ClusterState, NodeStage, StepRecord, UpgradeRecord
+from provision.inputs.upgrade import (
+    Batch,
+    ClusterVersions,
+    NodeVersions,
+    Release,
+    Step,
+    Target,
+    UpgradeOptions,
+    UpgradePaused,
+    UpgradePlan,
+    worker_batches,
+)
 from provision.kube.client import load_api_client
 from provision.kube.drain import cordon, drain_for_upgrade, uncordon
 from provision.kube.kubeconfig import admin_kubeconfig_path, refresh_admin_credentials
+from provision.nodes.etcd.snapshot import LocalSnapshot, SnapshotRecord
 from provision.phases import UPGRADE_STEP_PHASES, Phase, PhaseContext, run_upgrade
 from provision.phases.upgrade_repositories import choose
 from provision.resources import PLAYBOOKS_DIR
@@ -28,6 +42,16 @@ from tests.support.ansible_modules import load as library
 from tests.support.apiserver import FakeApiServer, Response, object_list, status
 from tests.support.kube_objects import node, pod
 from tests.support.refusal import assert_refused, run_main
+
+
+def snapshot(directory: Path, name: str) -> LocalSnapshot:
+    """A snapshot as etcd_snapshot leaves it on this machine (its record: what the etcd work checked)."""
+    record = SnapshotRecord.model_validate({
+        "schema": 1, "name": name, "cluster": "cp1@10.20.0.10", "member": "cp1", "members": ["cp1"],
+        "ca_sha256": "c" * 64, "etcd_cluster_id": "1", "etcd_version": "3.6.5", "taken_at": "2026-11-25T12:00:00+00:00",
+        "revision": 41, "total_key": 900, "hash": 1234, "total_size": 8192, "size": 4096, "sha256": "a" * 64,
+        "live_keys": 880})
+    return LocalSnapshot(directory / name, record)
 
 
 @pytest.fixture
@@ -39,7 +63,7 @@ def cluster(tmp_path: Path):
 
 
 def test_each_step_runs_its_phases_with_its_release_and_the_record_says_where_it_stands(
-        cluster, monkeypatch: pytest.MonkeyPatch) -> None:
+        cluster, monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
     ran: list[tuple[str, str]] = []
 
     def phase(name: str, *, fail: bool = False) -> Phase:
@@ -48,29 +72,46 @@ def test_each_step_runs_its_phases_with_its_release_and_the_record_says_where_it
             if name == "upgrade_repositories":
                 assert ctx.step is not None and ctx.state.upgrade is not None
                 ctx.state.upgrade.releases[f"1.{ctx.step.minor}"] = f"1.{ctx.step.minor}.4"
+            if name == "etcd_snapshot":
+                ctx.results.etcd_snapshot = snapshot(tmp_path, f"before-{ctx.settings.kubernetes.version}.db")
             if fail:
                 raise BootstrapError(f"{name} broke on w2")
             return f"{name} done"
         return Phase(name, name, check)
 
-    names = ("preflight", "etcd_probe", "etcd_snapshot", *UPGRADE_STEP_PHASES, "smoke")
+    names = ("preflight", "etcd_probe", "etcd_snapshot", *UPGRADE_STEP_PHASES, "upgrade_gpu_driver", "smoke")
     monkeypatch.setattr(phases_module, "PHASES", {n: phase(n) for n in names})
     plan = UpgradePlan(Release(35, 2), Target(37), (Step(36, "1.36", ("cp1",), ("w1", "w2")),
                                                     Step(37, "1.37", ("cp1",), ("w1", "w2"))))
     ctx = PhaseContext(cluster=cluster, settings=Settings(), state=ClusterState.load(cluster),
                        upgrade=UpgradeOptions(Target(37), step=True))
+    ctx.results.versions = ClusterVersions(Release(35, 2), (
+        NodeVersions("cp1", True, Release(35, 2), Release(35, 2), Release(35, 2)),
+        NodeVersions("w1", False, Release(35, 2), Release(35, 2)), NodeVersions("w2", False, Release(34, 7),
+                                                                                Release(35, 2))))
     result = run_upgrade(ctx, plan)
     assert result.ok, result.error
     step_phases = [n for n in UPGRADE_STEP_PHASES if n != "upgrade_repositories"]
-    assert ran == [("preflight", "1.37"), ("etcd_probe", "1.37"), ("etcd_snapshot", "1.37"), ("upgrade_repositories", "1.36"),
-                   *[(n, "1.36.4") for n in step_phases], ("upgrade_repositories", "1.37"),
-                   *[(n, "1.37.4") for n in step_phases], ("smoke", "1.37")]
-    assert [o.name for o in result.outcomes][:5] == ["preflight", "etcd_probe", "etcd_snapshot",
-                                                     "upgrade_repositories (1.36)", "upgrade_control_planes (1.36.4)"]
+    # A snapshot before each step, with that step's settings.
+    assert ran == [("preflight", "1.37"),
+                   ("etcd_probe", "1.36"), ("etcd_snapshot", "1.36"), ("upgrade_repositories", "1.36"),
+                   *[(n, "1.36.4") for n in step_phases],
+                   ("etcd_probe", "1.37"), ("etcd_snapshot", "1.37"), ("upgrade_repositories", "1.37"),
+                   *[(n, "1.37.4") for n in step_phases], ("upgrade_gpu_driver", "1.37"), ("smoke", "1.37")]
+    assert [o.name for o in result.outcomes][:5] == ["preflight", "etcd_probe (1.36)", "etcd_snapshot (1.36)",
+                                                     "upgrade_repositories (1.36)", "upgrade_prepull (1.36.4)"]
     saved = ClusterState.load(cluster)
     assert saved.upgrade is not None and saved.upgrade.finished and saved.kubernetes_version == "1.37.4"
     assert saved.upgrade.releases == {"1.36": "1.36.4", "1.37": "1.37.4"}
     assert [s["minor"] for s in saved.upgrade.plan] == ["1.36", "1.37"]
+    # What a rollback of each step needs: the snapshot from before it and each node's versions before it.
+    steps = saved.upgrade.steps
+    assert {minor: step.snapshot["name"] for minor, step in steps.items() if step.snapshot} == {
+        "1.36": "before-1.36.db", "1.37": "before-1.37.db"}
+    assert steps["1.36"].before == {"cp1": {"kubelet": "1.35.2", "kubeadm": "1.35.2", "static_pods": "1.35.2"},
+                                    "w1": {"kubelet": "1.35.2", "kubeadm": "1.35.2", "static_pods": None},
+                                    "w2": {"kubelet": "1.34.7", "kubeadm": "1.35.2", "static_pods": None}}
+    assert steps["1.37"].before["cp1"] == {"kubelet": "1.36", "kubeadm": "1.36", "static_pods": "1.36"}
 
     # A failure in a step stops the upgrade there, unfinished, and nothing after it runs.
     ran.clear()
@@ -97,7 +138,7 @@ def test_the_etcd_snapshot_comes_first_and_a_failed_one_stops_the_upgrade_before
                 ctx.state.upgrade.releases["1.36"] = "1.36.4"
             return f"{name} done"
         return Phase(name, name, check)
-    names = ("preflight", "etcd_probe", *UPGRADE_STEP_PHASES, "smoke")
+    names = ("preflight", "etcd_probe", *UPGRADE_STEP_PHASES, "upgrade_gpu_driver", "smoke")
     monkeypatch.setattr(phases_module, "PHASES", {n: phase(n) for n in names} | {"etcd_snapshot": phase(
         "etcd_snapshot", fail=True)})
     plan = UpgradePlan(Release(35, 2), Target(36), (Step(36, "1.36", ("cp1",), ("w1", "w2")),))
@@ -111,7 +152,8 @@ def test_the_etcd_snapshot_comes_first_and_a_failed_one_stops_the_upgrade_before
     skipped = run_upgrade(ctx, plan)
     assert skipped.ok and ran[:2] == ["preflight", "upgrade_repositories"]
     assert [(o.name, o.status, o.detail) for o in skipped.outcomes[:2]] == [
-        ("preflight", "ok", "preflight done"), ("etcd_snapshot", "skipped", "--skip-etcd-snapshot: the operator took one")]
+        ("preflight", "ok", "preflight done"),
+        ("etcd_snapshot (1.36)", "skipped", "--skip-etcd-snapshot: the operator took one")]
 
 
 def test_workers_go_one_at_a_time_or_parallel_at_a_time(cluster, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -122,19 +164,23 @@ def test_workers_go_one_at_a_time_or_parallel_at_a_time(cluster, monkeypatch: py
     monkeypatch.setattr(upgrade_workers, "finish_left_behind", lambda ctx, names: [])
     state = ClusterState(upgrade=UpgradeRecord("1.36", {"1.36": "1.36.4"}))
     step = Step(36, "1.36.4", (), ("w1", "w2", "w3"))
-    for parallel, expected in ((1, [["w1"], ["w2"], ["w3"]]), (2, [["w1", "w2"], ["w3"]])):
+    for parallel, expected in ((Batch(1), [["w1"], ["w2"], ["w3"]]), (Batch(2), [["w1", "w2"], ["w3"]]),
+                               (Batch(percent=50), [["w1", "w2"], ["w3"]])):
         batches.clear()
         ctx = PhaseContext(cluster=cluster, settings=Settings(), state=state, step=step,
                            upgrade=UpgradeOptions(Target(36), parallel=parallel))
         detail = upgrade_workers.check(ctx)
         assert batches == expected
-        assert detail == f"w1, w2, w3 at 1.36.4, {'one' if parallel == 1 else parallel} at a time"
+        assert detail == f"w1, w2, w3 at 1.36.4, {'one' if parallel == Batch(1) else parallel} at a time"
 
 
 def test_the_upgrade_record_survives_the_state_file(cluster) -> None:
     state = ClusterState(kubernetes_version="1.36.4", certs_timer=True, upgrade=UpgradeRecord(
         "1.37", {"1.37": "1.37.1"}, {"w1": NodeStage("1.37.1", "drained", was_unschedulable=True)},
-        [{"minor": "1.37", "version": "1.37", "control_planes": ["cp1"], "workers": ["w1"]}]))
+        [{"minor": "1.37", "version": "1.37", "control_planes": ["cp1"], "workers": ["w1"]}],
+        steps={"1.37": StepRecord("2026-11-25T12:00:00+00:00", {"w1": {"kubelet": "1.36.4", "kubeadm": "1.36.4",
+                                                                      "static_pods": None}},
+                                  {"path": "/s/etcd-1.db", "sha256": "a" * 64, "revision": 41})}))
     state.save(cluster)
     assert ClusterState.load(cluster) == state
 
@@ -246,6 +292,11 @@ def test_the_versions_a_node_reports_are_read_from_each_tools_own_words() -> Non
     assert module.kubelet_version("Kubernetes v1.36.4") == "v1.36.4" and module.kubelet_version("v1.36.4") is None
     assert module.kubectl_version(json.dumps({"clientVersion": {"gitVersion": "v1.36.4"}})) == "v1.36.4"
     assert module.kubectl_version("Client Version: v1.36.4") is None
+    assert module.containerd_version("containerd containerd.io 1.7.28 b98a3aace656320842a23f4a392a33f46af97866") == \
+        "1.7.28"
+    assert module.containerd_version("containerd github.com/containerd/containerd/v2 v2.1.5 fcd43222d6b0") == "2.1.5"
+    assert module.containerd_version("containerd github.com/containerd/containerd 1.6.20~ds1 1.6.20~ds1-1") == "1.6.20"
+    assert module.containerd_version("") is None and module.containerd_version("containerd") is None
     manifest = "spec:\n  containers:\n  - command: [kube-apiserver]\n    image: registry.lab:5000/k8s/kube-apiserver:v1.36.4\n"
     assert module.static_pod_version(manifest, "kube-apiserver") == "v1.36.4"
     assert module.static_pod_version(manifest, "kube-scheduler") is None
@@ -257,8 +308,8 @@ def test_the_versions_a_node_reports_are_read_from_each_tools_own_words() -> Non
 
 
 def test_the_upgrade_playbooks_are_where_the_phases_say() -> None:
-    for name in ("upgrade_versions.yml", "upgrade_repositories.yml", "upgrade_node.yml", "certs_read.yml",
-                 "certs_renew.yml", "certs_timer.yml"):
+    for name in ("upgrade_versions.yml", "upgrade_repositories.yml", "upgrade_prepull.yml", "upgrade_node.yml",
+                 "certs_read.yml", "certs_health.yml", "certs_renew.yml", "certs_timer.yml"):
         assert (PLAYBOOKS_DIR / name).is_file()
 
 
@@ -271,5 +322,82 @@ def test_an_upgrade_without_a_cluster_here_or_with_bad_flags_is_refused_before_a
                    f"`bootstrap up --inventory {inventory}` forms one")
     assert_refused(run_main("upgrade", "--to", "seven", "-i", inventory), "'--to'", "is not a Kubernetes version")
     assert_refused(run_main("upgrade", "--to", "1.33", "-i", inventory), "--to:", "past its end of life")
-    assert_refused(run_main("upgrade", "--parallel", "0", "-i", inventory), "--parallel")
+    for bad in ("0", "101%", "two", "2.5"):
+        assert_refused(run_main("upgrade", "--parallel", bad, "-i", inventory), "--parallel")
+    assert_refused(run_main("upgrade", "--pause-after", "0", "-i", inventory), "--pause-after")
     assert_refused(run_main("certs", "check", "-i", inventory), "no cluster formed from")
+
+
+# --- batches: --parallel N or N%, --canary, --pause-after -----------------------------------------------------
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(st.sampled_from([f"w{i}" for i in range(40)]), unique=True, max_size=40),
+       st.one_of(st.builds(Batch, count=st.integers(1, 50)), st.builds(Batch, percent=st.integers(1, 100))),
+       st.booleans())
+def test_every_worker_is_in_one_batch_in_order_none_larger_than_asked(workers: list[str], batch: Batch,
+                                                                      canary: bool) -> None:
+    groups = worker_batches(workers, batch, canary=canary)
+    assert [name for group in groups for name in group] == workers
+    assert all(group for group in groups)
+    if canary and workers:
+        assert groups[0] == (workers[0],)
+    rest = groups[1:] if canary and workers else groups
+    size = batch.size(len(workers))
+    assert size >= 1 and all(len(group) <= size for group in rest)
+    assert all(len(group) == size for group in rest[:-1])
+    if batch.percent is not None and workers:
+        assert size == -(-len(workers) * batch.percent // 100)
+
+
+def test_a_batch_is_a_number_or_a_percentage_and_nothing_else() -> None:
+    assert Batch.parse("3") == Batch(3) and str(Batch.parse("3")) == "3"
+    assert Batch.parse("25%") == Batch(percent=25) and Batch(percent=25).size(10) == 3 and Batch(percent=1).size(3) == 1
+    for bad in ("0", "0%", "101%", "1000", "-1", "two", "25 %", "2.5", "", "１"):
+        with pytest.raises(InputError, match=r"^--parallel: .* is not a batch size \(a number of nodes, 1 to 999, or "
+                                             r"a percentage of them, 1% to 100%\): write it as '2' or '25%'$"):
+            Batch.parse(bad)
+
+
+def test_a_canary_goes_first_alone_and_a_pause_stops_between_groups_until_confirmed(
+        cluster, monkeypatch: pytest.MonkeyPatch) -> None:
+    from provision.phases import upgrade_workers
+
+    batches: list[list[str]] = []
+
+    def upgrade(ctx: PhaseContext, names: tuple[str, ...]) -> None:
+        batches.append(list(names))
+        assert ctx.state.upgrade is not None
+        for name in names:
+            ctx.state.upgrade.nodes[name] = NodeStage("1.36.4", "done")
+    monkeypatch.setattr(upgrade_workers, "upgrade_nodes", upgrade)
+    monkeypatch.setattr(upgrade_workers, "finish_left_behind", lambda ctx, names: [])
+    step = Step(36, "1.36.4", (), ("w1", "w2"))
+    asked: list[str] = []
+
+    def run(answer: bool | None, state: ClusterState) -> str:
+        ctx = PhaseContext(cluster=cluster, settings=Settings(), state=state, step=step, upgrade=UpgradeOptions(
+            Target(36), canary=True, pause_after=1,
+            confirm=None if answer is None else (lambda question: asked.append(question) or answer)))
+        return upgrade_workers.check(ctx)
+
+    # No one to ask (--yes, or no terminal): the canary alone, then the upgrade stops, as asked.
+    state = ClusterState(upgrade=UpgradeRecord("1.36", {"1.36": "1.36.4"}))
+    with pytest.raises(UpgradePaused) as paused:
+        run(None, state)
+    assert batches == [["w1"]] and paused.value.exit_code == 3
+    assert str(paused.value) == ("paused after w1 at 1.36.4 (the canary first); w2 left (--pause-after 1): check the "
+                                 "upgraded workers, then run the same command again to go on")
+    # The same command again: w1 is done (the plan leaves it out) and no second canary is taken.
+    batches.clear()
+    step = Step(36, "1.36.4", (), ("w2",))
+    assert run(None, state) == "w2 at 1.36.4, one at a time" and batches == [["w2"]]
+    # Asked and confirmed, it goes on; refused, it stops.
+    batches.clear()
+    step = Step(36, "1.36.4", (), ("w1", "w2"))
+    fresh = ClusterState(upgrade=UpgradeRecord("1.36", {"1.36": "1.36.4"}))
+    assert run(True, fresh) == "w1, w2 at 1.36.4, w1 first (canary), then one at a time"
+    assert batches == [["w1"], ["w2"]] and asked == ["w1 at 1.36.4 (the canary first); w2 left: go on?"]
+    batches.clear()
+    with pytest.raises(UpgradePaused):
+        run(False, ClusterState(upgrade=UpgradeRecord("1.36", {"1.36": "1.36.4"})))
+    assert batches == [["w1"]]

@@ -109,20 +109,51 @@ def test_a_version_outside_the_table_is_refused_as_the_settings_refuse_it() -> N
             target(garbage)
 
 
-def test_a_kubelet_more_than_one_minor_behind_is_refused_one_minor_behind_is_finished_first() -> None:
+def test_a_kubelet_up_to_three_minors_behind_is_upgraded_in_place_one_further_behind_is_refused() -> None:
+    """The version-skew policy (a kubelet may be up to three minors older than kube-apiserver) and kubeadm since 1.29
+    (MaximumAllowedMinorVersionKubeletSkew = 3): a node that lagging is planned and upgraded in place, drained first,
+    never sent to `node remove` / `node add` (a GPU node rebuilt)."""
     found, _ = recorded("made-at-1.35.json")
-    far = replace(found, nodes=(*found.nodes[:3], replace(found.nodes[3], kubelet=Release(33, 9))))
+    far = replace(found, nodes=(*found.nodes[:3], replace(found.nodes[3], kubelet=Release(31, 9))))
     with pytest.raises(InputError) as refused:
         plan_upgrade(far, target("1.36"))
     assert str(refused.value) == (
-        "n4's kubelet runs 1.33.9, more than one minor behind the control plane's 1.35.2: kubeadm upgrades only while "
-        "every kubelet is at most one minor older; take the node out and in again at the cluster's version "
+        "n4's kubelet runs 1.31.9, more than 3 minors behind the control plane's 1.35.2: the version-skew policy and "
+        "kubeadm support a kubelet at most 3 minors older; take the node out and in again at the cluster's version "
         "(`bootstrap node remove n4`, then `bootstrap node add n4`), then upgrade")
-    # One minor behind is within kubeadm's skew: it is brought to the control plane's release first.
-    near = replace(found, nodes=(*found.nodes[:3], replace(found.nodes[3], kubelet=Release(34, 3),
-                                                           kubeadm=Release(34, 3))))
-    plan = plan_upgrade(near, target("1.36"))
-    assert [(s.version, s.nodes) for s in plan.steps] == [("1.35.2", ("n4",)), ("1.36", ("n1", "n2", "n3", "n4"))]
+    # One, two or three minors behind are within the skew: the node is brought to the control plane's release first,
+    # in place, in a step of its own, before the control plane moves on.
+    for lag in (1, 2, 3):
+        behind = Release(35 - lag, 3)
+        near = replace(found, nodes=(*found.nodes[:3], replace(found.nodes[3], kubelet=behind, kubeadm=behind)))
+        plan = plan_upgrade(near, target("1.36"))
+        assert [(s.version, s.nodes) for s in plan.steps] == [("1.35.2", ("n4",)),
+                                                               ("1.36", ("n1", "n2", "n3", "n4"))], lag
+
+
+def test_a_1_34_kubelet_under_a_1_36_control_plane_is_planned_in_place() -> None:
+    at, old = Release(36, 4), Release(34, 7)
+    nodes = (NodeVersions("cp1", True, at, at, at), NodeVersions("gpu1", False, old, old),
+             NodeVersions("w2", False, at, at))
+    plan = plan_upgrade(ClusterVersions(at, nodes, available=(at,)), Target(36))
+    assert [(s.version, s.control_planes, s.workers) for s in plan.steps] == [("1.36.4", (), ("gpu1",))]
+    lines = describe_plan(plan, "cp1")
+    assert lines[-2] == "  gpu1: drain, kubeadm, kubeadm upgrade node, kubelet and kubectl, uncordon"
+
+
+def test_a_first_control_plane_whose_apply_did_not_finish_is_not_done() -> None:
+    """Killed inside `kubeadm upgrade apply` after its control-plane phase: n1's static pods, kubeadm and even its
+    kubelet may carry the release, but kubeadm-config or kube-proxy do not: n1 stays in the step (it applies again)."""
+    found, _ = recorded("killed-among-the-workers.json")
+    at = Release(37, 1)
+    n1, n2, n3, n4 = found.nodes
+    done = replace(n1, kubelet=at, kubeadm=at, static_pods=at)
+    unapplied = replace(found, api_server=at, applied=Release(36, 4), nodes=(done, n2, n3, n4))
+    plan = plan_upgrade(unapplied, target("1.37"), resolved={37: "1.37.1"})
+    assert [(s.version, s.control_planes, s.workers) for s in plan.steps] == [("1.37.1", ("n1",), ("n3", "n4"))]
+    applied = replace(unapplied, applied=at)
+    assert [(s.version, s.control_planes, s.workers) for s in plan_upgrade(
+        applied, target("1.37"), resolved={37: "1.37.1"}).steps] == [("1.37.1", (), ("n3", "n4"))]
 
 
 def test_an_upgrade_killed_among_the_workers_is_planned_as_what_is_left() -> None:
@@ -194,9 +225,9 @@ def test_an_api_server_that_names_no_release_is_said() -> None:
 
 @st.composite
 def clusters(draw: st.DrawFn) -> tuple[ClusterVersions, Target, dict[int, str]]:
-    """A cluster any kubeadm upgrade could have left (control planes within one minor, every node within one minor
-    of the oldest control plane, nothing past the newest), a target at or past it in the table, and the releases an
-    earlier run may have chosen."""
+    """A cluster any kubeadm upgrade could have left (control planes within one minor, every kubelet within the
+    version-skew policy's three minors of the oldest control plane, nothing past the newest), a target at or past it
+    in the table, and the releases an earlier run may have chosen."""
     minors = [r.minor for r in KUBERNETES_RELEASES]
     low = draw(st.sampled_from(minors))
 
@@ -209,7 +240,7 @@ def clusters(draw: st.DrawFn) -> tuple[ClusterVersions, Target, dict[int, str]]:
         control_plane = index < planes
         # The first control plane at the oldest minor: the control plane's release is of that minor.
         minor = low if index == 0 else draw(st.sampled_from([m for m in (low, low + 1) if m <= minors[-1]]))
-        kubelet = release(draw(st.sampled_from([m for m in (low - 1, low, minor) if m <= minor])))
+        kubelet = release(draw(st.sampled_from([m for m in (low - 3, low - 2, low - 1, low, minor) if m <= minor])))
         static = release(minor) if control_plane else None
         nodes.append(NodeVersions(f"n{index + 1}", control_plane, kubelet, release(minor), static))
     found = ClusterVersions(min(n.static_pods for n in nodes if n.static_pods is not None), tuple(nodes))
@@ -321,7 +352,7 @@ def test_settings_older_than_the_upgraded_cluster_are_named() -> None:
 
 def test_the_whole_plan_is_shown_in_order_before_anything_changes() -> None:
     from provision.cli.commands.upgrade import plan_lines
-    from provision.inputs.upgrade import UpgradeOptions
+    from provision.inputs.upgrade import Batch, UpgradeOptions
 
     found, data = recorded("made-at-1.35.json")
     cluster = Cluster(Path("hosts.ini"), tuple(Node(n, "10.0.0.1", "control_plane" if n in data["control_planes"]
@@ -330,13 +361,65 @@ def test_the_whole_plan_is_shown_in_order_before_anything_changes() -> None:
     lines = plan_lines(plan, cluster, Settings(), UpgradeOptions(Target(37), step=True))
     assert lines[0] == "upgrade 1.35.2 -> 1.37 in 2 steps, one minor at a time"
     assert lines[1] == ("first, before anything changes: preflight (the rules of 1.37 on every node: containerd, "
-                        "cgroups), then the etcd snapshot from a healthy control plane, checked and kept on this machine")
+                        "cgroups); before each step the etcd snapshot from a healthy control plane, checked and kept "
+                        "on this machine; workers one at a time")
     assert lines[2:5] == ["step 1.36 (its newest patch, as the repository offers it):",
                           "  repositories moved to v1.36 on n1, n2, n3, n4",
-                          "  n1: drain, kubeadm, kubeadm upgrade plan, kubeadm upgrade apply, kubelet and kubectl, API "
-                          "server and etcd healthy, uncordon"]
+                          "  n1: drain, kubeadm, kubeadm upgrade plan, kubeadm upgrade apply, API server and etcd "
+                          "healthy, kubelet and kubectl, uncordon"]
     assert lines[-1] == "last: the smoke test"
     skipped = plan_lines(plan, cluster, Settings.model_validate({"smoke_test": {"enabled": False}}),
                          UpgradeOptions(Target(37), skip_etcd_snapshot=True))
     assert "the etcd snapshot skipped (--skip-etcd-snapshot: you took one)" in skipped[1]
+    batched = plan_lines(plan, cluster, Settings(), UpgradeOptions(Target(37), parallel=Batch(percent=25), canary=True,
+                                                                 pause_after=1))
+    assert batched[1].endswith("; the first worker of each step alone (--canary), then 25% at a time, pausing for "
+                               "your confirmation after every 1 (--pause-after)")
     assert skipped[-1] == "last: no smoke test (smoke_test.enabled is false)"
+
+
+# --- containerd 2 where the step's minor needs it (Kubernetes 1.35 was the last minor for containerd 1.x) --------
+
+def test_nodes_on_containerd_1_move_to_2_in_the_first_step_that_needs_it() -> None:
+    found, _ = recorded("made-at-1.35.json")
+    old = (1, 7, 28)
+    nodes = tuple(replace(n, containerd=old if n.name in ("n2", "n4") else (2, 1, 5)) for n in found.nodes)
+    plan = plan_upgrade(replace(found, nodes=nodes), target("1.37"), step=True)
+    assert [(s.minor, s.containerd) for s in plan.steps] == [(36, (("n2", "1.7.28"), ("n4", "1.7.28"))), (37, ())]
+    assert plan.steps[0].as_dict()["containerd"] == {"n2": "1.7.28", "n4": "1.7.28"}
+    assert "containerd" not in plan.steps[1].as_dict()
+    lines = describe_plan(plan, "n1")
+    assert "  n2: drain, kubeadm, kubeadm upgrade node, API server and etcd healthy, containerd 1.7.28 -> 2.x, " \
+           "kubelet and kubectl, uncordon" in lines
+    assert "  n4: drain, kubeadm, kubeadm upgrade node, containerd 1.7.28 -> 2.x, kubelet and kubectl, uncordon" in lines
+    # A patch upgrade within 1.35 leaves containerd 1.x alone (1.35 still runs it).
+    patch = plan_upgrade(replace(found, nodes=nodes, available=(Release(35, 3),)), target("1.35.3"))
+    assert [s.containerd for s in plan_upgrade(replace(found, nodes=nodes), target("1.36")).steps] == [
+        (("n2", "1.7.28"), ("n4", "1.7.28"))]
+    assert all(s.containerd == () for s in patch.steps)
+
+
+def test_an_installed_containerd_1_is_upgraded_not_refused_where_its_source_offers_2() -> None:
+    from provision.nodes.preflight.checks import check_containerd
+    from provision.nodes.preflight.probe import NodeFacts
+
+    def facts(os_release: dict[str, str] | None = None, **changes: Any) -> NodeFacts:
+        return NodeFacts(os_release=os_release or {"ID": "debian", "VERSION_ID": "13"}, hostname="n1",
+                         product_uuid=None, macs={}, cpus=4, memory_mb=8000, listeners=(), swaps_active=(),
+                         fstab_swaps=(), selinux=None, gpus=(), nvidia_driver=None, kube_configs=(),
+                         kernel="6.12.48+deb13-amd64", cgroup_version=2, **changes)
+
+    settings = parse_settings({"kubernetes": {"version": "1.36"}, "container_runtime": {"containerd_source": "docker"}})
+    installed = facts(containerd_version=(1, 7, 28), runtime_packages={"containerd.io": "1.7.28-1"})
+    # `up` refuses it; `bootstrap upgrade` moves it to Docker's containerd.io 2.x itself.
+    assert check_containerd(installed, settings).problem
+    moved = check_containerd(installed, settings, upgrade=True)
+    assert not moved.problem and moved.detail == ("containerd 1.7.28 (installed): the upgrade moves it to Docker's "
+                                                  "containerd.io 2.x under drain, before the kubelet of Kubernetes "
+                                                  "1.36")
+    # The distribution's containerd 1.6 (bookworm) from a distribution that offers nothing newer: still refused.
+    bookworm = facts({"ID": "debian", "VERSION_ID": "12"}, containerd_version=(1, 6, 20),
+                     runtime_packages={"containerd": "1.6.20~ds1-1+deb12u3"}, containerd_candidate="1.6.20~ds1-1+deb12u3")
+    distribution = parse_settings({"kubernetes": {"version": "1.36"},
+                                   "container_runtime": {"containerd_source": "distribution"}})
+    assert check_containerd(bookworm, distribution, upgrade=True).problem

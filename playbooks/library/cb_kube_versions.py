@@ -2,7 +2,8 @@
 """Report the Kubernetes versions a node runs, as one JSON document returned under `cb_kube_versions`.
 
 What provision/nodes/upgrade.py validates and the upgrade plan is made from: the installed kubeadm, kubelet and
-kubectl (each asked for its version, as kubeadm's upgrade docs ask), the images of the control-plane static pods
+kubectl (each asked for its version, as kubeadm's upgrade docs ask), containerd's version, the images of the
+control-plane static pods
 in the manifests directory, and, when asked, the kubeadm releases the node's package repositories offer. It
 only reads: changed is always false, and check mode reports the same.
 """
@@ -66,6 +67,17 @@ def kubectl_version(text: str | None) -> str | None:
     return found if isinstance(found, str) and re.fullmatch(VERSION, found, re.ASCII) else None
 
 
+def containerd_version(text: str | None) -> str | None:
+    """`containerd --version` prints `containerd <module> <version> <commit>` (containerd.io: `containerd
+    containerd.io 1.7.28 <commit>`; 2.x: `... github.com/containerd/containerd/v2 v2.1.5 ...`; Debian's:
+    `... 1.6.20~ds1 ...`): the first word after the module that starts with a release."""
+    for word in (text or "").split()[2:3]:
+        match = re.match(r"v?([0-9]+\.[0-9]+\.[0-9]+)", word, re.ASCII)
+        if match:
+            return match.group(1)
+    return None
+
+
 def static_pod_version(text: str, component: str) -> str | None:
     """The tag of the component's image in its static pod manifest (registry/kube-apiserver:v1.36.4)."""
     for image in _IMAGE_RE.findall(text):
@@ -120,6 +132,7 @@ def main() -> None:
         "kubeadm": kubeadm_version(_run(module, ["kubeadm", "version", "-o", "short"], notes)),
         "kubelet": kubelet_version(_run(module, ["kubelet", "--version"], notes)),
         "kubectl": kubectl_version(_run(module, ["kubectl", "version", "--client", "-o", "json"], notes)),
+        "containerd": containerd_version(_run(module, ["containerd", "--version"], notes)),
         "static_pods": static_pods,
         "available": available,
         "notes": notes,

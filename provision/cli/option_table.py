@@ -74,6 +74,8 @@ SNAPSHOT = _kind("snapshot", _KINDS, "snapshot")
 S3_URL = _kind("s3:// URL", _SHAPES, "parse_s3_url")
 PORT = _kind("port", _SHAPES, "parse_port")
 KUBERNETES_VERSION = _kind("Kubernetes version", _SHAPES, "parse_kubernetes_version")
+BATCH_SIZE = _kind("batch size", _SHAPES, "parse_batch_size")
+DRIVER_BRANCH = _kind("NVIDIA driver branch", _SHAPES, "parse_driver_branch")
 HOST_ADDRESS = _kind("address", _SHAPES, "parse_host_address")
 BIND_ADDRESS = _kind("bind address", _KINDS, "bind_address")
 FINGERPRINT = _kind("fingerprint", _SHAPES, "parse_fingerprint")
@@ -237,8 +239,9 @@ COMMANDS: dict[str, CommandOptions] = {c.command: c for c in (
     _command("etcd restore", {"SNAPSHOT": SNAPSHOT, "--from": S3_URL, "--survivors": NODE_NAMES, **YES, **OUTPUT},
              Excludes("SNAPSHOT", "--from", "name the snapshot or --from s3://..., one of the two"), node=True),
     _command("etcd defrag", OUTPUT, node=True),
-    _command("upgrade", {"--to": KUBERNETES_VERSION, "--step": FLAG, "--parallel": number(1, 100, "workers"),
-                         "--dry-run": FLAG, "--skip-etcd-snapshot": FLAG, **YES, **OUTPUT},
+    _command("upgrade", {"--to": KUBERNETES_VERSION, "--step": FLAG, "--parallel": BATCH_SIZE, "--canary": FLAG,
+                         "--pause-after": number(1, 999, "workers"), "--dry-run": FLAG, "--skip-etcd-snapshot": FLAG,
+                         "--gpu-driver": DRIVER_BRANCH, "--delete-emptydir-data": FLAG, **YES, **OUTPUT},
              Excludes("--dry-run", "--yes", "--yes answers the question asked before the upgrade changes anything, "
                       "and --dry-run changes nothing"),
              node=True),

@@ -384,6 +384,8 @@ QUANTITY = _shape("a Kubernetes quantity", r"(?:0|[1-9][0-9]{0,17})(?:\.[0-9]{1,
                   "a number and an optional suffix (Ki, Mi, Gi, Ti, m, k, M, G, T)", "2Gi", _quantity_above_zero,
                   max_length=32)
 COUNT = _shape("a whole number", r"[1-9][0-9]{0,5}", "1 to 999999, without a fraction or suffix", "1", max_length=6)
+BATCH_SIZE = _shape("a batch size", r"(?:[1-9][0-9]{0,2}|(?:[1-9][0-9]?|100)%)",
+                    "a number of nodes, 1 to 999, or a percentage of them, 1% to 100%", "'2' or '25%'", max_length=4)
 
 
 def _port_digits(value: str) -> str | None:
@@ -480,6 +482,7 @@ parse_ipv4_network = IPV4_NETWORK.parse
 parse_host_address = HOST_ADDRESS.parse
 parse_quantity = QUANTITY.parse
 parse_count = COUNT.parse
+parse_batch_size = BATCH_SIZE.parse
 parse_interface_name = INTERFACE_NAME.parse
 parse_user_name = USER_NAME.parse
 parse_gpu_model = GPU_MODEL.parse

@@ -125,11 +125,27 @@ class NodeStage:
 
     # The release its step moves it to.
     release: str
-    # cordoned (by the upgrade), drained, upgraded (its packages and kubeadm's part done), done (uncordoned, its
-    # kubelet reporting the release).
+    # cordoning (whether it was cordoned before is recorded; our cordon may not be sent yet), cordoned (by the
+    # upgrade), drained, upgraded (its packages and kubeadm's part done), done (its kubelet reporting the release and
+    # Ready, then uncordoned).
     stage: str
-    # It was unschedulable before the upgrade cordoned it: it stays so afterwards.
+    # It was unschedulable before the upgrade cordoned it (read before our cordon was sent): it stays so afterwards.
     was_unschedulable: bool = False
+
+
+@dataclass
+class StepRecord:
+    """What a rollback of one step of an upgrade needs (docs/upgrade.md, "Going back")."""
+
+    # When the step began (UTC, ISO 8601): kubeadm's backups of it on each control plane are the
+    # /etc/kubernetes/tmp/kubeadm-backup-* directories written after it.
+    started: str
+    # Node name -> its versions before the step (kubelet, kubeadm, static_pods: "1.35.2", or None where none):
+    # the packages a rollback installs again, from the repository of their minor.
+    before: dict[str, dict[str, str | None]] = field(default_factory=dict)
+    # The etcd snapshot taken before the step (LocalSnapshot.summary(): path, sha256, revision, ...); None: none
+    # taken by this tool (--skip-etcd-snapshot: the operator's own).
+    snapshot: dict[str, Any] | None = None
 
 
 @dataclass
@@ -144,6 +160,10 @@ class UpgradeRecord:
     # The steps as planned by the run that recorded them (each: minor, version, control planes, workers).
     plan: list[dict[str, Any]] = field(default_factory=list)
     finished: bool = False
+    # Minor ("1.36") -> what a rollback of that step needs.
+    steps: dict[str, StepRecord] = field(default_factory=dict)
+    # `--gpu-driver`: each GPU node's stage in its driver upgrade (release: "gpu-driver <branch>").
+    gpu_driver: dict[str, NodeStage] = field(default_factory=dict)
 
     @classmethod
     def from_dict(cls, data: dict[str, Any] | None) -> UpgradeRecord | None:
@@ -151,7 +171,9 @@ class UpgradeRecord:
             return None
         return cls(target=str(data["target"]), releases=dict(data.get("releases") or {}),
                    nodes={name: NodeStage(**stage) for name, stage in (data.get("nodes") or {}).items()},
-                   plan=list(data.get("plan") or []), finished=bool(data.get("finished")))
+                   plan=list(data.get("plan") or []), finished=bool(data.get("finished")),
+                   steps={minor: StepRecord(**step) for minor, step in (data.get("steps") or {}).items()},
+                   gpu_driver={name: NodeStage(**stage) for name, stage in (data.get("gpu_driver") or {}).items()})
 
 
 @dataclass

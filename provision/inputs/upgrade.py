@@ -5,26 +5,32 @@ Pure: the versions come in as data (read from the nodes and the API by the upgra
 InputError comes out, so every refusal happens before anything changes. kubeadm's own rules, as its
 cmd/kubeadm/app/phases/upgrade/policy.go states them: the control plane moves one minor at a time
 (MaximumAllowedMinorVersionUpgradeSkew = 1), never down a minor in an upgrade, and only while every kubelet is at
-most one minor older than the version it moves to (MaximumAllowedMinorVersionKubeletSkew = 1).
+most three minors older than the version it moves to (MaximumAllowedMinorVersionKubeletSkew = 3 since kubeadm 1.29,
+kubernetes/kubernetes#120825, following the version-skew policy: "kubelet may be up to three minor versions older
+than kube-apiserver"; https://kubernetes.io/releases/version-skew-policy/#kubelet).
 """
 from __future__ import annotations
 
+import math
 import re
-from collections.abc import Mapping
-from dataclasses import dataclass, replace
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from pydantic import ValidationError
 
-from provision.errors import InputError
+from provision.errors import BootstrapError, InputError
 from provision.inputs import versions
 from provision.inputs.settings import KubernetesSettings, Settings
 from provision.inputs.validation import addon_warnings
+from provision.inputs.values import parse_batch_size
 
-# kubeadm's policy (above): how far one upgrade moves the control plane, and how far a kubelet may lag the version
-# the control plane moves to.
+# kubeadm's policy (above): how far one upgrade moves the control plane, and how far a kubelet may lag the control
+# plane. A kubelet that lags is upgraded in place (drained first: the version-skew policy supports no in-place minor
+# kubelet upgrade without a drain) in the step at the control plane's own minor, before any step moves the control
+# plane on, so every kubelet is within the skew of each `kubeadm upgrade apply`.
 UPGRADE_SKEW = 1
-KUBELET_SKEW = 1
+KUBELET_SKEW = 3
 # A release as a cluster reports it: the API server's gitVersion, `kubeadm version -o short`, a kubelet's version,
 # a static pod's image tag (v1.36.4, 1.36.4, v1.36.4+vendor, v1.36.4-rc.1).
 RELEASE_RE = re.compile(r"v?1\.(0|[1-9][0-9]{0,2})\.(0|[1-9][0-9]{0,3})(?:[-+][0-9A-Za-z.+-]*)?", re.ASCII)
@@ -70,6 +76,18 @@ def parse_target(text: str, settings: Settings, *, source: str = "--to") -> Targ
     return Target(int(parts[1]), int(parts[2]) if len(parts) == 3 else None)
 
 
+def gpu_driver_settings(settings: Settings, text: str, *, source: str = "--gpu-driver") -> Settings:
+    """The settings with gpu.driver_branch moved to `text`, checked as cluster.yaml's would be (the branch's shape,
+    the versions table, the smoke image's CUDA against it); InputError naming `source` otherwise."""
+    document = settings.model_dump(mode="json", by_alias=True, exclude_unset=False)
+    document["gpu"]["driver_branch"] = text
+    try:
+        return Settings.model_validate(document)
+    except ValidationError as exc:
+        message = str(exc.errors()[0]["msg"]).removeprefix("Value error, ")
+        raise InputError(f"{source}: {message}") from None
+
+
 def step_settings(settings: Settings, version: str) -> Settings:
     """The settings a step runs with: kubernetes.version moved to the step's version, and Calico to the release
     the versions table pairs with it where calico.version was the pairing of the minor the settings named (a
@@ -94,6 +112,51 @@ def step_settings(settings: Settings, version: str) -> Settings:
 
 
 @dataclass(frozen=True)
+class Batch:
+    """How many workers are drained and upgraded together: a number of nodes, or a percentage of the step's
+    workers (rounded up: at least one)."""
+
+    count: int = 1
+    percent: int | None = None
+
+    @classmethod
+    def parse(cls, text: str, *, source: str = "--parallel") -> Batch:
+        """`2` or `25%` (values.BATCH_SIZE); InputError naming `source` otherwise."""
+        try:
+            checked = parse_batch_size(text)
+        except ValueError as exc:
+            raise InputError(f"{source}: {exc}") from None
+        return cls(percent=int(checked[:-1])) if checked.endswith("%") else cls(count=int(checked))
+
+    def size(self, workers: int) -> int:
+        if self.percent is None:
+            return self.count
+        return max(1, math.ceil(workers * self.percent / 100))
+
+    def __str__(self) -> str:
+        return f"{self.percent}%" if self.percent is not None else str(self.count)
+
+
+def worker_batches(workers: Sequence[str], batch: Batch, *, canary: bool = False) -> list[tuple[str, ...]]:
+    """The workers of a step in the groups they are drained and upgraded in, in order: with `canary` the first one
+    alone, then groups of `batch` (a percentage counts all of `workers`)."""
+    names = list(workers)
+    groups: list[tuple[str, ...]] = []
+    if canary and names:
+        groups.append((names.pop(0),))
+    size = batch.size(len(workers))
+    groups += [tuple(names[start:start + size]) for start in range(0, len(names), size)]
+    return groups
+
+
+class UpgradePaused(BootstrapError):
+    """`--pause-after` stopped the upgrade between two groups of workers, as asked: nothing failed, and the same
+    command goes on from there."""
+
+    exit_code = 3
+
+
+@dataclass(frozen=True)
 class UpgradeOptions:
     """What `bootstrap upgrade` was asked."""
 
@@ -101,9 +164,20 @@ class UpgradeOptions:
     # Reach a target more than one minor ahead one minor at a time (else refused).
     step: bool = False
     # Workers upgraded at a time.
-    parallel: int = 1
+    parallel: Batch = Batch()
     # The operator took the etcd snapshot themselves.
     skip_etcd_snapshot: bool = False
+    # Evict pods with emptyDir volumes (their data is lost), as `kubectl drain --delete-emptydir-data`.
+    delete_emptydir_data: bool = False
+    # The first worker of a step alone, before the others.
+    canary: bool = False
+    # Stop for confirmation once this many workers were upgraded in this run (then after as many again).
+    pause_after: int | None = None
+    # Asks the operator whether to go on at a pause (the CLI's prompt); None: stop there (UpgradePaused).
+    confirm: Callable[[str], bool] | None = field(default=None, compare=False)
+    # `--gpu-driver BRANCH`: the NVIDIA driver (and the container toolkit of the settings) moved to this branch on
+    # every GPU node, under drain, after the Kubernetes steps.
+    gpu_driver: str | None = None
 
 
 def settings_behind(settings: Settings, cluster_release: str | None) -> str | None:
@@ -133,6 +207,8 @@ class NodeVersions:
     # A control plane: the oldest of its control-plane static pods (kube-apiserver, -controller-manager,
     # -scheduler), by their images; None where there are none.
     static_pods: Release | None = None
+    # The node's containerd (1, 7, 28); None: not read.
+    containerd: tuple[int, ...] | None = None
 
     def at(self, release: Release) -> bool:
         """Whether the node is done at `release`: its kubelet runs it, its kubeadm is it, and for a control plane
@@ -152,6 +228,11 @@ class ClusterVersions:
     nodes: tuple[NodeVersions, ...]
     # The kubeadm releases the first control plane's Kubernetes repository offers (its current minor's).
     available: tuple[Release, ...] = ()
+    # What `kubeadm upgrade apply` last finished in the cluster: the older of the kubeadm-config ConfigMap's
+    # kubernetesVersion and kube-proxy's image (apply's upload-config and, near its end, kube-proxy phases); None
+    # where neither names a release. A first control plane at a release whose apply did not finish (a run killed in
+    # it) is not done: `kubeadm upgrade node` on the others reads the version from that ConfigMap.
+    applied: Release | None = None
 
     @property
     def control_plane(self) -> Release:
@@ -170,7 +251,7 @@ class ClusterVersions:
                 "nodes": {n.name: {"role": "control_plane" if n.control_plane else "worker",
                                    "kubelet": text(n.kubelet), "kubeadm": text(n.kubeadm),
                                    "static_pods": text(n.static_pods)} for n in self.nodes},
-                "available": [str(r) for r in self.available]}
+                "available": [str(r) for r in self.available], "applied": text(self.applied)}
 
 
 @dataclass(frozen=True)
@@ -187,6 +268,9 @@ class Step:
     # What the step's minor is for the enabled add-ons whose pinned release was tested with other minors: they are
     # installed anyway (settings_for_steps).
     warnings: tuple[str, ...] = ()
+    # The nodes whose containerd cannot run the step's minor (1.x under 1.36 and later): moved to containerd 2 from
+    # their source under drain, before their kubelet (node name -> the containerd they run).
+    containerd: tuple[tuple[str, str], ...] = ()
 
     @property
     def nodes(self) -> tuple[str, ...]:
@@ -197,8 +281,12 @@ class Step:
         return Release.parse(self.version)
 
     def as_dict(self) -> dict[str, Any]:
-        return {"minor": f"1.{self.minor}", "version": self.version, "control_planes": list(self.control_planes),
-                "workers": list(self.workers), "warnings": list(self.warnings)}
+        found: dict[str, Any] = {"minor": f"1.{self.minor}", "version": self.version,
+                                 "control_planes": list(self.control_planes), "workers": list(self.workers),
+                                 "warnings": list(self.warnings)}
+        if self.containerd:
+            found["containerd"] = dict(self.containerd)
+        return found
 
 
 @dataclass(frozen=True)
@@ -264,10 +352,16 @@ def _pending(found: ClusterVersions, minor: int, version: str) -> tuple[tuple[st
     def newer(r: Release) -> bool:
         return r > release if release else r.minor > minor
 
+    first = next((n.name for n in found.nodes if n.control_plane), None)
+
     def left(node: NodeVersions) -> bool:
         mine = [node.kubelet, node.kubeadm, *([node.static_pods] if node.control_plane else [])]
         known = [r for r in mine if r is not None]
-        return not any(newer(r) for r in known) and (len(known) < len(mine) or any(older(r) for r in known))
+        if any(newer(r) for r in known):
+            return False
+        # The first control plane applies: not done while the cluster's configuration is older than the step's.
+        unapplied = node.name == first and found.applied is not None and older(found.applied)
+        return len(known) < len(mine) or any(older(r) for r in known) or unapplied
     todo = [n for n in found.nodes if left(n)]
     return (tuple(n.name for n in todo if n.control_plane), tuple(n.name for n in todo if not n.control_plane))
 
@@ -292,11 +386,13 @@ def plan_upgrade(found: ClusterVersions, target: Target, *, step: bool = False,
                if n.kubelet is not None and n.kubelet.minor < current.minor - KUBELET_SKEW]
     if lagging:
         name, kubelet = lagging[0]
-        raise InputError(f"{name}'s kubelet runs {kubelet}, more than one minor behind the control plane's "
-                         f"{current}: kubeadm upgrades only while every kubelet is at most one minor older; take the "
-                         f"node out and in again at the cluster's version (`bootstrap node remove {name}`, then "
-                         f"`bootstrap node add {name}`), then upgrade")
+        raise InputError(f"{name}'s kubelet runs {kubelet}, more than {KUBELET_SKEW} minors behind the control "
+                         f"plane's {current}: the version-skew policy and kubeadm support a kubelet at most "
+                         f"{KUBELET_SKEW} minors older; take the node out and in again at the cluster's version "
+                         f"(`bootstrap node remove {name}`, then `bootstrap node add {name}`), then upgrade")
     steps: list[Step] = []
+    # Nodes a step moves to containerd 2: the steps after it find it there.
+    moved: set[str] = set()
     # The current minor first: the nodes an interrupted upgrade left behind, or a patch upgrade; then each minor.
     for minor in range(current.minor, target.minor + 1):
         version = _step_version(minor, found, target, resolved)
@@ -310,7 +406,12 @@ def plan_upgrade(found: ClusterVersions, target: Target, *, step: bool = False,
             raise InputError(f"Kubernetes 1.{minor} is {problem.split(':')[0]}, and {where}: this release installs "
                              f"{versions.supported_text()} only; bring the cluster to 1.{minor} with kubeadm by hand "
                              "first (docs/upgrade.md)")
-        steps.append(Step(minor, version, control_planes, workers))
+        needs = [(name, found.node(name).containerd) for name in (*control_planes, *workers)
+                 if name not in moved and found.node(name).containerd]
+        containerd = tuple((name, versions.shown_version(have)) for name, have in needs
+                           if have and versions.containerd_verdict(minor, have).status == "refuse")
+        moved.update(name for name, _ in containerd)
+        steps.append(Step(minor, version, control_planes, workers, containerd=containerd))
     return UpgradePlan(current, target, tuple(steps))
 
 
@@ -334,13 +435,15 @@ def describe_plan(plan: UpgradePlan, first_control_plane: str) -> list[str]:
         version = step.version if step.release else f"{step.version} (its newest patch, as the repository offers it)"
         lines.append(f"step {version}:")
         lines.append(f"  repositories moved to v1.{step.minor} on {', '.join(step.nodes)}")
+        runtime = {name: f"containerd {have} -> 2.x, " for name, have in step.containerd}
         for name in step.control_planes:
             verb = "kubeadm upgrade plan, kubeadm upgrade apply" if name == first_control_plane else \
                 "kubeadm upgrade node"
-            lines.append(f"  {name}: drain, kubeadm, {verb}, kubelet and kubectl, API server and etcd healthy, "
-                         "uncordon")
+            lines.append(f"  {name}: drain, kubeadm, {verb}, API server and etcd healthy, {runtime.get(name, '')}kubelet and "
+                         "kubectl, uncordon")
         for name in step.workers:
-            lines.append(f"  {name}: drain, kubeadm, kubeadm upgrade node, kubelet and kubectl, uncordon")
+            lines.append(f"  {name}: drain, kubeadm, kubeadm upgrade node, {runtime.get(name, '')}kubelet and kubectl, "
+                         "uncordon")
         lines.append("  Calico, the device plugin and the enabled add-ons at their paired versions; verify")
         lines += [f"  warning: {warning}" for warning in step.warnings]
     return lines

@@ -42,6 +42,7 @@ adds the pydantic types.
 | PORT | Port | parse_port | a TCP port, 1 to 65535 (a number, or its digits) |
 | QUANTITY | Quantity | parse_quantity | a Kubernetes quantity above zero (2Gi, 500m, 1) |
 | COUNT | Count | parse_count | a whole number from 1 to 999999, as digits (an extended resource's amount) |
+| BATCH_SIZE | BatchSize | parse_batch_size | a number of nodes (1 to 999) or a percentage of them (1% to 100%) |
 | INTERFACE_NAME | InterfaceName | parse_interface_name | a Linux network interface name (eth0) |
 | USER_NAME | UserName | parse_user_name | a login name (ubuntu, svc.deploy) |
 | MD5 | Md5 | parse_md5 | 32 hexadecimal digits (returned lower-case) |
@@ -67,6 +68,7 @@ from provision.inputs.local_paths import creatable_directory_problem as creatabl
 from provision.inputs.local_paths import parse_local_path as parse_local_path
 from provision.inputs.shapes import *  # noqa: F403 - this module is the vocabulary's one public name
 from provision.inputs.shapes import (
+    BATCH_SIZE,
     COUNT,
     DELETABLE_PATH,
     DNS_LABEL,
@@ -131,6 +133,7 @@ HostAddress = Annotated[str, AfterValidator(HOST_ADDRESS.parse)]
 Port = Annotated[int, BeforeValidator(parse_port)]
 Quantity = Annotated[str, AfterValidator(QUANTITY.parse)]
 Count = Annotated[str, AfterValidator(COUNT.parse)]
+BatchSize = Annotated[str, AfterValidator(BATCH_SIZE.parse)]
 InterfaceName = Annotated[str, AfterValidator(INTERFACE_NAME.parse)]
 UserName = Annotated[str, AfterValidator(USER_NAME.parse)]
 Md5 = Annotated[str, AfterValidator(lambda value: MD5.parse(value).lower())]

@@ -4,7 +4,10 @@ uncordon them again (after an upgrade).
 
 Before a reset, where the API does not answer (a cluster half built or already gone) there is nothing to drain, and
 reset goes on without it; pods a budget still holds back at the timeout are deleted. Before an upgrade nothing is
-forced: past the timeout the drain stops, naming the pod that blocks and why.
+forced: past the timeout the drain stops, naming the pod that blocks and why; and the pods `kubectl drain` refuses
+(staging/src/k8s.io/kubectl/pkg/drain/filters.go) are refused by name before any eviction: a running pod no
+controller owns (unreplicatedFilter), and a running pod with an emptyDir volume (localStorageFilter: its data is
+lost with the pod) unless `--delete-emptydir-data` is given, as kubectl's flag of that name allows it.
 """
 from __future__ import annotations
 
@@ -132,13 +135,17 @@ def drain_node(api: client.ApiClient, node: str, *, timeout_s: float, result: Dr
     result.drained.append(node)
 
 
+def is_unschedulable(api: client.ApiClient, node: str) -> bool:
+    """Whether the node is cordoned (spec.unschedulable)."""
+    current = call_api(api, client.CoreV1Api(api).read_node, node)
+    return bool(current.spec is not None and current.spec.unschedulable)
+
+
 def _schedulable(api: client.ApiClient, node: str, unschedulable: bool) -> bool:
     """Set the node's spec.unschedulable, sending nothing when it is so already; returns what it was."""
-    core = client.CoreV1Api(api)
-    current = call_api(api, core.read_node, node)
-    was = bool(current.spec is not None and current.spec.unschedulable)
+    was = is_unschedulable(api, node)
     if was != unschedulable:
-        call_api(api, core.patch_node, node, {"spec": {"unschedulable": unschedulable}})
+        call_api(api, client.CoreV1Api(api).patch_node, node, {"spec": {"unschedulable": unschedulable}})
     return was
 
 
@@ -152,24 +159,56 @@ def uncordon(api: client.ApiClient, node: str) -> bool:
     return _schedulable(api, node, False)
 
 
+def _finished(pod: client.V1Pod) -> bool:
+    return pod_phase(pod) in ("Succeeded", "Failed")
+
+
+def with_local_storage(pods: Iterable[client.V1Pod]) -> list[str]:
+    """Running pods with an emptyDir volume (kubectl drain's localStorageFilter: finished pods can go)."""
+    return [f"{pod_namespace(p)}/{pod_name(p)}" for p in pods if not _finished(p)
+            and any(v.empty_dir is not None for v in ((p.spec.volumes if p.spec else None) or []))]
+
+
+def local_storage_refusal(node: str, pods: list[str]) -> str:
+    """kubectl drain's words for pods with local storage, with the fix for an upgrade."""
+    return (f"drain of {node}: cannot evict pods with local storage (emptyDir): {', '.join(pods)}: their data is "
+            "deleted with them (a training job's checkpoints and scratch live there); move the data to a volume that "
+            "outlives the pod, or pass --delete-emptydir-data to evict them anyway (as kubectl drain's flag of that "
+            "name), then re-run the upgrade with the same --to")
+
+
 def unmanaged(pods: Iterable[client.V1Pod]) -> list[str]:
     """Pods no controller would start again elsewhere (kubectl drain refuses them too without --force): running
     ones without an owner."""
-    return [f"{pod_namespace(p)}/{pod_name(p)}" for p in pods
-            if not owner_kinds(p) and pod_phase(p) not in ("Succeeded", "Failed")]
+    return [f"{pod_namespace(p)}/{pod_name(p)}" for p in pods if not owner_kinds(p) and not _finished(p)]
+
+
+def drain_refusal(api: client.ApiClient, node: str, *, delete_emptydir_data: bool) -> str | None:
+    """What kubectl drain would refuse on `node` before evicting anything (None: nothing): read before the node is
+    cordoned, so a refused node is left as it was."""
+    return _refused(node, _pods_on(api, node), delete_emptydir_data=delete_emptydir_data)
+
+
+def _refused(node: str, pods: list[client.V1Pod], *, delete_emptydir_data: bool) -> str | None:
+    found = unmanaged(pods)
+    if found:
+        return (f"drain of {node}: pod {found[0]} is managed by no controller, so nothing would start it again "
+                "elsewhere (kubectl drain refuses it too): delete it or run it under a Deployment, then re-run the "
+                "upgrade with the same --to")
+    local = [] if delete_emptydir_data else with_local_storage(pods)
+    return local_storage_refusal(node, local) if local else None
 
 
 def drain_for_upgrade(api: client.ApiClient, node: str, *, timeout_s: float, sleep: Callable[[float], None] = time.sleep,
-                      on_wait: Callable[[Blocked], None] | None = None) -> None:
+                      on_wait: Callable[[Blocked], None] | None = None, delete_emptydir_data: bool = False) -> None:
     """Evict every pod of a cordoned node but DaemonSets' and static pods, as long as their disruption budgets allow,
-    within timeout_s; nothing is forced. Raises BootstrapError naming the pod that blocks and why."""
-    def refuse_unmanaged(pods: list[client.V1Pod]) -> None:
-        found = unmanaged(pods)
-        if found:
-            raise BootstrapError(f"drain of {node}: pod {found[0]} is managed by no controller, so nothing would "
-                                 "start it again elsewhere (kubectl drain refuses it too): delete it or run it under a "
-                                 f"Deployment, then re-run the upgrade with the same --to ({node} stays cordoned)")
-    blocked = _evict_until_gone(api, node, time.monotonic() + timeout_s, sleep, on_wait, refuse_unmanaged)
+    within timeout_s; nothing is forced. Raises BootstrapError naming the pod that blocks and why, or the pods
+    kubectl drain refuses (no controller; an emptyDir volume without `delete_emptydir_data`), before any eviction."""
+    def refuse(pods: list[client.V1Pod]) -> None:
+        refusal = _refused(node, pods, delete_emptydir_data=delete_emptydir_data)
+        if refusal:
+            raise BootstrapError(f"{refusal} ({node} stays cordoned)")
+    blocked = _evict_until_gone(api, node, time.monotonic() + timeout_s, sleep, on_wait, refuse)
     if blocked:
         more = f" (and {len(blocked) - 1} more)" if len(blocked) > 1 else ""
         raise BootstrapError(f"drain of {node} timed out after {timeout_s:g} s: pod {blocked[0].pod} is not evicted: "

@@ -6,6 +6,7 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from provision.inputs.inventory import Cluster
 from provision.inputs.upgrade import Release
+from provision.inputs.versions import parse_version
 from provision.nodes.documents import read_documents
 from provision.nodes.runner import PlaybookResult
 
@@ -22,6 +23,8 @@ class KubeVersions(BaseModel):
     kubeadm: str | None
     kubelet: str | None
     kubectl: str | None
+    # containerd's version (1.7.28, 2.1.5), as `containerd --version` says it; None: none installed.
+    containerd: str | None = None
     # Component -> its image's tag in the static pod manifest (None: a manifest whose image names no release).
     static_pods: dict[str, str | None]
     # The kubeadm releases the node's repositories offer (asked on the first control plane only).
@@ -43,6 +46,10 @@ class KubeVersions(BaseModel):
         found = [Release.parse(self.static_pods.get(c)) for c in CONTROL_PLANE_COMPONENTS]
         releases = [r for r in found if r is not None]
         return min(releases) if len(releases) == len(CONTROL_PLANE_COMPONENTS) else None
+
+    @property
+    def containerd_release(self) -> tuple[int, ...] | None:
+        return parse_version(self.containerd) if self.containerd else None
 
     @property
     def offered(self) -> tuple[Release, ...]:

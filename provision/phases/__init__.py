@@ -4,18 +4,16 @@ as the steps of `up`."""
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import replace
 
 from provision.errors import BootstrapError
-from provision.inputs.addons import ADDON_ORDER
 from provision.inputs.inventory import Node
-from provision.inputs.state import UpgradeRecord
-from provision.inputs.upgrade import UpgradePlan, step_settings
-from provision.inputs.workflows import NODE_ADD_PHASES, UP_PHASES
+from provision.inputs.upgrade import UpgradePlan
+from provision.inputs.workflows import ETCD_SNAPSHOT_PHASES, NODE_ADD_PHASES, UP_PHASES
 from provision.nodes.etcd.report import EtcdSurvey
 from provision.phases import (
     addons,
     certs_check,
+    certs_health,
     certs_renew,
     certs_timer,
     control_plane,
@@ -44,8 +42,11 @@ from provision.phases import (
     reset,
     smoke,
     upgrade_control_planes,
+    upgrade_gpu_driver,
     upgrade_plan,
+    upgrade_prepull,
     upgrade_repositories,
+    upgrade_run,
     upgrade_workers,
     verify,
 )
@@ -59,12 +60,12 @@ PHASES: dict[str, Phase] = {p.name: p for p in (
     etcd_restore_data.PHASE, etcd_restore_start.PHASE, etcd_restore_api.PHASE, etcd_member_remove.PHASE,
     etcd_member_join.PHASE, etcd_replace_check.PHASE, etcd_snapshot_upload.PHASE, etcd_pki.PHASE,
     etcd_defrag.PHASE,
-    upgrade_plan.PHASE, upgrade_repositories.PHASE, upgrade_control_planes.PHASE, upgrade_workers.PHASE,
-    certs_check.PHASE, certs_renew.PHASE, certs_timer.PHASE,
+    upgrade_plan.PHASE, upgrade_repositories.PHASE, upgrade_prepull.PHASE, upgrade_control_planes.PHASE,
+    upgrade_workers.PHASE, upgrade_gpu_driver.PHASE,
+    certs_check.PHASE, certs_health.PHASE, certs_renew.PHASE, certs_timer.PHASE,
 )}
 
 RESET_PHASES: tuple[str, ...] = ("drain", "etcd", "reset")
-ETCD_SNAPSHOT_PHASES: tuple[str, ...] = ("etcd_probe", "etcd_snapshot", "etcd_snapshot_upload")
 ETCD_LIST_PHASES: tuple[str, ...] = ("etcd_probe",)
 ETCD_DEFRAG_PHASES: tuple[str, ...] = ("etcd_probe", "etcd_defrag")
 # `node replace NAME`, in kubeadm's and kubespray's order: refused before anything changes if it cannot finish; the
@@ -89,15 +90,15 @@ def replace_join_phases(survey: EtcdSurvey, node: Node) -> tuple[str, ...]:
                              f"{node.address} (change ansible_host in the inventory if its address changed), then run "
                              f"`bootstrap node replace {node.name}` again")
     return REPLACE_JOIN_SYSTEMD_PHASES if survey.kind() == "systemd" else REPLACE_JOIN_KUBEADM_PHASES
-# `bootstrap upgrade`: the plan (only reads), then before anything changes the target's rules checked on every node
-# and the etcd snapshot (etcd read first: the snapshot's source is a healthy member); then each step of the plan (one
-# minor); then the smoke test.
-UPGRADE_BEFORE: tuple[str, ...] = ("preflight", *ETCD_SNAPSHOT_PHASES)
-UPGRADE_STEP_PHASES: tuple[str, ...] = ("upgrade_repositories", "upgrade_control_planes", "upgrade_workers", "network",
-                                        "gpu", *ADDON_ORDER, "verify")
-UPGRADE_AFTER: tuple[str, ...] = ("smoke",)
+# `bootstrap upgrade`: the plan (only reads), then the workflow of provision/phases/upgrade_run.py (its order and
+# loop): preflight, then for each step of the plan (one minor) the etcd snapshot (etcd read first: the snapshot's
+# source is a healthy member) and the step's phases; then the smoke test.
+UPGRADE_BEFORE: tuple[str, ...] = upgrade_run.BEFORE
+UPGRADE_STEP_PHASES: tuple[str, ...] = upgrade_run.STEP
+UPGRADE_AFTER: tuple[str, ...] = upgrade_run.AFTER
 CERTS_CHECK_PHASES: tuple[str, ...] = ("certs_check",)
-CERTS_RENEW_PHASES: tuple[str, ...] = ("certs_renew", "certs_timer", "certs_check")
+# `bootstrap certs renew`: the cluster found healthy first (nothing changes otherwise), then the renewal.
+CERTS_RENEW_PHASES: tuple[str, ...] = ("certs_health", "certs_renew", "certs_timer", "certs_check")
 
 
 def select_phases(names: Sequence[str], *, from_phase: str | None = None, only: str | None = None) -> list[Phase]:
@@ -116,52 +117,12 @@ def plan_upgrade_run(ctx: PhaseContext) -> PipelineResult:
     return run_phases([PHASES["upgrade_plan"]], ctx)
 
 
-def _named(result: PipelineResult, suffix: str) -> list[PhaseOutcome]:
-    return [replace(o, name=f"{o.name} {suffix}") for o in result.outcomes] if suffix else list(result.outcomes)
-
-
 def run_upgrade(ctx: PhaseContext, plan: UpgradePlan) -> PipelineResult:
-    """The plan's phases in order, each step's with the settings of its release (kubernetes.version, and Calico
-    where it follows the versions table): its repositories first, which choose the release, then the rest. The
-    cluster's state records the plan, the release chosen for each minor and each node's stage, so a re-run planned
-    from what the cluster then runs finishes the job. Stops at the first failure."""
+    """`bootstrap upgrade`'s workflow (upgrade_run.run_upgrade) on this catalog of phases."""
     if ctx.upgrade is None:
         raise BootstrapError("internal: run_upgrade needs the upgrade's options")
-    base = ctx.settings
-    record = ctx.state.upgrade
-    if record is None or record.finished:
-        record = UpgradeRecord(target=str(plan.target))
-    record.target = str(plan.target)
-    record.plan = [step.as_dict() for step in plan.steps]
-    ctx.state.upgrade = record
-    ctx.state.save(ctx.cluster)
-    final = replace(ctx, settings=step_settings(base, str(plan.target)))
-    skip = ctx.upgrade.skip_etcd_snapshot
-    first = run_phases([PHASES[name] for name in UPGRADE_BEFORE if not (skip and name in ETCD_SNAPSHOT_PHASES)], final)
-    outcomes = list(first.outcomes)
-    if skip:
-        outcomes.append(PhaseOutcome("etcd_snapshot", "skipped", 0.0, "--skip-etcd-snapshot: the operator took one"))
-    if first.error:
-        return PipelineResult(outcomes, first.error)
-    for step in plan.steps:
-        label = f"({step.version})"
-        step_ctx = replace(ctx, settings=step_settings(base, step.version), step=step)
-        repositories = run_phases([PHASES["upgrade_repositories"]], step_ctx)
-        outcomes += _named(repositories, label)
-        if repositories.error:
-            return PipelineResult(outcomes, repositories.error)
-        release = record.releases[f"1.{step.minor}"]
-        chosen = replace(step_ctx, settings=step_settings(base, release), step=replace(step, version=release))
-        rest = run_phases([PHASES[name] for name in UPGRADE_STEP_PHASES[1:]], chosen)
-        outcomes += _named(rest, f"({release})")
-        if rest.error:
-            return PipelineResult(outcomes, rest.error)
-    record.finished = True
-    # What the first control plane's kubeadm now is, as prepare records it: a later `up` or `node add` builds on it.
-    ctx.state.kubernetes_version = record.releases.get(f"1.{plan.target.minor}", ctx.state.kubernetes_version)
-    ctx.state.save(ctx.cluster)
-    last = run_phases([PHASES[name] for name in UPGRADE_AFTER], final)
-    return PipelineResult(outcomes + list(last.outcomes), last.error)
+    run = upgrade_run.UpgradeRun(ctx.upgrade, plan, ctx.results.versions)
+    return upgrade_run.run_upgrade(ctx, run, lambda names, c: run_phases([PHASES[name] for name in names], c))
 
 
 __all__ = ["CERTS_CHECK_PHASES", "CERTS_RENEW_PHASES", "ETCD_LIST_PHASES", "ETCD_RESTORE_PHASES",

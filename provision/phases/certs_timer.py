@@ -27,8 +27,8 @@ def skip_reason(ctx: PhaseContext) -> str | None:
 
 def extra_vars(ctx: PhaseContext) -> dict[str, Any]:
     certificates = ctx.settings.certificates
-    return certs_timer_vars(enabled=certificates.renew_timer, renew_before_days=certificates.renew_before_days,
-                            hours=hours(ctx))
+    return certs_timer_vars(ctx.cluster, enabled=certificates.renew_timer,
+                            renew_before_days=certificates.renew_before_days, hours=hours(ctx))
 
 
 def check(ctx: PhaseContext) -> str:

@@ -12,8 +12,9 @@ from provision.phases.engine import Phase, PhaseContext
 
 
 def check(ctx: PhaseContext) -> str:
+    # `bootstrap upgrade` moves an installed containerd 1.x to 2.x itself where the target needs it.
     report = run_preflight(ctx.cluster, ctx.settings, nodes=list(ctx.target_nodes), on_progress=ctx.on_progress,
-                           become_password=ctx.become_password)
+                           become_password=ctx.become_password, upgrade=ctx.upgrade is not None)
     ctx.results.preflight = report
     # What the settings accept but upstream no longer supports (containerd 1.x on 1.35, cgroup v1 allowed) is said
     # on every run, not only by `bootstrap preflight`.

@@ -19,13 +19,14 @@ from provision.inputs.settings import CACHE_MARKER, Settings
 from provision.inputs.sources import resolve_sources
 from provision.inputs.values import HostName, NodeName
 from provision.render.addons import ClusterFacts, addon_plan
-from provision.render.endpoint import API_SERVER_CERT_NAME, api_endpoint, endpoint_mode
+from provision.render.endpoint import API_SERVER_CERT_NAME, API_SERVER_PORT, api_endpoint, endpoint_mode
 from provision.render.kubeadm_config import CRI_SOCKET, ignored_preflight_errors, render_init_config
 from provision.render.manifests import (
     API_PROXY_DIR,
     API_PROXY_MANIFEST,
     KUBE_VIP_MANIFEST,
     api_proxy,
+    calico_images,
     calico_source,
     device_plugin_manifest,
     gpu_node_labels,
@@ -161,21 +162,52 @@ def kubeconfig_fetch_vars(fetch_dest: Path) -> dict[str, Any]:
     return {"cb_kubeconfig_fetch_dest": str(fetch_dest)}
 
 
-def certs_renew_vars(fetch_dest: Path) -> dict[str, Any]:
-    """certs_renew.yml: where the renewed admin kubeconfig is fetched to."""
-    return kubeconfig_fetch_vars(fetch_dest)
+def api_servers_vars(cluster: Cluster) -> dict[str, Any]:
+    """cb_certs_api_servers: every control plane's own API server (inventory host -> https://ADDRESS:6443), at the
+    address it advertises (the cluster address where the inventory gives one); asked by the name every API server's
+    certificate carries (API_SERVER_CERT_NAME)."""
+    def url(node: Node) -> str:
+        address = node.cluster_address or node.address
+        return f"https://[{address}]:{API_SERVER_PORT}" if ":" in address else f"https://{address}:{API_SERVER_PORT}"
+    return {"cb_certs_api_servers": {node.host: url(node) for node in cluster.control_planes}}
 
 
-def certs_timer_vars(*, enabled: bool, renew_before_days: int, hours: Mapping[HostName, int]) -> dict[str, Any]:
-    """certs_timer.yml: whether the renewal timer is on, how many days before expiry it renews, and the hour each
-    control plane's timer runs at, by inventory host name."""
-    return {"cb_certs_timer": {"enabled": enabled, "renew_before_days": renew_before_days, "hours": dict(hours)}}
+def certs_renew_vars(cluster: Cluster, fetch_dest: Path) -> dict[str, Any]:
+    """certs_health.yml and certs_renew.yml: every control plane's API server (asked for /readyz before anything
+    restarts), and where the renewed admin kubeconfig is fetched to."""
+    return kubeconfig_fetch_vars(fetch_dest) | api_servers_vars(cluster)
 
 
-def upgrade_node_vars(fetch_dest: Path) -> dict[str, Any]:
-    """upgrade_node.yml: where the admin kubeconfig kubeadm renewed on the first control plane is fetched to (the
-    release itself is the step's kubernetes.version: playbook_vars's cb_kube_patch)."""
-    return kubeconfig_fetch_vars(fetch_dest)
+def certs_timer_vars(cluster: Cluster, *, enabled: bool, renew_before_days: int,
+                     hours: Mapping[HostName, int]) -> dict[str, Any]:
+    """certs_timer.yml: whether the renewal timer is on, how many days before expiry it renews, the hour each
+    control plane's timer runs at (by inventory host name), and every control plane's API server (the timer skips a
+    renewal while one is not ready)."""
+    return {"cb_certs_timer": {"enabled": enabled, "renew_before_days": renew_before_days, "hours": dict(hours)}} \
+        | api_servers_vars(cluster)
+
+
+def gpu_driver_upgrade_vars(cluster: Cluster, gpus: Mapping[NodeName, int], generations: Mapping[NodeName, list[str]],
+                            current: Mapping[NodeName, str]) -> dict[str, Any]:
+    """upgrade_gpu_driver.yml: the GPU nodes and their kernel module flavour (as prepare names them: prepare_vars),
+    and the driver branch each runs now (node name -> branch, '' where none is loaded), by inventory host."""
+    return prepare_vars(cluster, gpus, generations) | {"cb_gpu_driver_upgrade": {
+        "from": {cluster.node(name).host: branch for name, branch in current.items()}}}
+
+
+def upgrade_prepull_vars(settings: Settings) -> dict[str, Any]:
+    """upgrade_prepull.yml: the cluster's image repository (kubeadm lists its images there) and the step's own
+    images to pull beside kubeadm's (Calico of the step's pairing, where the settings pull it from)."""
+    calico = [f"{image}:{settings.calico.version}" for image in calico_images(settings).values()]
+    return {"cb_upgrade_prepull": {"image_repository": resolve_sources(settings).image_repository, "images": calico}}
+
+
+def upgrade_node_vars(fetch_dest: Path, *, apply: bool = False, containerd: Sequence[HostName] = ()) -> dict[str, Any]:
+    """upgrade_node.yml: where the admin kubeconfig kubeadm renewed on the first control plane is fetched to, whether
+    the first control plane runs `kubeadm upgrade apply` (decided in Python from the cluster's kubeadm-config and
+    kube-proxy), and the hosts whose containerd moves to 2.x before their kubelet (the plan's; the release itself is
+    the step's kubernetes.version: playbook_vars's cb_kube_patch)."""
+    return kubeconfig_fetch_vars(fetch_dest) | {"cb_upgrade_apply": apply, "cb_upgrade_containerd": list(containerd)}
 
 
 def join_vars(cluster: Cluster, settings: Settings, *, vip_interfaces: Mapping[str, str],

@@ -120,7 +120,7 @@ class KubeLab:
     def calls(self, nodes: Sequence[str] | None = None) -> list[Call]:
         """Every stand-in call on these nodes (default: all), by the time each began."""
         found = []
-        for name in nodes or self.nodes:
+        for name in self.nodes if nodes is None else nodes:
             for line in self.lab.node(name).ssh(f"cat {kube_acting.CALLS} 2>/dev/null || true").stdout.splitlines():
                 start, end, node, tool, *args = line.split(" ")
                 found.append(Call(float(start), float(end), node, tool, " ".join(args)))
@@ -132,7 +132,7 @@ class KubeLab:
     def run_everywhere(self, command: str, nodes: Sequence[str] | None = None) -> list[str]:
         with ThreadPoolExecutor(max_workers=8) as pool:
             return list(pool.map(lambda name: self.lab.node(name).ssh(command, timeout=600).stdout,
-                                 nodes or self.nodes))
+                                 self.nodes if nodes is None else nodes))
 
     def packages(self, name: str) -> dict[str, str]:
         """kubeadm, kubelet, kubectl -> the version installed on the node (with its hold: 'hold' or 'install'; on
@@ -161,7 +161,8 @@ def write_inventory(lab: Lab, control_planes: Sequence[str], workers: Sequence[s
     return lab.inventory_path
 
 
-def _push(lab: Lab, tree: Path, names: Sequence[str]) -> None:
+def push_tree(lab: Lab, tree: Path, names: Sequence[str]) -> None:
+    """Copy the directory `tree` into the offline directory of each node of `names` (merged with what is there)."""
     archive = subprocess.run(["tar", "-C", str(tree), "-cf", "-", "."], check=True, capture_output=True).stdout
 
     def push(name: str) -> None:
@@ -212,7 +213,7 @@ def form_cluster(lab: Lab, work: Path, control_planes: Sequence[str], workers: S
     (tree / "calico" / CALICO / "manifests").mkdir(parents=True)
     (tree / "calico" / CALICO / "manifests" / "calico.yaml").write_text("kind: List\nitems: []\n")
     everyone = [*control_planes, *workers]
-    _push(lab, tree, everyone)
+    push_tree(lab, tree, everyone)
     minor = ".".join(release.split(".")[:2])
     config = write_config(lab, work / "cluster.yaml", kubernetes={"version": minor},
                           mirrors={"kubernetes_repo": REPOSITORY, "calico_manifest": f"file://{OFFLINE_DIR}/calico"},
@@ -242,10 +243,32 @@ def form_cluster(lab: Lab, work: Path, control_planes: Sequence[str], workers: S
         return [line.split()[1] for line in lab.node(first).ssh(f"cat {kube_acting.STATE}/etcd-members")
                 .stdout.splitlines() if line.strip()]
 
+    first_state = lab.node(first).root / kube_acting.STATE.lstrip("/")
+
+    def uploaded(name: str) -> str | None:
+        """What the first control plane's kubeadm uploaded (read on the node's root from here: no SSH per request)."""
+        try:
+            return (first_state / name).read_text().strip() + "\n"
+        except FileNotFoundError:
+            return None
+
+    def share_config() -> None:
+        text = uploaded("kubeadm-config.yaml")
+        if text is None:
+            return
+        for name in others:
+            copy = lab.node(name).root / kube_acting.STATE.lstrip("/") / "kubeadm-config.yaml"
+            if not copy.exists() or copy.read_text() != text:
+                copy.parent.mkdir(parents=True, exist_ok=True)
+                copy.write_text(text)
+
     server = ExecApiServer(lambda pod, command: "")
     server.start()
     kube.fake = FakeCluster(server, tuple(control_planes), tuple(workers), kubelet=kube.running_kubelet,
-                            api_version=api_version, etcd_members=etcd_members).install()
+                            api_version=api_version, etcd_members=etcd_members,
+                            kubeadm_config=lambda: uploaded("kubeadm-config.yaml"),
+                            kube_proxy_image=lambda: (uploaded("kube-proxy-image") or "").strip() or None,
+                            share_config=share_config).install()
     path = kube.admin_kubeconfig()
     path.parent.mkdir(parents=True, mode=0o700)
     server.write_kubeconfig(path)

@@ -685,21 +685,27 @@ def build_rpm_tree(dest: Path, *, kube_minor: str = KUBERNETES_DEFAULT, kube_pat
     return RpmTree(dest, dest / "RPM-GPG-KEY-cblab", kube_minor, releasevers)
 
 
-def build_docker_apt_repo(dest: Path, codename: str = "bookworm") -> Path:
+def build_docker_apt_repo(dest: Path, codename: str = "bookworm", containerd_suites: tuple[str, ...] = ("sid",)) -> Path:
     """`<dest>/docker/debian/` in Docker's apt layout (dists/<codename>/stable/binary-amd64/, pool/stable/, the key
-    as gpg beside them), holding containerd.io around sid's containerd 2 and bookworm's runc (real: containerd runs
+    as gpg beside them), holding containerd.io around the containerd of each of `containerd_suites` (sid's is 2.x,
+    bookworm's 1.6: Docker's repository keeps every release it published) and bookworm's runc (real: containerd runs
     and pulls images on a node), signed by a throwaway key; returns `<dest>/docker`."""
     repo = dest / "docker" / "debian"
     bookworm = debian_debs("bookworm", ["runc"])
-    sid = debian_debs("sid", ["containerd"])
     with tempfile.TemporaryDirectory() as scratch:
         work = Path(scratch)
-        deb = _build_deb(work, containerd_io(sid["containerd"], bookworm["runc"], work))
         pool = repo / "pool" / "stable" / "c" / "containerd.io"
         pool.mkdir(parents=True)
-        shutil.copy2(deb, pool / deb.name)
-        index = _packages_entry(pool / deb.name).replace(f"Filename: ./{deb.name}",
-                                                         f"Filename: pool/stable/c/containerd.io/{deb.name}")
+        entries = []
+        for suite in containerd_suites:
+            built = work / suite
+            built.mkdir()
+            deb = _build_deb(built, containerd_io(debian_debs(suite, ["containerd"])["containerd"], bookworm["runc"],
+                                                  built))
+            shutil.copy2(deb, pool / deb.name)
+            entries.append(_packages_entry(pool / deb.name).replace(f"Filename: ./{deb.name}",
+                                                                    f"Filename: pool/stable/c/containerd.io/{deb.name}"))
+        index = "\n".join(entry.rstrip("\n") + "\n" for entry in entries)
         dists = repo / "dists" / codename
         binary = dists / "stable" / "binary-amd64"
         binary.mkdir(parents=True)

@@ -3,6 +3,7 @@ minor at a time. The plan is read from what the cluster runs and shown first (`-
 refusal comes before any change; a failed or killed upgrade, re-run, goes on where it stopped."""
 from __future__ import annotations
 
+import sys
 from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
@@ -23,20 +24,32 @@ def plan_lines(plan: UpgradePlan, cluster: Cluster, settings: Settings, options:
     from provision.inputs.upgrade import describe_plan
 
     steps = describe_plan(plan, cluster.control_plane.name)
+    driver = ([f"then the NVIDIA driver {options.gpu_driver} and container toolkit "
+               f"{settings.gpu.container_toolkit_version} on every GPU node that runs another, each drained, its GPUs "
+               "allocatable again before it is uncordoned"] if options.gpu_driver else [])
     if plan.nothing_to_do:
-        return steps
+        return steps + driver
     snapshot = ("skipped (--skip-etcd-snapshot: you took one)" if options.skip_etcd_snapshot
                 else "from a healthy control plane, checked and kept on this machine")
     smoke = "the smoke test" if settings.smoke_test.enabled else "no smoke test (smoke_test.enabled is false)"
+    workers = f"workers {options.parallel} at a time" if str(options.parallel) != "1" else "workers one at a time"
+    if options.canary:
+        workers = f"the first worker of each step alone (--canary), then {workers.removeprefix('workers ')}"
+    if options.pause_after is not None:
+        workers += f", pausing for your confirmation after every {options.pause_after} (--pause-after)"
     return [steps[0], f"first, before anything changes: preflight (the rules of 1.{plan.target.minor} on every node: "
-            f"containerd, cgroups), then the etcd snapshot {snapshot}", *steps[1:], f"last: {smoke}"]
+            f"containerd, cgroups); before each step the etcd snapshot {snapshot}; {workers}", *steps[1:], *driver,
+            f"last: {smoke}"]
 
 
-def _closing(plan: UpgradePlan, settings: Settings, config: str) -> list[str]:
+def _closing(plan: UpgradePlan, settings: Settings, config: str, gpu_driver: str | None) -> list[str]:
     lines = []
     if settings.kubernetes.minor_number != plan.target.minor:
         lines.append(f"set kubernetes.version: '1.{plan.target.minor}' in {config} now: `up` and `node add` refuse the "
                      "older version (their packages would move nodes back)")
+    if gpu_driver is not None:
+        lines.append(f"set gpu.driver_branch: '{gpu_driver}' in {config} now: `up` and `node add` would install the "
+                     "older branch on a new GPU node")
     return lines
 
 
@@ -57,11 +70,27 @@ def register(app: typer.Typer) -> None:
         step: Annotated[bool, typer.Option(
             "--step", help="Reach a target more than one minor ahead through each minor between (kubeadm upgrades "
                            "one minor at a time; without --step such a target is refused).")] = False,
-        parallel: Annotated[int, options_of("upgrade").option(
-            "--parallel", help="Workers drained and upgraded at a time.")] = 1,
+        parallel: Annotated[str, options_of("upgrade").option(
+            "--parallel", metavar="N|N%",
+            help="Workers drained and upgraded at a time: a number, or a percentage of the step's workers.")] = "1",
+        canary: Annotated[bool, options_of("upgrade").option(
+            "--canary", help="Upgrade the first worker of each step alone before the others.")] = False,
+        pause_after: Annotated[int | None, options_of("upgrade").option(
+            "--pause-after", metavar="N",
+            help="Stop for your confirmation once N workers were upgraded (with --yes, or without a terminal: "
+                 "stop there; the same command goes on).", show_default=False)] = None,
         dry_run: Annotated[bool, typer.Option("--dry-run", help="Read the cluster, show the plan, change nothing.")] = False,
         skip_etcd_snapshot: Annotated[bool, typer.Option(
             "--skip-etcd-snapshot", help="You took an etcd snapshot yourself: do not take one first.")] = False,
+        gpu_driver: Annotated[str | None, options_of("upgrade").option(
+            "--gpu-driver", metavar="BRANCH",
+            help="Also move the NVIDIA driver to this branch (and the container toolkit to gpu.container_toolkit_"
+                 "version) on every GPU node that runs another, under drain, after the Kubernetes steps.",
+            show_default=False)] = None,
+        delete_emptydir_data: Annotated[bool, options_of("upgrade").option(
+            "--delete-emptydir-data", help="Evict pods with emptyDir volumes while draining, deleting their data "
+                                           "(as kubectl drain's flag); without it such pods stop the drain by "
+                                           "name.")] = False,
         yes: YesOption = False,
         output: OutputOption = Output.text,
     ) -> None:
@@ -71,7 +100,14 @@ def register(app: typer.Typer) -> None:
         from provision.cli.console import console, echo_json
         from provision.cli.support import load_inputs, new_context, show_result
         from provision.cli.views import PhaseView
-        from provision.inputs.upgrade import UpgradeOptions, parse_target, step_settings
+        from provision.inputs.upgrade import (
+            Batch,
+            UpgradeOptions,
+            UpgradePaused,
+            gpu_driver_settings,
+            parse_target,
+            step_settings,
+        )
         from provision.kube.kubeconfig import admin_kubeconfig_path
         from provision.phases import PipelineResult, plan_upgrade_run, run_upgrade
 
@@ -83,12 +119,22 @@ def register(app: typer.Typer) -> None:
         # before anything is read from the cluster or any play runs (each step checks its own again).
         for minor in range(min(settings.kubernetes.minor_number + 1, target.minor), target.minor + 1):
             step_settings(settings, f"1.{minor}")
+        if gpu_driver is not None:
+            # The run's settings carry the new branch: preflight holds every GPU against it before anything moves.
+            settings = gpu_driver_settings(settings, gpu_driver)
         if not admin_kubeconfig_path(cluster).exists():
             raise InputError(f"no cluster formed from {nodes.inventory} on this machine (no admin kubeconfig): "
                              "`bootstrap up` forms one; upgrade is for a running cluster")
-        options = UpgradeOptions(target, step=step, parallel=parallel, skip_etcd_snapshot=skip_etcd_snapshot)
-        title = f"bootstrap upgrade --to {target}: {nodes.inventory}"
+        batch = Batch.parse(parallel)
         view = PhaseView(nodes.verbose)
+
+        def ask(question: str) -> bool:
+            view.stop()  # the live view starts again with the next progress
+            return typer.confirm(question, default=False, err=True)
+        options = UpgradeOptions(target, step=step, parallel=batch, skip_etcd_snapshot=skip_etcd_snapshot,
+                                 delete_emptydir_data=delete_emptydir_data, canary=canary, pause_after=pause_after,
+                                 confirm=None if yes or not sys.stdin.isatty() else ask, gpu_driver=gpu_driver)
+        title = f"bootstrap upgrade --to {target}: {nodes.inventory}"
         ctx = new_context(cluster, settings, nodes, view)
         ctx.upgrade = options
         try:
@@ -102,7 +148,7 @@ def register(app: typer.Typer) -> None:
                 raise planned.error
             return
         lines = plan_lines(plan, cluster, settings, options)
-        if dry_run or plan.nothing_to_do:
+        if dry_run or (plan.nothing_to_do and gpu_driver is None):
             if output is Output.json:
                 echo_json({"command": title, "ok": True} | _document(plan, versions, dry_run=dry_run))
             else:
@@ -112,7 +158,8 @@ def register(app: typer.Typer) -> None:
         for line in lines:
             console.print(line, soft_wrap=True)
         if not yes:
-            typer.confirm(f"Upgrade the cluster to {target} as planned?", abort=True, err=True)
+            what = f"the NVIDIA driver to {gpu_driver}" if plan.nothing_to_do else f"the cluster to {target}"
+            typer.confirm(f"Upgrade {what} as planned?", abort=True, err=True)
         try:
             result = run_upgrade(ctx, plan)
         finally:
@@ -121,11 +168,18 @@ def register(app: typer.Typer) -> None:
         show_result(combined, title, output, _document(plan, versions, dry_run=False))
         if result.error is not None:
             again = " ".join(["bootstrap upgrade", f"--to {target}", *(["--step"] if step else []),
-                              *([f"--parallel {parallel}"] if parallel > 1 else []),
-                              *(["--skip-etcd-snapshot"] if skip_etcd_snapshot else [])])
+                              *([f"--parallel {batch}"] if str(batch) != "1" else []),
+                              *(["--canary"] if canary else []),
+                              *([f"--pause-after {pause_after}"] if pause_after is not None else []),
+                              *(["--skip-etcd-snapshot"] if skip_etcd_snapshot else []),
+                              *(["--delete-emptydir-data"] if delete_emptydir_data else []),
+                              *([f"--gpu-driver {gpu_driver}"] if gpu_driver else [])])
+            if isinstance(result.error, UpgradePaused):
+                console.print(carry(f"paused: run `{again}` to go on"), style="yellow", soft_wrap=True)
+                raise result.error
             # As printed, with the inventory, settings and state directory this run was given: the same run.
             console.print(carry(f"fix the cause, then re-run `{again}`: it reads what the cluster runs and goes on "
                                 "from there"), style="yellow", soft_wrap=True)
             raise result.error
-        for line in _closing(plan, settings, config):
+        for line in _closing(plan, settings, config, gpu_driver):
             console.print(line, style="yellow", soft_wrap=True)

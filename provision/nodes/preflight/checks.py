@@ -257,9 +257,11 @@ def containerd_source(facts: NodeFacts, setting: str) -> str:
     return setting if setting != "auto" else versions.auto_containerd_source(distribution_containerd(facts))
 
 
-def check_containerd(facts: NodeFacts, settings: Settings) -> Finding:
+def check_containerd(facts: NodeFacts, settings: Settings, *, upgrade: bool = False) -> Finding:
     """Rule: Kubernetes 1.36 and later need containerd 2 (1.35 is the last minor for containerd 1.x, warned);
-    judged on the containerd the node has, else the one prepare would install."""
+    judged on the containerd the node has, else the one prepare would install. `upgrade`: `bootstrap upgrade`,
+    which moves an installed containerd 1.x to 2.x from the same source under drain, before the kubelet of such a
+    minor: ok where that source offers containerd 2."""
     kube = settings.kubernetes
     source = containerd_source(facts, settings.container_runtime.containerd_source)
     wanted = " and ".join(versions.CONTAINERD_PACKAGES[source])
@@ -285,6 +287,12 @@ def check_containerd(facts: NodeFacts, settings: Settings) -> Finding:
     detail = f"{verdict.detail} ({origin})"
     if verdict.status == "ok":
         return ok("containerd", detail)
+    offered = versions.DOCKER_CONTAINERD_MINIMUM if source == "docker" else distribution_containerd(facts)
+    if upgrade and origin == "installed" and verdict.status == "refuse" and offered and \
+            versions.containerd_verdict(kube.minor_number, offered).status != "refuse":
+        where = "Docker's containerd.io" if source == "docker" else "the distribution's containerd"
+        return ok("containerd", f"containerd {versions.shown_version(version)} (installed): the upgrade moves it to "
+                                f"{where} 2.x under drain, before the kubelet of Kubernetes {kube.minor}")
     two = "set container_runtime.containerd_source: docker (Docker's containerd.io, 2.x)"
     if origin == "installed":
         two = "upgrade the node's containerd to 2.x (Docker's containerd.io), or remove it so prepare installs it"
@@ -437,10 +445,11 @@ class NodeVerdict:
 
 def evaluate(nodes: list[Node], facts_by_node: dict[str, NodeFacts], ansible_core: str, *,
              settings: Settings | None = None, multi_node: bool = False,
-             min_link_gbps: float = 10.0) -> dict[str, NodeVerdict]:
+             min_link_gbps: float = 10.0, upgrade: bool = False) -> dict[str, NodeVerdict]:
     """Judge the facts of the nodes that could be probed (for a controller running `ansible_core`): per node, its
     checks, GPU count and interpreter. `settings`: what the compatibility rules hold the node to (the defaults when
-    None). `multi_node`: the smoke test will train across nodes, so links under min_link_gbps are warned about."""
+    None). `multi_node`: the smoke test will train across nodes, so links under min_link_gbps are warned about.
+    `upgrade`: for `bootstrap upgrade` (check_containerd)."""
     settings = settings or Settings()
     unique = check_unique(facts_by_node)
     results: dict[str, NodeVerdict] = {}
@@ -453,7 +462,8 @@ def evaluate(nodes: list[Node], facts_by_node: dict[str, NodeFacts], ansible_cor
                     check_memory(facts), *unique[node.name], check_ports(facts, node), check_clock(facts),
                     check_swap(facts), check_selinux(facts), gpu_finding, check_networks(facts, settings),
                     check_network(facts, multi_node=multi_node, min_gbps=min_link_gbps),
-                    check_containerd(facts, settings), check_cgroup(facts, settings), check_kernel(facts, settings),
+                    check_containerd(facts, settings, upgrade=upgrade), check_cgroup(facts, settings),
+                    check_kernel(facts, settings),
                     *check_gpu_versions(facts, settings, node)]
         sharing, offered = check_gpu_sharing(facts, settings, node, gpu_count)
         if sharing is not None:

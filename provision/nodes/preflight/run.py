@@ -132,9 +132,9 @@ def sources_target(node: Node, facts: NodeFacts, settings: Settings, gpu_count: 
 def run_preflight(cluster: Cluster, settings: Settings, *, nodes: list[str] | None = None,
                   on_progress: Callable[[RunProgress], None] | None = None,
                   become_password: str | None = None, max_parallel: int = 32,
-                  ansible_core: str = ANSIBLE_CORE) -> PreflightReport:
+                  ansible_core: str = ANSIBLE_CORE, upgrade: bool = False) -> PreflightReport:
     """Check the named nodes (all by default), for a controller running `ansible_core` (this one's by default).
-    Uniqueness is judged against every reachable node."""
+    Uniqueness is judged against every reachable node. `upgrade`: for `bootstrap upgrade` (evaluate)."""
     started = time.monotonic()
     targets = [cluster.node(name) for name in nodes] if nodes is not None else list(cluster.nodes)
     target_names = {n.name for n in targets}
@@ -160,7 +160,7 @@ def run_preflight(cluster: Cluster, settings: Settings, *, nodes: list[str] | No
     facts_by_node = {name: p.value for name, p in probes.items() if p.value is not None}
     smoke = settings.smoke_test
     judged = evaluate([n for n in targets if n.name in facts_by_node], facts_by_node, ansible_core, settings=settings,
-                      multi_node=smoke.enabled and smoke.nodes > 1, min_link_gbps=smoke.min_link_gbps)
+                      multi_node=smoke.enabled and smoke.nodes > 1, min_link_gbps=smoke.min_link_gbps, upgrade=upgrade)
     vip_facts = {name: facts.vip for name, facts in facts_by_node.items() if facts.vip is not None}
     holders = {name: found.held_on for name, found in vip_facts.items() if found.held_on}
     reports = []
