@@ -161,7 +161,7 @@ def test_a_killed_pytest_run_leaves_no_lab_running(tmp_path: Path) -> None:
             time.sleep(0.5)
         slot = int(slot_file.read_text())
         lab_dir = lablib.slot_dir(slot)
-        nodes = [d for d in (lab_dir / "nodes").iterdir()]
+        nodes = list((lab_dir / "nodes").iterdir())
         cgroups = [Path(p) for d in [lab_dir, *nodes] for p in (d / "cgroups").read_text().split()]
         running = traces_of(slot, cgroups, lab_dir)
         # The nodes run, and so does what ends them with the run: a watcher in a session of its own, which the
