@@ -422,6 +422,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--baseline-ref", metavar="REF",
                         help="also measure this git ref's prepare (e.g. main), each size and executor on its own "
                              "fresh nodes just before the working tree's")
+    parser.add_argument("--baseline-sizes", type=int, nargs="+", metavar="N",
+                        help="measure the baseline at these sizes only (default: every size)")
     parser.add_argument("--write-doc", action="store_true", help=f"write the results into {DOC}")
     args = parser.parse_args(argv)
     started = time.strftime("%Y-%m-%d %H:%M")
@@ -435,11 +437,13 @@ def main(argv: list[str] | None = None) -> int:
                 # The baseline first, with a placeholder floor: the working tree's run decides the packages the
                 # floor installs, and the baseline shares that floor.
                 placeholder: tuple[Usage, list[float]] = (Usage(0.0, 0.0, 0.0, 0.0, (0.0, 0.0)), [])
+                chosen = [code for code in codes if code is codes[-1] or args.baseline_sizes is None
+                          or size in args.baseline_sizes]
                 measured = [measure(size, executor, args.flavour, args.reruns, Path(scratch), code,
-                                    floor=placeholder if code is not codes[-1] else None) for code in codes]
+                                    floor=placeholder if code is not codes[-1] else None) for code in chosen]
                 for result in measured[:-1]:
                     result.floor, result.floor_per_node_s = measured[-1].floor, measured[-1].floor_per_node_s
-                for code, result in zip(codes, measured, strict=True):
+                for code, result in zip(chosen, measured, strict=True):
                     print(f"{code.label:20} {executor:8} {size:2} nodes: floor {result.floor.wall_s:6.1f} s, first "
                           f"{result.first.seconds:6.1f} s ({result.floor_ratio:.2f}x), re-runs "
                           f"{[round(run.seconds, 1) for run in result.reruns]} (load "
