@@ -462,3 +462,16 @@ def test_the_indexes_asked_for_are_those_of_the_repositories_the_roles_write(os_
     else:
         base = f"{rendered('os_prep_rpm_mirror_base')}/{target.release}"
         assert os_indexes == [f"{base}/BaseOS/x86_64/os/repodata/repomd.xml", f"{base}/AppStream/x86_64/os/repodata/repomd.xml"]
+
+
+def test_the_ports_prepare_opens_are_the_ones_the_doctor_checks() -> None:
+    """One table (render/node_tables.py): the roles open its ports, the doctor checks the same ones."""
+    from provision.nodes.doctor.checks import required_ports
+    from provision.render.node_tables import open_ports
+
+    for host, control_plane in (("cp1", True), ("gpu-1", False)):
+        opened = Rendered("rocky9", inventory_hostname=host)("os_prep_open_ports")
+        assert opened == [rule.spec for rule in open_ports(control_plane)]
+        assert [str(port) for port in required_ports(control_plane)] == opened
+    assert "6443/tcp" in Rendered("rocky9", inventory_hostname="cp1")("os_prep_open_ports")
+    assert "6443/tcp" not in Rendered("rocky9")("os_prep_open_ports")
