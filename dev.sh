@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # The two entry points: `./dev.sh up [INVENTORY]` brings a cluster up (the local Vagrant lab by default),
-# `./dev.sh test` runs the test suite. Both install what they need first (scripts/setup.sh).
+# `./dev.sh test` runs the test suite. Each installs what it needs first, and only that (scripts/setup.sh up|lab|test).
 set -euo pipefail
 cd "$(dirname "$0")"
 
@@ -33,13 +33,39 @@ pytest_pass() {  # pytest_pass [--offline] VENV MARKEXPR ARGS...
   return "$rc"
 }
 
+# Where the `bootstrap` that the tool's hints name is: on PATH, or (what the hints then print) this checkout's.
+where_bootstrap() {
+  local found
+  found=$(command -v bootstrap 2>/dev/null || true)
+  if [ "$found" != "$PWD/.venv-modern/bin/bootstrap" ]; then
+    echo "setup: bootstrap is $PWD/.venv-modern/bin/bootstrap (not on PATH: the commands it prints name that path;" \
+         "add $PWD/.venv-modern/bin to PATH to type \`bootstrap\`)"
+  fi
+}
+
 case "${1:-}" in
   up)
     shift
     inventory=${1:-${INVENTORY:-}}
-    # The newest controller (ansible-core 2.21) manages every supported OS, the EL8 family included.
-    if [ -n "$inventory" ]; then scripts/setup.sh; exec .venv-modern/bin/bootstrap up --inventory "$inventory" "${@:2}"; fi
-    scripts/setup.sh vm
+    # The newest controller (ansible-core 2.21) manages every supported OS, the EL8 family included. `up` installs
+    # what it runs and nothing else: the controller's venv (no test tools, no torch: those are `./dev.sh test`'s).
+    if [ -n "$inventory" ]; then
+      scripts/setup.sh up
+      where_bootstrap
+      exec .venv-modern/bin/bootstrap up --inventory "$inventory" "${@:2}"
+    fi
+    # The lab: what this machine lacks for it is said first, in seconds, with the machine's own python3 and nothing
+    # installed (provision/lab/host.py): libvirtd answering, KVM, Vagrant and its libvirt plugin. Exit 3: only
+    # packages are missing, which the set-up installs; then everything is checked again.
+    rc=0; missing=$(python3 -m provision.lab.host) || rc=$?
+    case "$rc" in
+      0) ;;
+      3) echo "setup: the lab needs: $missing" ;;
+      *) exit 1 ;;
+    esac
+    scripts/setup.sh lab
+    [ "$rc" = 0 ] || python3 -m provision.lab.host >/dev/null
+    where_bootstrap
     exec .venv-modern/bin/bootstrap lab up ;;
   test)
     shift
@@ -49,13 +75,13 @@ case "${1:-}" in
     #    here rather than skipping). 2. Under ansible-core 2.21 on Python >= 3.12 (no torch), again the unit tests
     #    that depend on the controller (found from their imports: tests/support/controller.py); the others ran in
     #    the first pass. Both in an empty network namespace, UNIT_WORKERS test files at a time (default: one per
-    #    core). 3. The tests on real lab nodes under 2.21, the controller users get by default: LAB_WORKERS test
+    #    core). 3. The tests on real lab nodes under 2.21, the controller users get by default: LAB_TEST_WORKERS test
     #    files side by side (each lab in its own slot; a file's tests stay together, sharing its labs).
     unit_workers=${UNIT_WORKERS:-$(nproc)}
     #    The few tests marked `network` (they install from PyPI) run in the third pass, which is online.
     unit="not lab and not network and not slow"
     CB_REQUIRE_TORCH=1 pytest_pass --offline .venv "$unit" -n "$unit_workers" --dist loadfile "$@"
     CB_CONTROLLER_PASS=second pytest_pass --offline .venv-modern "$unit" -n "$unit_workers" --dist loadfile "$@"
-    pytest_pass .venv-modern "lab or network${RUN_SLOW:+ or slow}" -n "${LAB_WORKERS:-4}" --dist loadfile "$@" ;;
+    pytest_pass .venv-modern "lab or network${RUN_SLOW:+ or slow}" -n "${LAB_TEST_WORKERS:-4}" --dist loadfile "$@" ;;
   *) echo "usage: ./dev.sh up [INVENTORY] | ./dev.sh test [PYTEST ARGS]" >&2; exit 2 ;;
 esac

@@ -5,9 +5,17 @@ state) -> `render` (kubeadm config, manifests, playbook variables) -> `nodes` (S
 prepare) and `kube` (API client, verification, drain, kubeconfig, smoke test) -> `phases` -> `cli`.
 Each layer imports only from the layers below it (checked by import-linter in CI). See docs/architecture.md.
 """
-from importlib.metadata import PackageNotFoundError, version
+from __future__ import annotations
 
-try:
-    __version__ = version("cluster-bootstrap")
-except PackageNotFoundError:  # run from a checkout that was never installed
-    __version__ = "0+unknown"
+
+def __getattr__(name: str) -> str:
+    # The version is read from the installed metadata when asked for (`bootstrap --version`), not on every import:
+    # reading it costs every command's start-up (tests/test_cli_startup.py).
+    if name == "__version__":
+        from importlib.metadata import PackageNotFoundError, version
+
+        try:
+            return version("cluster-bootstrap")
+        except PackageNotFoundError:  # run from a checkout that was never installed
+            return "0+unknown"
+    raise AttributeError(f"module 'provision' has no attribute {name!r}")

@@ -12,7 +12,16 @@ from pathlib import Path
 import pytest
 
 from provision.cli import invocation
-from tests.lab.fixtures import etcd_cluster, lab3, lab_factory, mark_lab_tests, remove_rpm_tree, rpm_tree, xdist_worker
+from tests.lab.fixtures import (
+    etcd_cluster,
+    lab3,
+    lab_factory,
+    mark_lab_tests,
+    remove_rpm_tree,
+    rpm_tree,
+    shared_lab_scheduler,
+    xdist_worker,
+)
 from tests.support.controller import controller_independent
 from tests.support.no_network import refuse_non_loopback
 
@@ -130,3 +139,18 @@ def pytest_sessionfinish(session: pytest.Session) -> None:
         subprocess.run(["pkill", "-f", f"gpg-agent --homedir {factory.getbasetemp()}/"], check=False, timeout=30)
     if factory is not None and not xdist_worker() and session.config.pluginmanager.has_plugin("dsession"):
         remove_rpm_tree(factory)
+
+
+class SharedLabs:
+    """Under pytest-xdist: the etcd lab files share one etcd cluster, so one worker runs them
+    (tests/lab/fixtures.py). A plugin of its own: without xdist (-p no:xdist) its hook is unknown."""
+
+    @staticmethod
+    def pytest_xdist_make_scheduler(config: pytest.Config, log: object) -> object | None:
+        return shared_lab_scheduler(config, log)
+
+
+@pytest.hookimpl(trylast=True)
+def pytest_configure(config: pytest.Config) -> None:
+    if config.pluginmanager.hasplugin("xdist"):
+        config.pluginmanager.register(SharedLabs(), "cb-shared-labs")

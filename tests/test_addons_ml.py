@@ -6,6 +6,8 @@ is not ready on its nodes is explained by its pods."""
 from __future__ import annotations
 
 import json
+import shutil
+import subprocess
 from pathlib import Path
 from typing import Any
 
@@ -18,10 +20,11 @@ from provision.inputs.addons import ADDON_ORDER, ADDONS
 from provision.inputs.settings import Settings, parse_settings
 from provision.kube.addons import wait_for_addon
 from provision.kube.client import load_api_client
-from provision.render.addons import ClusterFacts, addon_plan, part_source
+from provision.render.addons import ClusterFacts, PartPlan, addon_plan, part_source
 from tests.support.apiserver import FakeApiServer, object_list
 from tests.support.kube_objects import daemon_set, pod
 from tests.support.refusal import assert_refused, run_main
+from tests.support.server_side_apply import LiveObject
 
 KUBERNETES_VERSIONS = [f"{release.name}.0" for release in versions.KUBERNETES_RELEASES]
 
@@ -55,8 +58,61 @@ def test_kserve_gets_its_namespace_first_then_the_release_then_standard_mode() -
     config = own_objects(Settings(), "kserve")[-1]
     assert (config["metadata"]["name"], config["metadata"]["namespace"]) == ("inferenceservice-config", "kserve")
     assert json.loads(config["data"]["deploy"]) == {"defaultDeploymentMode": "Standard"}
-    # Only that key: the release keeps the rest of its configuration (applied server-side).
+    # Only that key: the release keeps the rest of its configuration (applied server-side, under its own manager).
     assert list(config["data"]) == ["deploy"]
+    assert plan.parts[-1].field_manager != plan.parts[1].field_manager
+
+
+# The keys of KServe's inferenceservice-config as the release ships them (config/configmap/inferenceservice.yaml,
+# read at kserve master of 2026-08-21; v0.20.0 has the same keys); values stand in for upstream's JSON.
+KSERVE_RELEASE_KEYS = ("explainers", "storageInitializer", "credentials", "ingress", "logger", "batcher", "agent",
+                       "router", "deploy", "metricsAggregator", "localModel", "security", "inferenceService",
+                       "opentelemetryCollector", "autoscaler")
+
+
+def kserve_release_config() -> dict[str, Any]:
+    data = {key: json.dumps({"from": "the release", "key": key}) for key in KSERVE_RELEASE_KEYS}
+    data["deploy"] = json.dumps({"defaultDeploymentMode": "Serverless"})
+    return {"apiVersion": "v1", "kind": "ConfigMap",
+            "metadata": {"name": "inferenceservice-config", "namespace": "kserve"}, "data": data}
+
+
+def kustomized(part: PartPlan, documents: list[dict[str, Any]], directory: Path) -> list[dict[str, Any]]:
+    """What `kubectl kustomize` makes of a part (the role applies exactly that): the release file stood in for."""
+    directory.mkdir(parents=True, exist_ok=True)
+    (directory / part.file).write_text(part.content if part.fetch == "local" else yaml.safe_dump_all(documents))
+    (directory / "kustomization.yaml").write_text(part.kustomization)
+    rendered = subprocess.run(["kubectl", "kustomize", str(directory)], capture_output=True, text=True, check=True)
+    return [doc for doc in yaml.safe_load_all(rendered.stdout) if doc]
+
+
+def test_the_ssa_replay_prunes_what_one_manager_stops_sending() -> None:
+    # What 3fe2742 did: the release and our one key under the same manager, the release's keys pruned.
+    live = LiveObject()
+    live.apply(kserve_release_config(), "cluster-bootstrap")
+    ours = own_objects(Settings(), "kserve")[-1]
+    live.apply(ours, "cluster-bootstrap")
+    assert list(live.content["data"]) == ["deploy"]
+
+
+@pytest.mark.skipif(shutil.which("kubectl") is None, reason="needs kubectl (its built-in kustomize)")
+def test_kserves_configuration_keeps_the_releases_keys_and_our_deploy_mode(tmp_path: Path) -> None:
+    plan = addon_plan(Settings(), "kserve")
+    objects: dict[tuple[str, str, str], LiveObject] = {}
+    states = []
+    for run in range(2):  # `up`, then `up` again
+        for part in plan.parts:
+            release = [kserve_release_config()] if part.name == "release" else []
+            for doc in kustomized(part, release, tmp_path / str(run) / part.name):
+                key = (doc["kind"], doc["metadata"].get("namespace", ""), doc["metadata"]["name"])
+                objects.setdefault(key, LiveObject()).apply(doc, part.field_manager)
+        states.append(json.dumps({str(k): v.content for k, v in objects.items()}, sort_keys=True))
+    data = objects[("ConfigMap", "kserve", "inferenceservice-config")].content["data"]
+    assert set(data) == set(KSERVE_RELEASE_KEYS)
+    assert json.loads(data["deploy"]) == {"defaultDeploymentMode": "Standard"}
+    assert json.loads(data["storageInitializer"]) == {"from": "the release", "key": "storageInitializer"}
+    # A second run leaves the object as the first did (no field passes between managers).
+    assert states[0] == states[1]
 
 
 def test_release_files_move_to_the_mirror_and_the_offline_source() -> None:
@@ -64,8 +120,8 @@ def test_release_files_move_to_the_mirror_and_the_offline_source() -> None:
         "url", "https://github.com/cert-manager/cert-manager/releases/download/v1.21.2/cert-manager.yaml")
     offline = parse_settings({"offline": {"source": "/srv/cb", "image_repository": "registry.lan:5000"}})
     assert part_source(offline, "kserve", "runtimes") == ("url", "file:///srv/cb/addons/kserve/v0.21.0/runtimes.yaml")
-    images = yaml.safe_load(addon_plan(offline, "dcgm_exporter").parts[1].kustomization)["images"]
-    assert {"name": "nvcr.io/nvidia/k8s/dcgm-exporter", "newName": "registry.lan:5000/nvidia/k8s/dcgm-exporter"} in images
+    # The images are moved on the control plane, from the fetched manifest (tests/test_addon_images.py).
+    assert addon_plan(offline, "dcgm_exporter").image_registry == "registry.lan:5000"
 
 
 def test_the_gpu_agents_run_on_gpu_nodes_and_gfd_follows_the_mig_strategy() -> None:

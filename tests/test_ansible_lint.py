@@ -9,12 +9,12 @@ from pathlib import Path
 
 import pytest
 
-from provision.resources import ANSIBLE_CFG, PLAYBOOKS_DIR, ROLES_DIR
+from provision.resources import ANSIBLE_CFG, PLAYBOOKS_DIR, ROLES_PATH
 from tests.support.paths import REPO_ROOT
 
 BIN = Path(sys.executable).parent
 PLAYBOOKS = sorted(path.name for path in PLAYBOOKS_DIR.glob("*.yml"))
-ENV = os.environ | {"ANSIBLE_ROLES_PATH": str(ROLES_DIR), "ANSIBLE_CONFIG": str(ANSIBLE_CFG), "NO_COLOR": "1"}
+ENV = os.environ | {"ANSIBLE_ROLES_PATH": ROLES_PATH, "ANSIBLE_CONFIG": str(ANSIBLE_CFG), "NO_COLOR": "1"}
 
 
 # The timeout only bounds a hung run: a machine shared by other work can take minutes for the whole lint.

@@ -26,7 +26,7 @@ USAGE = [
     ("from-empty", ["up", "-i", "INVENTORY", "--from", ""], ["unknown phase ''"]),
     ("only-unknown", ["up", "-i", "INVENTORY", "--only", "netwrk"], ["unknown phase 'netwrk'"]),
     ("only-and-from", ["up", "-i", "INVENTORY", "--only", "gpu", "--from", "prepare"], ["exclude each other"]),
-    ("only-empty-and-from", ["up", "-i", "INVENTORY", "--only", "", "--from", "prepare"], ["exclude each other"]),
+    ("only-empty-and-from", ["up", "-i", "INVENTORY", "--only", "", "--from", "prepare"], ["unknown phase ''"]),
     ("context-without-merge", ["up", "-i", "INVENTORY", "--context", "x"], ["--merge-kubeconfig"]),
     ("output-yaml", ["preflight", "-i", "INVENTORY", "--output", "yaml"], ["'yaml' is not one of", "--help"]),
     ("config-show-output-xml", ["config", "show", "-o", "xml"], ["'xml' is not one of"]),

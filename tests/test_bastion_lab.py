@@ -75,7 +75,7 @@ def test_preflight_reaches_the_nodes_through_the_bastion(lab: Lab, tmp_path: Pat
     inventory = behind_bastion(lab, tmp_path, lab.known_hosts_path)
     report = run_preflight(load_inventory(inventory), without_lab_known_hosts(lab, tmp_path))
     assert report.ok, [p.describe() for p in report.blocking]
-    assert [(n.name, n.check("ssh").status) for n in report.nodes] == [("n2", "ok"), ("n3", "ok")]
+    assert [(n.name, n.finding("ssh").status) for n in report.nodes] == [("n2", "ok"), ("n3", "ok")]
     assert not (tmp_path / "empty_known_hosts").exists()
 
     result = CliRunner().invoke(app, ["preflight", "-i", str(inventory), "-c", str(lab.config_path)],
@@ -107,7 +107,7 @@ def test_the_bastions_host_key_is_checked_too(lab: Lab, tmp_path: Path) -> None:
     inventory = behind_bastion(lab, tmp_path, known_hosts)
     settings = without_lab_known_hosts(lab, tmp_path)
 
-    check = run_preflight(load_inventory(inventory), settings).node("n2").check("ssh")
+    check = run_preflight(load_inventory(inventory), settings).node("n2").finding("ssh")
     assert check is not None and check.status == "fail"
     assert check.detail.startswith(f"bastion tester@{bastion.ip}: host key") and "is unknown" in check.detail
     assert f"ssh-keyscan {bastion.ip} >> {known_hosts}" in check.fix

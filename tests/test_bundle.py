@@ -161,6 +161,11 @@ def test_the_build_pulls_through_the_mirror_the_settings_name() -> None:
     assert source_of(settings, "quay.io/calico/node:v3.33.0") == ("127.0.0.1:5001/calico/node:v3.33.0", False)
     assert source_of(settings, "busybox:1.36") == ("registry-1.docker.io/library/busybox:1.36", True)
     assert bundle_path(settings, "docker.io/library/busybox:1.36") == "library/busybox:1.36"
+    # A mirror known not to carry the image (DaoCloud's allow list) is passed over for the next, then upstream.
+    cn = parse_settings({"container_runtime": {"registry_mirrors": {"ghcr.io": [
+        "https://ghcr.m.daocloud.io", "https://ghcr.nju.edu.cn"]}}})
+    assert source_of(cn, "ghcr.io/chrislusf/seaweedfs:4.34") == ("ghcr.nju.edu.cn/chrislusf/seaweedfs:4.34", True)
+    assert source_of(cn, "ghcr.io/kubeflow/kfp-driver:2.17.0") == ("ghcr.m.daocloud.io/kubeflow/kfp-driver:2.17.0", True)
 
 
 # --- the manifest and `bundle verify` ----------------------------------------------------------------------------
@@ -210,6 +215,17 @@ def test_a_bundle_resigned_by_another_key_is_refused_where_the_key_is_pinned(tmp
     assert any(p.startswith("bad signature") for p in given.problems)
     (root / PUBLIC_KEY).unlink()
     assert any("bad signature" in p for p in verify_directory(root).problems)
+
+
+def lay_out(root: Path, settings: object) -> None:
+    """The parts of docs/offline.md's layout every node reads, as empty stand-ins."""
+    from provision.render.manifests import calico_source
+
+    assert isinstance(settings, type(parse_settings({})))
+    (root / f"kubernetes/v{settings.kubernetes.minor}/deb").mkdir(parents=True)
+    calico = root / calico_source(settings).url.removeprefix(f"file://{root}/")
+    calico.parent.mkdir(parents=True)
+    calico.write_text("kind: List\n")
 
 
 # --- up refuses a bundle before any node is touched --------------------------------------------------------------
@@ -262,7 +278,11 @@ def test_a_bundle_that_serves_the_settings_passes(tmp_path: Path, key_home: Path
 def test_a_pinned_key_makes_the_source_a_bundle(tmp_path: Path, key_home: Path) -> None:
     plain = tmp_path / "plain"
     plain.mkdir()
-    # A hand-made copy of the layout (no bundle.json) is still an offline source...
+    # A hand-made copy of the layout (no bundle.json) is still an offline source, once it holds what every node
+    # reads (docs/offline.md)...
+    with pytest.raises(InputError, match=r"lacks what docs/offline.md's layout holds.*kubernetes/v1\.\d+/deb or /rpm"):
+        check_offline_bundle(parse_settings({"offline": {"source": str(plain)}}))
+    lay_out(plain, parse_settings({"offline": {"source": str(plain)}}))
     assert check_offline_bundle(parse_settings({"offline": {"source": str(plain)}})) is None
     # ... unless the settings say it must be a bundle signed by a key.
     pinned = parse_settings({"offline": {"source": str(plain), "bundle_fingerprint": ensure_key(key_home)}})
@@ -280,7 +300,7 @@ def test_nodes_on_a_platform_the_bundle_lacks_stop_at_preflight_before_prepare(
     has no NVIDIA stack), and `prepare` stops at preflight, naming each, before any playbook runs."""
     from provision import phases as phases_module
     from provision.inputs.state import ClusterState
-    from provision.nodes.preflight.run import NodeReport, PreflightReport
+    from provision.nodes.preflight.run import PreflightNode, PreflightReport
     from provision.nodes.sources_check import NodeTarget
     from provision.phases import PhaseContext, run_phases, select_phases
 
@@ -294,7 +314,7 @@ def test_nodes_on_a_platform_the_bundle_lacks_stop_at_preflight_before_prepare(
     def fake_preflight(cluster: object, settings: object, *, nodes: list[str] | None = None,
                        **_: object) -> PreflightReport:
         return PreflightReport(tuple(
-            NodeReport(n.name, n.role, n.address, (), 0,
+            PreflightNode(n.name, n.role, n.address, (), 0,
                        sources_target=NodeTarget(n, debian, codename="bookworm", release="12", gpu=n.name == "w1"))
             for n in cluster.nodes), 0.1)  # type: ignore[attr-defined]
 
@@ -317,7 +337,7 @@ def test_nodes_on_a_platform_the_bundle_lacks_stop_at_preflight_before_prepare(
     (["--for", "centos-7"], "centos-7 is refused"),
     (["--for", "windows-11"], "windows-11 is not a platform"),
     (["--for", "Debian 12"], "is not a platform"),
-    (["--for", "debian-12", "--addons", "kubeflow"], "kubeflow is not an add-on"),
+    (["--for", "debian-12", "--addons", "kubeflow"], "'kubeflow' is not an add-on"),
     (["--for", "debian-12", "--kubernetes", "1.x"], "is not a Kubernetes version"),
 ])
 def test_bundle_build_refuses_bad_flags_in_one_line(tmp_path: Path, args: list[str], says: str) -> None:

@@ -16,6 +16,8 @@ from provision.findings import Finding
 from provision.inputs.inventory import Cluster, Node
 from provision.inputs.settings import Settings
 from provision.nodes.doctor.checks import (
+    DISK_LIMITS,
+    INODE_LIMITS,
     check_certs,
     check_clocks,
     check_containerd,
@@ -31,8 +33,10 @@ from provision.nodes.doctor.checks import (
     check_swap,
     required_ports,
 )
-from provision.nodes.doctor.probe import parse_health, probe_script
+from provision.nodes.doctor.probe import DISK_ROWS, parse_health, probe_script
 from provision.nodes.doctor.run import judge_node, kubernetes_index_urls
+from provision.nodes.probe import Reading
+from provision.nodes.ssh import CommandResult
 from tests.support.doctor_probe import health, healthy_output
 from tests.support.paths import REPO_ROOT
 
@@ -77,11 +81,15 @@ def test_both_probes_read_selinux_swap_and_the_clock_alike() -> None:
     """The sections preflight's probe and the doctor's share (SHARED_SECTIONS) read the same way by both: SELinux's
     mode from getenforce's word or from /sys/fs/selinux/enforce's 1 and 0, swap areas and fstab's swap lines, the
     clock."""
-    from provision.nodes.preflight.probe import SHARED_SECTIONS, parse_facts
+    from provision.nodes.preflight.probe import PROBE_SCRIPT, SHARED_SECTIONS, parse_facts
+    from provision.nodes.probe import SECTION_HEAD
 
     recorded = (REPO_ROOT / "tests" / "data" / "doctor" / "bookworm-healthy-probe.txt").read_text()
     assert all(f"@@{name}\n" in recorded for name in ("time", "swaps", "fstab", "selinux"))
-    assert all(f"section {name}" in SHARED_SECTIONS for name in ("time", "swaps", "fstab", "selinux"))
+    assert all(f"section {name}" in SHARED_SECTIONS for name in ("swaps", "fstab", "selinux"))
+    # The clock is the probe runner's, first in every probe (nodes/probe.py).
+    assert "section time" in SECTION_HEAD and PROBE_SCRIPT.startswith(SECTION_HEAD)
+    assert probe_script({}).startswith(SECTION_HEAD)
     for word, mode in (("Enforcing", "enforcing"), ("1", "enforcing"), ("0", "permissive"),
                        ("Permissive", "permissive"), ("Disabled", "disabled"), (None, None)):
         output = healthy_output(selinux=word, time="1767225600.250", swaps="/dev/sdb2 partition 8388604 0 -2",
@@ -238,6 +246,24 @@ def test_disks_filling_past_the_kubelets_eviction_point_fail_and_before_it_warn(
     assert inodes.status == "fail" and "96% full of inodes" in inodes.detail
 
 
+@pytest.mark.parametrize("path", list(DISK_LIMITS))
+def test_a_disk_exactly_at_a_mark_is_judged_at_that_mark(path: str) -> None:
+    """The marks are inclusive: at exactly the warning mark it warns, at exactly the eviction mark it fails, one
+    below each it does not; the same for inodes."""
+    warn, fail = DISK_LIMITS[path]
+
+    def disk(percent: int, section: str = "disk") -> str:
+        return check_disk("n3", health(**{section: f"{path} /dev/sdb 1000 {percent * 10} {1000 - percent * 10} "
+                                                     f"{percent}% {path}"})).status
+
+    assert [disk(p) for p in (warn - 1, warn, fail - 1, fail)] == ["ok", "warn", "warn", "fail"]
+    inode_warn, inode_fail = INODE_LIMITS
+    assert [disk(p, "inodes") for p in (inode_warn - 1, inode_warn, inode_fail - 1, inode_fail)] == \
+        ["ok", "warn", "warn", "fail"]
+    at_mark = check_disk("n3", health(disk=f"{path} /dev/sdb 1000 {fail * 10} 0 {fail}% {path}"))
+    assert f"is {fail}% full of space (warn at {warn}%, the kubelet evicts pods from {fail}%)" in at_mark.detail
+
+
 def test_a_node_without_a_working_resolver_fails_its_dns_check() -> None:
     assert check_dns("n2", health(resolv=None)).detail.startswith("/etc/resolv.conf is missing")
     assert "names no nameserver" in check_dns("n2", health(resolv="present\noptions timeout:1")).detail
@@ -326,6 +352,38 @@ def test_the_clock_of_the_node_that_is_off_is_named_and_only_that_one() -> None:
     assert "timedatectl set-ntp true" in found["n1"].fix
 
 
+def test_one_df_reads_every_watched_path_that_exists_each_on_its_own_row(tmp_path) -> None:
+    """The probe asks df once for all the paths it watches; each row is named by its path, in order, and a path
+    that does not exist is left out (its neighbours keep their own rows)."""
+    first, second = tmp_path / "containerd", tmp_path / "etcd"
+    first.mkdir()
+    second.mkdir()
+    script = f"disk_paths='{first} {tmp_path}/kubelet {second}'\n{DISK_ROWS}disk_rows -P; disk_rows -Pi\n"
+    lines = subprocess.run(["sh"], input=script, capture_output=True, text=True, timeout=60).stdout.splitlines()
+    assert [line.split()[0] for line in lines] == [str(first), str(second)] * 2
+    usage = [u.path for u in parse_health(healthy_output(disk="\n".join(lines[:2]), inodes="\n".join(lines[2:]))).disk]
+    assert usage == [str(first), str(second)]
+
+
+def test_a_clock_far_behind_is_named_as_behind_from_the_probes_own_timing() -> None:
+    """A node whose clock is an hour behind: the probe runner reads its time at the midpoint of the round trip
+    (nodes/probe.py), and the doctor names that node, and only it, behind the others."""
+    started = 1_767_225_600.0
+    readings = {name: Reading(CLUSTER.node(name), CommandResult(name, "probe", 0, healthy_output(
+        time=f"{started + 1.0 + skew:.3f}"), ""), started, started + 2.0)
+                for name, skew in (("n1", -3600.0), ("n2", 0.4), ("n3", -0.2))}
+    behind = readings["n1"].clock
+    assert behind is not None and behind.offset_s == pytest.approx(-3600.0) and behind.uncertainty_s == 1.0
+    healths = {name: parse_health(reading.stdout, reading.clock) for name, reading in readings.items()}
+    found = check_clocks(healths)
+    assert [found[n].status for n in ("n1", "n2", "n3")] == ["fail", "ok", "ok"]
+    assert found["n1"].detail.startswith("the clock is 3600 s behind the other nodes'")
+    assert "timedatectl set-ntp true" in found["n1"].fix
+    # Within the limit once the round trip's uncertainty is allowed for: 6 s off with 1.5 s of doubt is not wrong.
+    near = {**healths, "n1": replace(healths["n1"], clock_offset_s=-6.0, clock_uncertainty_s=1.5)}
+    assert check_clocks(near)["n1"].status == "ok"
+
+
 @pytest.mark.skipif(subprocess.run(["id", "-u"], capture_output=True, text=True).stdout.strip() != "0",
                     reason="reads what root reads")
 def test_the_probe_runs_under_posix_sh_and_reads_this_machine() -> None:
@@ -340,8 +398,11 @@ def test_the_probe_runs_under_posix_sh_and_reads_this_machine() -> None:
 
 def test_docs_doctor_md_lists_every_check_the_judges_name_and_no_other() -> None:
     """docs/doctor.md's tables and the judges hold the same checks (node side, then the API's)."""
+    # The probe runner's own (ssh, sudo, and the probe's check the doctor names) are the doctor's too.
     sources = [REPO_ROOT / "provision" / "nodes" / "doctor" / "checks.py", REPO_ROOT / "provision" / "nodes" / "doctor"
-               / "run.py", REPO_ROOT / "provision" / "kube" / "health.py", REPO_ROOT / "provision" / "diagnose" / "doctor.py"]
-    named = {name for path in sources for name in re.findall(r"(?:_finding|Finding)\(\s*\"(\w+)\"", path.read_text())}
+               / "run.py", REPO_ROOT / "provision" / "kube" / "health.py", REPO_ROOT / "provision" / "diagnose" / "doctor.py",
+               REPO_ROOT / "provision" / "nodes" / "probe.py", REPO_ROOT / "provision" / "nodes" / "doctor" / "etcd.py"]
+    named = {name for path in sources
+             for name in re.findall(r"(?:_finding|Finding|NodeProbe)\(\s*\"(\w+)\"", path.read_text())}
     documented = set(re.findall(r"^\| `(\w+)` \|", (REPO_ROOT / "docs" / "doctor.md").read_text(), re.MULTILINE))
     assert named == documented

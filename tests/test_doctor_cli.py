@@ -11,9 +11,8 @@ import pytest
 from typer.testing import CliRunner
 
 from provision.cli.app import app
-from provision.cli.commands import doctor as doctor_command
 from provision.cli.commands.doctor import render, report_document
-from provision.cli.views import literal_console
+from provision.cli.console import literal_console
 from provision.diagnose.doctor import DoctorReport
 from provision.errors import BootstrapError, InputError
 from provision.findings import Finding
@@ -43,7 +42,7 @@ REPORT = DoctorReport((
 
 
 def lines(report: DoctorReport = REPORT) -> list[str]:
-    console = literal_console(file=io.StringIO(), width=80)
+    console = literal_console(file=io.StringIO(), width=80, force_terminal=True, color_system=None)
     render(report, console)
     assert isinstance(console.file, io.StringIO)
     return console.file.getvalue().splitlines()
@@ -91,7 +90,7 @@ def test_exit_codes_are_0_healthy_1_with_problems_2_on_bad_input(monkeypatch: py
     assert "FAIL cp1: ssh: not checked: unreachable" in " ".join(result.output.split())
     assert "skip cluster: api: not checked: no admin kubeconfig" in " ".join(result.output.split())
     healthy = DoctorReport((node("cp1", "control_plane"),), (Finding("api", "cluster", "skip", "not checked"),), 0.3)
-    monkeypatch.setattr(doctor_command, "run_doctor", lambda *args, **kwargs: healthy)
+    monkeypatch.setattr("provision.diagnose.doctor.run_doctor", lambda *args, **kwargs: healthy)
     result = CliRunner().invoke(app, ["doctor", "-i", str(inventory), "-o", "json"])
     assert result.exit_code == 0 and json.loads(result.stdout)["healthy"] is True
     result = CliRunner().invoke(app, ["doctor", "-i", str(tmp_path / "missing.ini")])

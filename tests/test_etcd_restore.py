@@ -229,8 +229,7 @@ def test_the_join_is_etcds_own_under_systemd_and_kubeadms_under_static_pods(clus
     static = survey(n1={"kind": "static_pod"})
     assert replace_join_phases(static, cluster.node("n2")) == REPLACE_JOIN_KUBEADM_PHASES
     # A control plane that replaces one gets the certificate renewal timer, as `node add` gives it.
-    assert REPLACE_JOIN_KUBEADM_PHASES == ("drain", "reset", "preflight", "prepare", "join", "certs_timer", "gpu",
-                                           "verify")
+    assert REPLACE_JOIN_KUBEADM_PHASES == ("reset", "preflight", "prepare", "join", "certs_timer", "gpu", "verify")
 
 
 # --- the command's refusals, before any node is touched ----------------------------------------------------------
@@ -252,14 +251,3 @@ def test_restore_refuses_a_survivor_that_is_no_control_plane(cluster: Cluster, t
     outcome = run_main("etcd", "restore", str(good), "--survivors", "n1,n9", "--yes",
                        "--inventory", str(cluster.inventory_path))
     assert_refused(outcome, "--survivors", "'n9' is not a control plane", "n1, n2, n3")
-
-
-def test_replace_refuses_a_worker_and_the_first_control_plane(tmp_path: Path) -> None:
-    hosts = tmp_path / "hosts.ini"
-    hosts.write_text("[control_plane]\ncp1 ansible_host=10.0.0.1\ncp2 ansible_host=10.0.0.2\n"
-                     "cp3 ansible_host=10.0.0.3\n[workers]\nw1 ansible_host=10.0.0.4\n")
-    assert_refused(run_main("node", "replace", "w1", "--yes", "--inventory", str(hosts)),
-                   "'w1' is a worker", f"`bootstrap node remove --inventory {hosts} w1`",
-                   f"`bootstrap node add --inventory {hosts} w1`")
-    assert_refused(run_main("node", "replace", "cp1", "--yes", "--inventory", str(hosts)),
-                   "'cp1' is the first control plane")

@@ -120,11 +120,20 @@ def test_a_refused_restore_changes_nothing(cluster: EtcdCluster, tmp_path: Path)
     nothing_changed()
 
 
-def test_a_restore_killed_midway_and_run_again_finishes_under_the_same_id(cluster: EtcdCluster) -> None:
+def held_in(cluster: EtcdCluster, name: str, directory: str, text: str) -> bool:
+    """Whether the database of a data directory holds this text (etcd's bbolt file keeps keys and values as they
+    are written)."""
+    found = cluster.lab.node(name).ssh(f"grep -a -c -F {text} {directory}/member/snap/db; true").stdout.strip()
+    return found not in ("", "0")
+
+
+def test_restored_twice_with_the_first_killed_midway_nothing_written_before_either_is_lost(
+        cluster: EtcdCluster) -> None:
     n1 = cluster.lab.node("n1")
     path = take_snapshot(cluster)
     expected = cluster.etcd.keys(n1, local=False)
-    cluster.etcd.put(n1, {"/registry/after/killed": "lost"})
+    first_write = f"written-before-the-first-restore-{time.time_ns()}"
+    cluster.etcd.put(n1, {"/registry/after/first": first_write})
     before = {node.name: set(backups(cluster, node.name)) for node in cluster.lab.nodes}
 
     command = [sys.executable, "-m", "provision", *cluster.args("etcd", "restore", str(path), "--yes")]
@@ -144,12 +153,28 @@ def test_a_restore_killed_midway_and_run_again_finishes_under_the_same_id(cluste
             os.killpg(process.pid, signal.SIGKILL)
     interrupted = unfinished_restore(cluster)
     assert isinstance(interrupted, dict) and interrupted["snapshot"] == path.name
+    assert interrupted["sha256"] == load_snapshot(path).record.sha256
 
     outcome = bootstrap(cluster, "etcd", "restore", str(path), "--yes")
     assert outcome.code == 0, outcome.stderr
     assert f"carrying on with restore {interrupted['id']}" in " ".join(outcome.stderr.split())
+    first = f"{DATA_DIR}.cb-before-{interrupted['id']}"
     for node in cluster.lab.nodes:
         # One restore, one set of data kept aside: the data from before it, not a half-restored one.
-        assert set(backups(cluster, node.name)) - before[node.name] == {f"{DATA_DIR}.cb-before-{interrupted['id']}"}
+        assert set(backups(cluster, node.name)) - before[node.name] == {first}
+        assert held_in(cluster, node.name, first, first_write), node.name
         assert cluster.etcd.keys(node, local=True) == expected, node.name
     assert unfinished_restore(cluster) is None
+
+    # A second restore, once etcd has taken new writes on the restored data: those are kept aside too.
+    second_write = f"written-before-the-second-restore-{time.time_ns()}"
+    cluster.etcd.put(n1, {"/registry/after/second": second_write})
+    time.sleep(1)  # etcd's backend commits its batch within 100 ms: the write is in the database file
+    outcome = bootstrap(cluster, "etcd", "restore", str(path), "--yes")
+    assert outcome.code == 0, outcome.stderr
+    for node in cluster.lab.nodes:
+        kept = set(backups(cluster, node.name)) - before[node.name] - {first}
+        assert len(kept) == 1, (node.name, kept)
+        assert held_in(cluster, node.name, kept.pop(), second_write), node.name
+        assert held_in(cluster, node.name, first, first_write), node.name
+        assert cluster.etcd.keys(node, local=True) == expected, node.name

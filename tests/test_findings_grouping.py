@@ -4,33 +4,35 @@ do fifty."""
 from __future__ import annotations
 
 import io
+from dataclasses import replace
 
 from provision.cli.commands.preflight import render
-from provision.cli.views import literal_console
+from provision.cli.console import literal_console
 from provision.findings import Finding, group_findings, subjects_text
 from provision.inputs.inventory import Cluster, Node
 from provision.inputs.settings import Settings
 from provision.inputs.state import ClusterState
-from provision.nodes.preflight.checks import CheckResult
-from provision.nodes.preflight.run import NodeReport, PreflightReport
+from provision.nodes.preflight.run import PreflightNode, PreflightReport
 from provision.phases import preflight as preflight_phase
 from provision.phases.engine import PhaseContext
 
-CONTAINERD = CheckResult("containerd_1x", "warn", "containerd 1.6.20 works with Kubernetes 1.35, the last minor that "
+CONTAINERD = Finding("containerd_1x", "", "warn", "containerd 1.6.20 works with Kubernetes 1.35, the last minor that "
                          "supports containerd 1.x (installed)", "before moving to Kubernetes 1.36: upgrade the node's "
                          "containerd to 2.x (Docker's containerd.io)")
-CGROUP = CheckResult("cgroup_v1_allowed", "warn", "cgroup v1, run with failCgroupV1: false because "
+CGROUP = Finding("cgroup_v1_allowed", "", "warn", "cgroup v1, run with failCgroupV1: false because "
                      "kubelet.allow_cgroup_v1 is true", "move the node to cgroup v2 (kubelet.switch_to_cgroup_v2: true)")
 
 
 def report(count: int) -> PreflightReport:
-    ok = (CheckResult("ssh", "ok", "as ops"), CheckResult("os", "ok", "Debian GNU/Linux 12"))
-    return PreflightReport(tuple(NodeReport(f"n{i:02d}", "worker" if i > 1 else "control_plane", f"10.0.0.{i}",
-                                            (*ok, CONTAINERD, CGROUP)) for i in range(1, count + 1)), 1.0)
+    ok = (Finding("ssh", "", "ok", "as ops"), Finding("os", "", "ok", "Debian GNU/Linux 12"))
+    names = [f"n{i:02d}" for i in range(1, count + 1)]
+    return PreflightReport(tuple(PreflightNode(name, "worker" if i > 0 else "control_plane", f"10.0.0.{i + 1}",
+                                               tuple(replace(f, subject=name) for f in (*ok, CONTAINERD, CGROUP)))
+                                 for i, name in enumerate(names)), 1.0)
 
 
 def rendered(count: int) -> list[str]:
-    console = literal_console(file=io.StringIO(), width=80)
+    console = literal_console(file=io.StringIO(), width=80, force_terminal=True, color_system=None)
     render(report(count), console)
     assert isinstance(console.file, io.StringIO)
     return console.file.getvalue().splitlines()

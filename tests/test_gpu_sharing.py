@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 import sys
 import time
@@ -22,7 +23,7 @@ from provision.kube.client import load_api_client
 from provision.kube.verify import Expectations, verify_cluster
 from provision.nodes.preflight.checks import evaluate
 from provision.nodes.preflight.probe import NodeFacts
-from provision.render.manifests import device_plugin_manifest, gpu_node_labels
+from provision.render.manifests import device_plugin_config, device_plugin_manifest, gpu_node_labels
 from provision.resources import PLAYBOOKS_DIR
 from tests.support import fake_nvidia_smi
 from tests.support.apiserver import FakeApiServer, object_list
@@ -80,7 +81,7 @@ def verdict(device_ids: tuple[int, ...], **sections: Any) -> tuple[dict[str, Any
                       nvidia_driver=None, kube_configs=(), kernel="6.12.48", cgroup_version=2,
                       gpu_device_ids=device_ids)
     result = evaluate([NODE], {"n1": facts}, CORE, settings=parse_settings(sections))["n1"]
-    return {c.name: c for c in result.checks}, result.advertised
+    return {c.check: c for c in result.checks}, result.advertised
 
 
 def test_mig_on_a_gpu_without_it_is_refused_at_preflight_with_the_reason() -> None:
@@ -115,7 +116,7 @@ def test_preflight_counts_what_the_scheduler_will_advertise(devices: tuple[int, 
     assert (offered.resource, offered.count) == (resource, count)
     shown = checks.get("gpu_mig") or checks.get("gpu_sharing")
     assert (shown.detail if shown else None) == detail
-    assert all(c.status != "fail" for c in checks.values() if c.name.startswith("gpu"))
+    assert all(c.status != "fail" for c in checks.values() if c.check.startswith("gpu"))
 
 
 def test_mig_settings_mean_nothing_on_a_node_without_gpus() -> None:
@@ -273,7 +274,7 @@ def test_up_counts_the_shared_gpus_at_preflight_and_the_gpu_phase_holds_allocata
     from provision.inputs.inventory import load_inventory
     from provision.inputs.state import ClusterState
     from provision.kube.kubeconfig import admin_kubeconfig_path
-    from provision.nodes.preflight.run import NodeReport, PreflightReport
+    from provision.nodes.preflight.run import PreflightNode, PreflightReport
     from provision.nodes.runner import PlaybookResult
     from provision.phases import PhaseContext, run_phases, select_phases
 
@@ -285,8 +286,8 @@ def test_up_counts_the_shared_gpus_at_preflight_and_the_gpu_phase_holds_allocata
     playbooks: list[dict[str, Any]] = []
 
     def fake_preflight(cluster: Any, settings: Any, *, nodes: list[str] | None = None, **_: Any) -> PreflightReport:
-        return PreflightReport((NodeReport("cp1", "control_plane", "", (), 0),
-                                NodeReport("w1", "worker", "", (), 2, gpu_generations=("Hopper",),
+        return PreflightReport((PreflightNode("cp1", "control_plane", "", (), 0),
+                                PreflightNode("w1", "worker", "", (), 2, gpu_generations=("Hopper",),
                                            advertised=Advertised("nvidia.com/gpu", 8, "2 GPUs x 4 replicas"))), 0.1)
 
     def fake_playbook(playbook: str, *args: Any, extra_vars: dict[str, Any] | None = None, **_: Any) -> PlaybookResult:
@@ -311,3 +312,73 @@ def test_up_counts_the_shared_gpus_at_preflight_and_the_gpu_phase_holds_allocata
     assert applied["cb_gpu_node_labels"]["w1"][:2] == ["nvidia.com/gpu.present=true", "nvidia.com/mps.capable-"]
     assert applied["cb_mig"] == {"hosts": [], "profile": "", "instances": {}}
     assert ClusterState.load(cluster).gpu_offered == {"w1": {"nvidia.com/gpu": 8}}
+
+
+# --- the plugin's configuration against its config API ------------------------------------------------------------
+# The fields of NVIDIA/k8s-device-plugin api/config/v1 (read at v0.20.0, tagged 2026-08-19; v0.20.1 is the pinned
+# release): each struct's JSON names and kinds, and what its UnmarshalJSON refuses (replicas.go: resources
+# required and non-empty, a name on each, replicas >= 2, devices "all", a count or a list; config.go: version v1;
+# consts.go: the MIG strategies; resources.go: names under nvidia.com/, at most 63 characters). The plugin reads
+# the file with sigs.k8s.io/yaml, which drops unknown fields silently: here they are refused, so a misspelt one is
+# caught before the plugin runs without it.
+PLUGIN_CONFIG_API: dict[str, dict[str, str]] = {
+    "Config": {"version": "str", "flags": "Flags", "resources": "object", "sharing": "Sharing", "imex": "object"},
+    "Flags": {"migStrategy": "str", "failOnInitError": "bool", "mpsRoot": "str", "nvidiaDriverRoot": "str",
+              "nvidiaDevRoot": "str", "gdrcopyEnabled": "bool", "gdsEnabled": "bool", "mofedEnabled": "bool",
+              "useNodeFeatureAPI": "bool", "deviceDiscoveryStrategy": "str", "plugin": "object", "gfd": "object"},
+    "Sharing": {"timeSlicing": "ReplicatedResources", "mps": "ReplicatedResources"},
+    "ReplicatedResources": {"renameByDefault": "bool", "failRequestsGreaterThanOne": "bool",
+                            "resources": "list[ReplicatedResource]"},
+    "ReplicatedResource": {"name": "str", "rename": "str", "devices": "object", "replicas": "int"},
+}
+MIG_STRATEGIES = ("none", "single", "mixed")
+
+
+def plugin_config_problems(value: Any, kind: str = "Config", where: str = "") -> list[str]:
+    if kind.startswith("list["):
+        if not isinstance(value, list):
+            return [f"{where}: not a list"]
+        return [p for i, item in enumerate(value) for p in plugin_config_problems(item, kind[5:-1], f"{where}[{i}]")]
+    simple = {"str": str, "bool": bool, "int": int, "object": (dict, list, str, int)}
+    if kind in simple:
+        ok = isinstance(value, simple[kind]) and not (kind == "int" and isinstance(value, bool))
+        return [] if ok else [f"{where}: not a {kind}"]
+    if not isinstance(value, dict):
+        return [f"{where}: not a {kind}"]
+    fields = PLUGIN_CONFIG_API[kind]
+    found = [f"{where}.{key}: not a field of {kind}" for key in value if key not in fields]
+    found += [p for key, item in value.items() if key in fields for p in plugin_config_problems(item, fields[key],
+                                                                                                 f"{where}.{key}")]
+    if kind == "Config" and value.get("version") != "v1":
+        found.append(f"{where}.version: unknown version {value.get('version')!r}")
+    if kind == "Flags" and value.get("migStrategy") not in MIG_STRATEGIES:
+        found.append(f"{where}.migStrategy: not one of {MIG_STRATEGIES}")
+    if kind == "ReplicatedResources" and not value.get("resources"):
+        found.append(f"{where}: no resources specified")
+    if kind == "ReplicatedResource":
+        name = str(value.get("name", ""))
+        full = name if name.startswith("nvidia.com/") else f"nvidia.com/{name}"
+        if "name" not in value or len(full) > 63 or not re.fullmatch(r"nvidia\.com/[a-z0-9]([-a-z0-9.]*[a-z0-9])?", full):
+            found.append(f"{where}.name: not a resource name under nvidia.com/ ({name!r})")
+        if "replicas" not in value or not isinstance(value["replicas"], int) or value["replicas"] < 2:
+            found.append(f"{where}.replicas: number of replicas must be >= 2")
+    return found
+
+
+@pytest.mark.parametrize("gpu", [{}, {"sharing": "time-slicing", "replicas": 4}, {"sharing": "mps", "replicas": 2},
+                                 {"mig": {"strategy": "single", "profile": "1g.10gb"}},
+                                 {"mig": {"strategy": "mixed", "profile": "3g.40gb"}, "sharing": "time-slicing",
+                                  "replicas": 64}])
+def test_the_plugin_config_is_one_its_config_api_reads(gpu: dict[str, Any]) -> None:
+    config = device_plugin_config(parse_settings({"gpu": gpu}))
+    assert plugin_config_problems(config) == []
+    # What the plugin is told is what the settings say.
+    assert config["flags"]["migStrategy"] == parse_settings({"gpu": gpu}).gpu.mig.strategy
+
+
+def test_the_config_api_table_refuses_what_the_plugin_would_not_read() -> None:
+    config = device_plugin_config(parse_settings({"gpu": {"sharing": "time-slicing", "replicas": 4}}))
+    config["sharing"]["timeSlicing"]["resources"][0]["replicas"] = 1
+    config["flags"]["migStrategys"] = "none"
+    assert plugin_config_problems(config) == [".flags.migStrategys: not a field of Flags",
+                                              ".sharing.timeSlicing.resources[0].replicas: number of replicas must be >= 2"]

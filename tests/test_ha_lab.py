@@ -112,7 +112,7 @@ def test_preflight_finds_the_vip_free_on_every_control_planes_own_network(lab: L
     cluster: Cluster = load_inventory(lab.inventory_path)
     settings = settings_with(lab, control_plane={"vip": vip})
     report = run_preflight(cluster, settings)
-    checks = {n.name: n.check("vip") for n in report.nodes}
+    checks = {n.name: n.finding("vip") for n in report.nodes}
     assert {name: (c.status, c.detail) if c else None for name, c in checks.items()} == {
         **dict.fromkeys(CONTROL_PLANES, ("ok", f"{vip} free, on eth0")), "n4": None}
     assert report.vip_interfaces == dict.fromkeys(CONTROL_PLANES, "eth0")
@@ -123,13 +123,13 @@ def test_preflight_finds_the_vip_free_on_every_control_planes_own_network(lab: L
         taken = run_preflight(cluster, settings, nodes=["n1"])
     finally:
         lab.node("n4").ssh(f"ip address del {vip}/32 dev eth0")
-    (problem,) = [p for p in taken.blocking if p.check.name == "vip"]
-    assert problem.node == "n1" and f"{vip} is taken: " in problem.check.detail and "answers for it on eth0" in \
-        problem.check.detail
+    (problem,) = [p for p in taken.blocking if p.check == "vip"]
+    assert problem.subject == "n1" and f"{vip} is taken: " in problem.detail and "answers for it on eth0" in \
+        problem.detail
     # An address the control planes reach only through a router is refused too.
     routed = run_preflight(cluster, settings_with(lab, control_plane={"vip": "192.0.2.10"}), nodes=["n2"])
-    (problem,) = [p for p in routed.blocking if p.check.name == "vip"]
-    assert problem.check.fix.startswith("pick control_plane.vip from the control planes' own subnet")
+    (problem,) = [p for p in routed.blocking if p.check == "vip"]
+    assert problem.fix.startswith("pick control_plane.vip from the control planes' own subnet")
 
 
 def test_three_control_planes_init_then_join_one_at_a_time_and_workers_join_through_the_vip(

@@ -30,9 +30,11 @@ import yaml
 
 from provision.errors import BootstrapError
 from provision.inputs.inventory import load_inventory
+from provision.inputs.platforms import Platform, platform_for, role_rows
 from provision.inputs.settings import load_settings
 from provision.inputs.state import ClusterState
 from provision.inputs.versions import DRIVER_BRANCH_DEFAULT, KUBERNETES_DEFAULT
+from provision.nodes.preflight.probe import parse_os_release
 from provision.nodes.preflight.run import PreflightReport
 from provision.nodes.prepare import PrepareResult
 from provision.phases import PhaseContext, run_phases, select_phases
@@ -46,6 +48,14 @@ from tests.support.paths import REPO_ROOT
 ANSIBLE = Path(sys.executable).parent / "ansible"
 ROLES = ROLES_DIR
 MODERN = tuple(int(part) for part in ansible.__version__.split(".")[:2]) >= (2, 21)
+# The kubelet as a unit that runs (the placeholder package's exits at once) and kubeadm's mark of a joined node, as
+# tests/test_doctor_lab.py gives its nodes.
+STAND_IN_KUBELET = (
+    "mkdir -p /etc/systemd/system/kubelet.service.d /etc/kubernetes && "
+    "printf '[Service]\\nExecStart=\\nExecStart=/bin/sleep infinity\\n' "
+    "> /etc/systemd/system/kubelet.service.d/99-cblab-stand-in.conf && "
+    "printf 'apiVersion: v1\\nkind: Config\\n' > /etc/kubernetes/kubelet.conf && "
+    "systemctl daemon-reload && systemctl restart kubelet && systemctl is-active kubelet")
 # The ports prepare opens on a control plane (os_prep's defaults), and Calico's IP-in-IP.
 CONTROL_PLANE_PORTS = {"6443/tcp", "2379-2380/tcp", "10250/tcp", "10257/tcp", "10259/tcp", "10256/tcp",
                        "30000-32767/tcp", "179/tcp", "4789/udp", "5473/tcp"}
@@ -114,7 +124,16 @@ def test_each_flavour_boots_and_ansible_sees_the_distribution_it_stands_for(
     assert seen == {"distribution": expected.distribution, "os_family": expected.os_family,
                     "distribution_major_version": expected.major_version, "pkg_mgr": expected.pkg_mgr}
     assert facts["ansible_python"]["executable"] == expected.python
+    # The Python the modules run with there: the version docs/os-support.md's lab column states (rocky9: a real 3.9).
+    assert tuple(facts["ansible_python"]["version_info"][:2]) == expected.python_version
     assert facts["ansible_service_mgr"] == "systemd"
+    # The row it stands for is the one the product finds for it, by os-release and by what Ansible calls it.
+    row = platform_for(parse_os_release(node.ssh("cat /etc/os-release").stdout.splitlines()))
+    assert isinstance(row, Platform) and (row.os_id, row.releases[0]) == expected.stands_for
+    assert [r["name"] for r in role_rows() if r["ansible_distribution"] == facts["ansible_distribution"]
+            and facts["ansible_distribution_major_version"].split("/")[-1] in r["ansible_versions"]] == [row.name]
+    if row.codename and row.support == "supported":
+        assert facts["ansible_distribution_release"] == row.codename
 
 
 @pytest.mark.parametrize("flavour", ["trixie", "sid"])
@@ -326,8 +345,35 @@ def test_prepare_runs_for_real_on_a_rocky9_node_and_a_second_run_changes_nothing
     """OS stand-ins from rocky.repo switched to offline.source, Docker's repository (containerd.io 2 and dockerd
     running), the Kubernetes packages version-locked; every repository with its signatures checked."""
     assert_prepared_for_real(prepared_rocky9, "9")
-    python = prepared_rocky9.preflight.node(prepared_rocky9.lab.nodes[0].name).check("python")
-    assert python is not None and python.detail.startswith("/usr/bin/python3 (3.")
+    node = prepared_rocky9.lab.nodes[0]
+    python = prepared_rocky9.preflight.node(node.name).finding("python")
+    assert python is not None and python.detail == "/usr/bin/python3 (3.9)"
+    # Every module ran under EL9's Python 3.9 (the node report says which), while dnf ran on the Python that has its
+    # bindings: Ansible's dnf module found them in platform-python.
+    for run in (prepared_rocky9.first, prepared_rocky9.second):
+        assert run.reports[node.name].python.startswith("3.9."), run.reports[node.name].python
+    assert node.ssh("/usr/bin/python3 -c 'import dnf'", check=False).returncode != 0
+
+
+def test_doctor_finds_a_prepared_rocky9_node_healthy(prepared_rocky9: Prepared) -> None:
+    """`bootstrap doctor` on the node prepare left (given a kubelet that runs and kubeadm's kubelet.conf, as a
+    joined node has): firewalld's ports, SELinux's mode, containerd, the kubelet, the OS repositories dnf reads."""
+    lab, node = prepared_rocky9.lab, prepared_rocky9.lab.nodes[0]
+    assert node.ssh(STAND_IN_KUBELET).stdout.strip() == "active"
+    run = subprocess.run([str(Path(sys.executable).parent / "bootstrap"), "doctor", "-o", "json", "--inventory",
+                          str(lab.inventory_path), "--config", str(prepared_rocky9.config)], capture_output=True,
+                         text=True, timeout=600, env=os.environ | {
+                             "COLUMNS": "200", "BOOTSTRAP_STATE_DIR": str(prepared_rocky9.config.parent / "state")})
+    document = json.loads(run.stdout)
+    (found,) = document["nodes"]
+    assert found["probed"], found
+    checks = {c["check"]: c for c in found["checks"]}
+    assert set(checks) >= {"swap", "clock", "hostname", "hosts", "firewall", "selinux", "containerd", "kubelet",
+                           "dns", "package_source"}
+    # The disk check reads this machine's disk (a lab node's filesystems are the host's): judged elsewhere.
+    assert {name: (c["status"], c["detail"]) for name, c in checks.items() if name != "disk" and c["status"] != "ok"} \
+        == {}
+    assert checks["kubelet"]["detail"] == "running"
 
 
 def _run_inventory(run_dir: Path) -> dict[str, Any]:
@@ -344,7 +390,7 @@ def test_prepare_runs_for_real_on_an_el8_node_with_python_3_12_and_a_second_run_
     the offline source's AppStream (raw, before facts), every module runs on it, dnf on platform-python."""
     run = prepared("el8")
     node = run.lab.nodes[0]
-    chosen = run.preflight.node(node.name).check("python")
+    chosen = run.preflight.node(node.name).finding("python")
     assert chosen is not None and chosen.detail == "/usr/bin/python3.12: prepare installs python3.12 first"
     assert_prepared_for_real(run, "8")
     assert node.ssh("rpm -q --qf '%{NAME}' python3.12").stdout == "python3.12"

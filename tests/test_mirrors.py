@@ -95,16 +95,15 @@ def test_a_package_repository_may_be_a_directory_on_the_nodes() -> None:
 
 # --- a profile names only what its mirrors carry ----------------------------------------------------------------
 
-CN = {"mirrors": {"profile": "cn"}, "addons": {"enabled": ["volcano", "training_operator", "trainer"]}}
+# Every add-on a Kubernetes 1.36 cluster can run (cert-manager 1.21 stops at 1.36).
+CN = {"mirrors": {"profile": "cn"}, "kubernetes": {"version": "1.36"},
+      "addons": {"enabled": ["volcano", "training_operator", "trainer", "cert_manager", "kserve", "pipelines",
+                             "node_feature_discovery", "gpu_feature_discovery", "dcgm_exporter"]}}
 
 
 def _repository(image: str) -> tuple[str, str]:
-    """'ghcr.io/kube-vip/kube-vip:v1.2.4' -> ('ghcr.io', 'kube-vip/kube-vip'); Docker Hub's short names in full."""
-    name = image.split("@")[0]
-    first, _, rest = name.partition("/")
-    registry, path = (first, rest) if rest and ("." in first or ":" in first) else ("docker.io", name)
-    path = path.rsplit(":", 1)[0] if ":" in path.rsplit("/", 1)[-1] else path
-    return registry, path if "/" in path or registry != "docker.io" else f"library/{path}"
+    from provision.inputs.sources import image_repository
+    return image_repository(image)
 
 
 def every_pulled_image(settings) -> list[str]:  # type: ignore[no-untyped-def]
@@ -160,3 +159,26 @@ def test_the_mirror_tables_say_what_they_say() -> None:
     assert registry_mirror_carries("https://quay.m.daocloud.io", "calico/x/y") is False
     assert registry_mirror_carries("https://docker.m.daocloud.io", "library/nginx") is False
     assert registry_mirror_carries("https://hub.example.com", "library/nginx") is None
+
+
+def test_an_image_no_named_mirror_serves_is_named_with_the_fix() -> None:
+    from provision.inputs.sources import unserved_images
+    from provision.nodes.sources_check import NodeTarget, pulled_images
+    # DaoCloud's ghcr.io mirror alone (a registry_mirrors entry replaces the profile's): SeaweedFS is not on its
+    # allow list, so containerd would fall back to ghcr.io itself.
+    settings = parse_settings({**CN, "container_runtime": {"registry_mirrors": {
+        "ghcr.io": ["https://ghcr.m.daocloud.io"]}}})
+    targets: dict[str, NodeTarget] = {}
+    lines = unserved_images(settings, pulled_images(settings, targets))
+    assert len(lines) == 1 and lines[0].startswith(
+        "image ghcr.io/chrislusf/seaweedfs: no mirror of ghcr.io the settings name serves chrislusf/seaweedfs "
+        "(https://ghcr.m.daocloud.io): add one that does to container_runtime.registry_mirrors.ghcr.io")
+    # Offline, every image comes from the offline registry: nothing to say about mirrors.
+    offline = parse_settings({**CN, "offline": {"image_repository": "registry.lan:5000"}})
+    assert unserved_images(offline, pulled_images(offline, targets)) == []
+
+
+def test_the_sources_report_names_unserved_images_with_the_failed_sources() -> None:
+    from provision.nodes.sources_check import SourcesReport
+    report = SourcesReport(images=("image x/y:1: no mirror ...",))
+    assert report.lines() == ["image x/y:1: no mirror ..."]

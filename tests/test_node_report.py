@@ -104,7 +104,8 @@ def test_the_document_a_prepared_node_sent_validates() -> None:
 
 
 def test_a_document_of_another_schema_is_refused_as_a_whole() -> None:
-    with pytest.raises(ValidationError, match="schema 2, but this version of cluster-bootstrap reads schema 4"):
+    with pytest.raises(ValidationError,
+                       match=f"schema 2, but this version of cluster-bootstrap reads schema {NODE_REPORT_SCHEMA}"):
         NodeReport.model_validate(recorded_document() | {"schema": 2})
     with pytest.raises(ValidationError, match="extra"):
         NodeReport.model_validate(recorded_document() | {"swap_active": "0"})

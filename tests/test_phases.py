@@ -117,6 +117,7 @@ def test_up_is_the_issue_order_and_node_add_reuses_its_phases() -> None:
                          "reset": "reset.yml", "etcd_probe": "etcd_probe.yml",
                          "etcd_snapshot": "etcd_snapshot.yml", "etcd_timer": "etcd_timer.yml",
                          "etcd_member_remove": "etcd_member_remove.yml", "etcd_member_join": "etcd_member_join.yml",
+                         "etcd_defrag": "etcd_defrag.yml",
                          "certs_timer": "certs_timer.yml", "certs_check": "certs_read.yml",
                          "certs_renew": "certs_renew.yml", "upgrade_plan": "upgrade_versions.yml",
                          "upgrade_repositories": "upgrade_repositories.yml"} \
@@ -166,7 +167,7 @@ def test_kubeadm_init_waits_for_the_release_prepare_found_installed(cluster, mon
 
 def test_prepare_alone_runs_preflight_first_and_tells_the_playbook_the_gpu_nodes_it_found(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    from provision.nodes.preflight.run import NodeReport, PreflightReport
+    from provision.nodes.preflight.run import PreflightNode, PreflightReport
     from provision.nodes.runner import PlaybookResult
 
     monkeypatch.setenv("BOOTSTRAP_STATE_DIR", str(tmp_path / "state"))
@@ -181,7 +182,7 @@ def test_prepare_alone_runs_preflight_first_and_tells_the_playbook_the_gpu_nodes
 
     def fake_preflight(cluster: Any, settings: Any, *, nodes: list[str] | None = None, **_: Any) -> PreflightReport:
         probed.append(nodes)
-        return PreflightReport(tuple(NodeReport(n, "worker", "", (), found[n],
+        return PreflightReport(tuple(PreflightNode(n, "worker", "", (), found[n],
                                                 gpu_generations=("Volta",) if found[n] else ())
                                      for n in nodes or found), 0.1)
 
@@ -204,6 +205,51 @@ def test_prepare_alone_runs_preflight_first_and_tells_the_playbook_the_gpu_nodes
     assert probed == [["cp1", "w1", "w2", "w3"]] and len(playbooks) == 2
 
 
+def test_a_failed_preflight_records_nothing_and_the_next_prepare_runs_it_again(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Issue 34.1: a GPU node down during preflight was counted 0 and recorded before the refusal; the next
+    `bootstrap prepare` took preflight as done and prepared that node without the NVIDIA stack."""
+    from provision.findings import Finding
+    from provision.nodes.preflight.run import PreflightNode, PreflightReport
+    from provision.nodes.runner import PlaybookResult
+
+    monkeypatch.setenv("BOOTSTRAP_STATE_DIR", str(tmp_path / "state"))
+    hosts = tmp_path / "hosts.ini"
+    hosts.write_text("[control_plane]\ncp1 ansible_host=10.20.0.10\n[workers]\nw1 ansible_host=10.20.0.11\n")
+    cluster = load_inventory(hosts)
+    w1_up = False
+    playbooks: list[dict[str, Any]] = []
+
+    def fake_preflight(cluster: Any, settings: Any, *, nodes: list[str] | None = None, **_: Any) -> PreflightReport:
+        if w1_up:
+            w1 = PreflightNode("w1", "worker", "", (Finding("ssh", "w1", "ok", "reached"),), 2,
+                               gpu_generations=("Ampere",))
+        else:
+            w1 = PreflightNode("w1", "worker", "", (Finding("ssh", "w1", "fail", "unreachable", "start it"),), 0)
+        cp1 = PreflightNode("cp1", "control_plane", "", (Finding("ssh", "cp1", "ok", "reached"),), 0)
+        return PreflightReport((cp1, w1), 0.1)
+
+    def fake_playbook(playbook: str, *args: Any, extra_vars: dict[str, Any] | None = None, **_: Any) -> PlaybookResult:
+        playbooks.append({"playbook": playbook, **(extra_vars or {})})
+        return PlaybookResult("prepare", playbook, 0, "successful", tmp_path, {}, [], 1.0)
+
+    monkeypatch.setattr(phases_module.preflight, "run_preflight", fake_preflight)
+    monkeypatch.setattr(phases_module.engine, "run_playbook", fake_playbook)
+    monkeypatch.setattr(phases_module.prepare, "check_prepared", lambda *args: {})
+
+    failed = run_phases(select_phases(UP_PHASES, only="preflight"), context(cluster))
+    assert failed.error is not None and "unreachable" in str(failed.error)
+    saved = ClusterState.load(cluster)
+    assert saved.gpus is None and saved.pythons == {} and saved.phases["preflight"].status == "failed"
+
+    # w1 is back: `prepare` alone runs preflight first (nothing was recorded), and prepares w1 with its GPUs.
+    w1_up = True
+    result = run_phases(select_phases(("prepare",)), context(cluster))
+    assert [(o.name, o.status) for o in result.outcomes] == [("preflight", "ok"), ("prepare", "ok")], result.error
+    assert playbooks[0]["cb_nvidia_nodes"] == ["w1"]
+    assert ClusterState.load(cluster).gpus == {"cp1": 0, "w1": 2}
+
+
 @pytest.mark.parametrize("inventory", [
     "[control_plane]\ncp1 ansible_host=10.0.0.10\n[workers]\ngpu-worker-1 ansible_host=10.0.0.11\n",
     "[control_plane]\n10.0.0.10 k8s_nodename=cp1\n[workers]\n10.0.0.11 k8s_nodename=gpu-worker-1\n",
@@ -213,7 +259,7 @@ def test_a_pascal_gpu_gets_the_proprietary_kernel_module_however_the_inventory_n
     """Preflight keys what it found by node name; the nvidia role looks its node up by Ansible's host name. A Pascal
     node written `10.0.0.11 k8s_nodename=gpu-worker-1` (the form the tool's own error message recommends) must not
     get the open module, which pre-Turing GPUs cannot run."""
-    from provision.nodes.preflight.run import NodeReport, PreflightReport
+    from provision.nodes.preflight.run import PreflightNode, PreflightReport
     from provision.nodes.runner import PlaybookResult
 
     monkeypatch.setenv("BOOTSTRAP_STATE_DIR", str(tmp_path / "state"))
@@ -224,7 +270,7 @@ def test_a_pascal_gpu_gets_the_proprietary_kernel_module_however_the_inventory_n
 
     def fake_preflight(cluster: Any, settings: Any, *, nodes: list[str] | None = None, **_: Any) -> PreflightReport:
         pascal = {"gpu-worker-1": ("Pascal",)}
-        return PreflightReport(tuple(NodeReport(n, "worker", "", (), len(pascal.get(n, ())),
+        return PreflightReport(tuple(PreflightNode(n, "worker", "", (), len(pascal.get(n, ())),
                                                 gpu_generations=pascal.get(n, ()))
                                      for n in nodes or ("cp1", "gpu-worker-1")), 0.1)
 
@@ -477,7 +523,8 @@ def test_up_refuses_a_context_name_without_merge_kubeconfig_before_running_anyth
     recorder = Recorder()
     recorder.install(monkeypatch, *[recorder.phase(n) for n in UP_PHASES])
     outcome = CliRunner().invoke(app, ["up", "--inventory", str(cluster.inventory_path), "--context", "mylab"])
-    assert isinstance(outcome.exception, InputError) and "--merge-kubeconfig" in str(outcome.exception)
+    # A combination the table of options refuses (cli/option_table.py): a usage error, exit 2.
+    assert outcome.exit_code == 2 and "--context needs --merge-kubeconfig" in outcome.output
     assert recorder.ran == []
 
 
@@ -490,6 +537,16 @@ def test_node_commands_refuse_the_control_plane_and_unknown_names(cluster) -> No
     assert isinstance(outcome.exception, InputError) and "no host named 'w9'" in str(outcome.exception)
     outcome = runner.invoke(app, ["node", "add", "w1", "--inventory", str(cluster.inventory_path)])
     assert isinstance(outcome.exception, InputError) and "run `bootstrap up` first" in str(outcome.exception)
+
+
+def test_removing_or_replacing_the_only_control_plane_says_to_take_the_cluster_down(cluster) -> None:
+    """Issue 34.4: the refusal said to list another control plane first, in an inventory that has none."""
+    for verb in ("remove", "replace"):
+        outcome = CliRunner().invoke(app, ["node", verb, "cp1", "--inventory", str(cluster.inventory_path), "--yes"])
+        assert isinstance(outcome.exception, InputError), outcome.output
+        message = str(outcome.exception)
+        assert "'cp1' is the cluster's only control plane" in message and "`bootstrap down`" in message
+        assert "list another control plane" not in message
 
 
 def test_reset_asks_before_wiping(cluster, monkeypatch: pytest.MonkeyPatch) -> None:

@@ -13,20 +13,24 @@ from provision.cli.app import app
 from provision.inputs.files import parse_yaml
 from provision.inputs.inventory import Cluster, Node
 from provision.inputs.platforms import (
+    NODE_PYTHON_FLOOR,
     PLATFORMS,
     NodePython,
     Platform,
+    PythonFound,
     Refusal,
     bootstrap_script,
+    choose_python,
     platform_for,
     role_rows,
     supported_text,
 )
 from provision.inputs.settings import parse_settings
-from provision.lab.vagrant import lab_os_choices
+from provision.lab.boxes import lab_os_choices
 from provision.nodes.runner import run_inventory
 from provision.render.playbook_vars import playbook_vars, python_host_vars
 from provision.resources import VAGRANT_DIR
+from tests.lab.lab import FLAVOURS
 from tests.support.paths import REPO_ROOT
 
 CLUSTER = Cluster(inventory_path=Path("hosts.ini"), nodes=(
@@ -163,6 +167,42 @@ def doc_table() -> dict[str, dict[str, str]]:
     return rows
 
 
+def lab_python_check(row: Platform) -> str:
+    """docs/os-support.md's lab column: the lab flavour that stands for the row and the Python the modules run with
+    there (its lab tests assert that version), or, where no flavour stands for it, the floor check alone."""
+    flavour = next((f for f in FLAVOURS.values() if platform_for({"ID": f.stands_for[0], "VERSION_ID": f.stands_for[1]})
+                    is row), None)
+    if flavour is None:
+        return f"not run; vermin holds node code to {'.'.join(map(str, NODE_PYTHON_FLOOR))}"
+    shown, wanted = (".".join(map(str, version)) for version in (flavour.python_version, row.python_version))
+    return f"`{flavour.name}` node: Python {shown}" + ("" if shown == wanted else f" (not {wanted})")
+
+
+def test_every_lab_flavour_stands_for_a_row_the_table_manages() -> None:
+    for flavour in FLAVOURS.values():
+        row = platform_for({"ID": flavour.stands_for[0], "VERSION_ID": flavour.stands_for[1]})
+        assert isinstance(row, Platform), flavour.name
+        assert (row.ansible_distribution, row.family) == (flavour.distribution, flavour.os_family), flavour.name
+        assert row.package_manager == flavour.pkg_mgr, flavour.name
+
+
+def test_an_el9_node_whose_python3_lacks_dnf_is_managed_when_ansibles_dnf_module_finds_the_bindings() -> None:
+    """ansible-core's dnf module, when its interpreter cannot import dnf, tries platform-python, /usr/bin/python3 and
+    /usr/bin/python (modules/dnf.py) and runs dnf under the first that can: such a node works, one where none can
+    does not."""
+    rocky9 = platform_for({"ID": "rocky", "VERSION_ID": "9.6"})
+    assert isinstance(rocky9, Platform)
+    python39 = PythonFound("/usr/bin/python3", (3, 9))
+    with_bindings = PythonFound("/usr/libexec/platform-python", (3, 11), frozenset({"dnf"}))
+    assert choose_python(rocky9, {p.path: p for p in (python39, with_bindings)}) == \
+        NodePython("/usr/bin/python3", None, "rocky", "9")
+    without = PythonFound("/usr/bin/python", (3, 9))
+    problem = choose_python(rocky9, {p.path: p for p in (python39, without)})
+    assert not isinstance(problem, NodePython)
+    assert problem.detail == "none of /usr/bin/python3, /usr/bin/python can import dnf (dnf's Python bindings)"
+    assert "python3-dnf" in problem.fix
+
+
 def test_docs_os_support_lists_every_row_of_the_table_as_it_is() -> None:
     documented = doc_table()
     assert list(documented) == [row.name for row in PLATFORMS]
@@ -170,11 +210,13 @@ def test_docs_os_support_lists_every_row_of_the_table_as_it_is() -> None:
         cells = documented[row.name]
         assert cells["support"] == row.support_level, row.name
         if isinstance(row, Refusal):
-            assert cells["Python"] == cells["packages"] == "-"
+            assert cells["Python"] == cells["packages"] == cells["version"] == cells["lab"] == "-"
             continue
         assert cells["packages"] == row.package_manager, row.name
         assert cells["Python"] == f"`{row.python}`" + (f" (installed: `{row.python_package}`)"
                                                         if row.python_package else ""), row.name
+        assert cells["version"] == ".".join(map(str, row.python_version)), row.name
+        assert cells["lab"] == lab_python_check(row), row.name
         assert cells["Docker"] == f"`{row.docker_repo}`", row.name
         assert cells["CUDA"] == (f"`{row.cuda.directory}`" if row.cuda else "-"), row.name
     assert supported_text() in (REPO_ROOT / "docs" / "os-support.md").read_text()

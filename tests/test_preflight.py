@@ -12,6 +12,7 @@ from provision.inputs.inventory import Node
 from provision.inputs.platforms import X86_64_LEVEL_FLAGS, NodePython, PythonFound
 from provision.inputs.settings import SshSettings
 from provision.nodes.preflight.checks import (
+    PREFLIGHT_POLICY,
     check_clock,
     check_gpu,
     check_isa,
@@ -24,9 +25,10 @@ from provision.nodes.preflight.checks import (
     check_swap,
     check_unique,
     evaluate,
-    severity,
 )
 from provision.nodes.preflight.probe import (
+    NVIDIA_GPUS,
+    NVIDIA_VENDOR,
     PROBE_SCRIPT,
     Listener,
     NodeFacts,
@@ -132,6 +134,24 @@ def test_probe_output_is_parsed_into_facts() -> None:
         ("lo", "127.0.0.1/8"), ("ens3", "192.168.10.21/24"), ("docker0", "172.17.0.1/16"), ("tunl0", "10.244.17.0/32")]
 
 
+def test_the_nvidia_gpus_on_pci_are_the_display_controllers_of_nvidia(tmp_path) -> None:
+    """The probes' PCI walk (preflight's and the doctor's NVIDIA_GPUS): an NVIDIA VGA or 3D controller counts, its
+    HDMI audio function and another vendor's display controller do not; a function without readable files is
+    passed over."""
+    devices = {"0000:3b:00.0": ("0x10de", "0x030200", "0x2330"), "0000:3b:00.1": ("0x10de", "0x040300", "0x22a3"),
+               "0000:00:02.0": ("0x8086", "0x030000", "0x9a49"), "0000:af:00.0": ("0x10de", "0x030000", "0x1db4")}
+    for address, (vendor, klass, device) in devices.items():
+        folder = tmp_path / address
+        folder.mkdir()
+        for name, value in (("vendor", vendor), ("class", klass), ("device", device)):
+            (folder / name).write_text(value + "\n")
+    (tmp_path / "0000:ff:00.0").mkdir()
+    script = (f"nvidia_vendor={NVIDIA_VENDOR}\npci_devices={tmp_path}\n{NVIDIA_GPUS}"
+              "nvidia_gpus address; echo --; nvidia_gpus device\n")
+    output = LocalShell().run(script).stdout.split()
+    assert output == ["0000:3b:00.0", "0000:af:00.0", "--", "0x2330", "0x1db4"]
+
+
 def test_cut_short_probe_output_is_refused() -> None:
     with pytest.raises(ValueError, match="ended early"):
         parse_facts(CENTOS7_GPU_PROBE.replace("@@end\n", ""))
@@ -175,7 +195,7 @@ def test_centos_7_is_refused_with_the_reasons_and_the_way_out() -> None:
         assert reason in finding.detail
     assert "Rocky Linux or AlmaLinux 9 or 10" in finding.fix
     assert "Alibaba Cloud Linux 3 / Anolis OS 8 with `mirrors.profile: cn`" in finding.fix
-    assert severity("os", WORKER) == "fail"
+    assert PREFLIGHT_POLICY.status("os", WORKER.is_control_plane) == "fail"
 
 
 @pytest.mark.parametrize(("os_id", "version"), [("rocky", "8.10"), ("almalinux", "8.9"), ("rhel", "8.10"),
@@ -230,7 +250,7 @@ def test_el10_needs_x86_64_v3_and_preflight_names_the_missing_cpu_features() -> 
     assert not check_isa(replace(rocky10, os_release=os_release("almalinux", "10.0"))).problem
     assert not check_isa(replace(rocky10, os_release=os_release("rocky", "9.4"))).problem
     assert not check_isa(replace(rocky10, arch="aarch64")).problem
-    assert severity("isa", WORKER) == "fail"
+    assert PREFLIGHT_POLICY.status("isa", WORKER.is_control_plane) == "fail"
 
 
 def test_debian_testing_runs_with_a_warning_that_says_why() -> None:
@@ -238,18 +258,19 @@ def test_debian_testing_runs_with_a_warning_that_says_why() -> None:
     assert not check_os(sid, CORE).problem
     warned = check_support(sid)
     assert warned.problem and "changes every day" in warned.detail and "Debian 13" in warned.fix
-    results = {c.name: c.status for c in evaluate([WORKER], {"w1": sid}, CORE)["w1"].checks}
+    results = {c.check: c.status for c in evaluate([WORKER], {"w1": sid}, CORE)["w1"].checks}
     assert results["support"] == "warn" and results["os"] == "ok"
 
 
 def test_cpu_and_memory_block_on_the_control_plane_and_warn_on_workers() -> None:
     small = facts(cpus=1, memory_mb=1024)
-    cp = {c.name: c for c in evaluate([CONTROL_PLANE], {"cp1": small}, CORE)["cp1"].checks}
-    worker = {c.name: c for c in evaluate([WORKER], {"w1": small}, CORE)["w1"].checks}
+    cp = {c.check: c for c in evaluate([CONTROL_PLANE], {"cp1": small}, CORE)["cp1"].checks}
+    worker = {c.check: c for c in evaluate([WORKER], {"w1": small}, CORE)["w1"].checks}
     assert (cp["cpu"].status, cp["memory"].status) == ("fail", "fail")
     assert (worker["cpu"].status, worker["memory"].status) == ("warn", "warn")
     assert "1700 MB" in cp["memory"].detail
-    assert severity("swap", CONTROL_PLANE) == "warn" and severity("ports", WORKER) == "fail"
+    assert PREFLIGHT_POLICY.status("swap", CONTROL_PLANE.is_control_plane) == "warn"
+    assert PREFLIGHT_POLICY.status("ports", WORKER.is_control_plane) == "fail"
 
 
 def test_a_foreign_listener_on_a_kubernetes_port_blocks() -> None:
@@ -276,7 +297,7 @@ def test_identities_must_differ_between_nodes() -> None:
     b = facts(hostname="NODE-A", product_uuid="u-2", macs={"eth0": "52:54:00:00:00:02"})
     c = facts(hostname="node-c", product_uuid="u-1", macs={"eth0": "52:54:00:00:00:02"})
     findings = check_unique({"a": a, "b": b, "c": c})
-    problems = {name: {f.name: f.detail for f in found if f.problem} for name, found in findings.items()}
+    problems = {name: {f.check: f.detail for f in found if f.problem} for name, found in findings.items()}
     assert problems == {
         "a": {"hostname": "hostname node-a also on b", "product_uuid": "product_uuid u-1 also on c"},
         "b": {"hostname": "hostname node-a also on a", "mac": "mac 52:54:00:00:00:02 also on c"},
@@ -297,7 +318,7 @@ def test_swap_and_selinux_warn_with_what_prepare_will_do() -> None:
     assert not check_swap(facts(swaps_active=(), fstab_swaps=())).problem
     assert check_selinux(facts()).problem
     assert not check_selinux(facts(selinux="permissive")).problem
-    results = {c.name: c.status for c in evaluate([CONTROL_PLANE], {"cp1": facts()}, CORE)["cp1"].checks}
+    results = {c.check: c.status for c in evaluate([CONTROL_PLANE], {"cp1": facts()}, CORE)["cp1"].checks}
     assert results["swap"] == results["selinux"] == "warn"
 
 
@@ -374,4 +395,4 @@ def test_a_node_network_inside_the_pod_or_service_cidr_blocks_naming_the_interfa
         return
     assert result.problem and result.detail.startswith(finding)
     assert "set kubernetes." in result.fix and "cluster.yaml" in result.fix
-    assert severity("networks", WORKER) == "fail"
+    assert PREFLIGHT_POLICY.status("networks", WORKER.is_control_plane) == "fail"

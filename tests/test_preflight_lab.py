@@ -33,17 +33,17 @@ LAB_ACCEPTED = "cgroup_v1_allowed"
 
 
 def problems(report: PreflightReport, node: str) -> dict[str, str]:
-    return {c.name: c.status for c in report.node(node).checks if c.status != "ok" and c.name != LAB_ACCEPTED}
+    return {c.check: c.status for c in report.node(node).findings if c.status != "ok" and c.check != LAB_ACCEPTED}
 
 
 def test_preflight_passes_on_healthy_nodes(lab3: Lab) -> None:
     report = preflight(lab3)
     assert report.ok, [p.describe() for p in report.blocking]
-    assert [(p.node, p.check.name) for p in report.warnings] == [(n, LAB_ACCEPTED) for n in ("n1", "n2", "n3")]
+    assert [(p.subject, p.check) for p in report.warnings] == [(n, LAB_ACCEPTED) for n in ("n1", "n2", "n3")]
     assert [n.name for n in report.nodes] == ["n1", "n2", "n3"]
     for node in report.nodes:
-        assert node.check("os").detail == "Debian GNU/Linux 12"
-        assert node.check("ports").detail == "free"
+        assert node.finding("os").detail == "Debian GNU/Linux 12"
+        assert node.finding("ports").detail == "free"
     assert report.gpu_counts == {"n1": 0, "n2": 0, "n3": 0}
 
 
@@ -76,14 +76,14 @@ def troubled_lab(lab_factory) -> Lab:
 def test_each_planted_problem_is_reported_on_its_node_only(troubled_lab: Lab) -> None:
     report = preflight(troubled_lab)
     assert problems(report, "n1") == {"ports": "fail"}
-    assert "6443 (python3" in report.node("n1").check("ports").detail
+    assert "6443 (python3" in report.node("n1").finding("ports").detail
     assert problems(report, "n2") == {"swap": "warn"}
-    assert "/swapfile none swap" in report.node("n2").check("swap").detail
+    assert "/swapfile none swap" in report.node("n2").finding("swap").detail
     assert problems(report, "n3") == {"hostname": "fail"}
     assert problems(report, "n4") == {"hostname": "fail"}
-    assert report.node("n4").check("hostname").detail == "hostname n3 also on n3"
-    assert {p.node for p in report.blocking} == {"n1", "n3", "n4"}
-    assert all(p.check.fix for p in report.blocking + report.warnings)
+    assert report.node("n4").finding("hostname").detail == "hostname n3 also on n3"
+    assert {p.subject for p in report.blocking} == {"n1", "n3", "n4"}
+    assert all(p.fix for p in report.blocking + report.warnings)
 
 
 def test_cli_lists_the_fixes_and_exits_non_zero(troubled_lab: Lab) -> None:
@@ -108,7 +108,7 @@ def test_a_finished_control_plane_is_already_part_of_the_cluster(lab_factory) ->
                      "for i in $(seq 50); do ss -ltn | grep -q ':6443 ' && exit 0; sleep 0.1; done; exit 1")
     report = preflight(lab)
     assert report.ok, [p.describe() for p in report.blocking]
-    assert report.node("n1").check("ports").detail == "already part of the cluster (kube-apiserver)"
+    assert report.node("n1").finding("ports").detail == "already part of the cluster (kube-apiserver)"
     lab.down()
 
 
@@ -121,7 +121,7 @@ def test_an_unreachable_host_fails_fast_and_is_named(lab3: Lab, tmp_path: Path) 
     elapsed = time.monotonic() - started
     assert elapsed < settings.ssh.connect_timeout_s + 5
     assert problems(report, "ghost") == {"ssh": "fail"}
-    assert report.node("ghost").check("ssh").detail.startswith("unreachable")
+    assert report.node("ghost").finding("ssh").detail.startswith("unreachable")
     assert problems(report, "n2") == {}
     result = CliRunner().invoke(app, ["preflight", "-i", str(inventory), "-c", str(lab3.config_path)],
                                 env={"COLUMNS": "200"})
@@ -134,7 +134,7 @@ def test_unknown_host_key_is_refused_unless_accepted_and_a_changed_one_always(la
     n2 = lab.node("n2")
     lab.forget_host_key(n2)
     report = preflight(lab)
-    check = report.node("n2").check("ssh")
+    check = report.node("n2").finding("ssh")
     assert check.status == "fail" and "host key" in check.detail and "is unknown" in check.detail
     assert f"ssh-keyscan {n2.ip} >> {lab.known_hosts_path}" in check.fix and "--accept-new-host-keys" in check.fix
     assert problems(report, "n1") == {}
@@ -151,7 +151,7 @@ def test_unknown_host_key_is_refused_unless_accepted_and_a_changed_one_always(la
     others = [line for line in lines if not line.startswith(f"{n2.ip} ")]
     lab.known_hosts_path.write_text("\n".join(others + [f"{n2.ip} {key}" for key in n1_keys]) + "\n")
     for settings_used in (settings, accepting):
-        check = preflight(lab, settings=settings_used).node("n2").check("ssh")
+        check = preflight(lab, settings=settings_used).node("n2").finding("ssh")
         assert check.status == "fail" and "host key CHANGED" in check.detail
         assert "ssh-keygen -R" in check.fix
     lab.down()
@@ -166,11 +166,11 @@ def test_sudo_with_a_password_needs_ask_become_pass(lab_factory, tmp_path: Path)
     inventory = tmp_path / "hosts.ini"
     inventory.write_text(lab.inventory_path.read_text().replace("ansible_user=tester", "ansible_user=ops"))
     report = preflight(lab, inventory)
-    sudo = report.node("n1").check("sudo")
+    sudo = report.node("n1").finding("sudo")
     assert sudo.status == "fail" and sudo.detail == "sudo asks ops for a password"
     assert "--ask-become-pass" in sudo.fix
     assert preflight(lab, inventory, become_password="op-secret-42").ok
-    wrong = preflight(lab, inventory, become_password="not-it").node("n1").check("sudo")
+    wrong = preflight(lab, inventory, become_password="not-it").node("n1").finding("sudo")
     assert wrong.status == "fail" and "rejected the become password" in wrong.detail
     assert "op-secret-42" not in repr(report) + repr(wrong)
     lab.down()

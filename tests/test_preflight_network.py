@@ -77,10 +77,10 @@ def test_preflight_warns_about_a_slow_link_and_never_blocks() -> None:
     facts = parse_facts(PROBE_OUTPUT.replace("@@rdma\nmlx5_0 1 InfiniBand 200 Gb/sec (4X HDR)\n"
                                              "mlx5_1 1 Ethernet 25 Gb/sec (1X EDR)\n", ""))
     checks = evaluate([WORKER], {"w1": facts}, CORE, multi_node=True, min_link_gbps=10)["w1"].checks
-    network = next(c for c in checks if c.name == "network")
+    network = next(c for c in checks if c.check == "network")
     assert network.status == "warn" and "1 Gb/s link is throttled" in network.detail
     checks = evaluate([WORKER], {"w1": facts}, CORE)["w1"].checks
-    assert next(c for c in checks if c.name == "network").status == "ok"
+    assert next(c for c in checks if c.check == "network").status == "ok"
 
 
 def test_the_probe_section_is_part_of_the_script_and_runs_here() -> None:

@@ -20,7 +20,6 @@ from provision.nodes.preflight.checks import (
     judge,
 )
 from provision.nodes.preflight.probe import PROBE_SCRIPT, NodeFacts, parse_facts
-from provision.nodes.preflight.run import Problem
 from provision.nodes.ssh import LocalShell
 
 NODE = Node(name="n1", address="10.0.0.1", role="control_plane", user="ops")
@@ -107,7 +106,7 @@ def test_a_containerd_too_old_for_the_kubernetes_minor_is_refused(os_release: di
                                                                   words: list[str]) -> None:
     finding = check_containerd(facts(os_release, containerd_candidate=candidate),
                                settings(kubernetes={"version": version}, container_runtime={"containerd_source": source}))
-    assert finding.problem and finding.name == name
+    assert finding.problem and finding.check == name
     text = f"{finding.detail}; fix: {finding.fix}"
     for word in words:
         assert word in text
@@ -129,7 +128,7 @@ def test_the_containerd_prepare_would_install_passes(os_release: dict[str, str],
 def test_an_installed_containerd_1_is_judged_as_installed() -> None:
     installed = facts(containerd_version=(1, 7, 25), runtime_packages={"containerd.io": "1.7.25-1"})
     finding = check_containerd(installed, settings(container_runtime={"containerd_source": "docker"}))
-    assert finding.problem and finding.name == "containerd"
+    assert finding.problem and finding.check == "containerd"
     assert "containerd 1.7.25 cannot run Kubernetes 1.36" in finding.detail and "(installed)" in finding.detail
     assert "upgrade the node's containerd to 2.x" in finding.fix
 
@@ -139,7 +138,7 @@ def test_the_other_familys_packages_on_the_node_are_refused() -> None:
     bookworm = facts({"ID": "debian", "VERSION_ID": "12"}, containerd_version=(1, 6, 20),
                      runtime_packages={"containerd": "1.6.20~ds1-1+deb12u3", "docker.io": "20.10.24+dfsg1-1+deb12u1"})
     finding = check_containerd(bookworm, settings())
-    assert finding.problem and finding.name == "containerd"
+    assert finding.problem and finding.check == "containerd"
     assert finding.detail.startswith("containerd, docker.io installed, but container_runtime.containerd_source "
                                      "resolves to docker (containerd.io and docker-ce)")
     assert "containerd_source: distribution" in finding.fix and "apt-get purge containerd docker.io" in finding.fix
@@ -149,16 +148,16 @@ def test_the_other_familys_packages_on_the_node_are_refused() -> None:
 
 def test_a_cgroup_v1_node_is_refused_from_1_35_with_both_ways_out() -> None:
     finding = check_cgroup(facts(cgroup_version=1), settings(kubernetes={"version": "1.35"}))
-    assert finding.problem and finding.name == "cgroup"
+    assert finding.problem and finding.check == "cgroup"
     assert "which the kubelet of Kubernetes 1.35 refuses (failCgroupV1, KEP-5573)" in finding.detail
     assert "kubelet.switch_to_cgroup_v2: true" in finding.fix and "kubelet.allow_cgroup_v1: true" in finding.fix
 
 
 def test_cgroup_v1_accepted_or_switched_is_a_warning_and_v2_passes() -> None:
     allowed = check_cgroup(facts(cgroup_version=1), settings(kubelet={"allow_cgroup_v1": True}))
-    assert allowed.name == "cgroup_v1_allowed" and "unsupported by Kubernetes 1.36" in allowed.detail
+    assert allowed.check == "cgroup_v1_allowed" and "unsupported by Kubernetes 1.36" in allowed.detail
     switched = check_cgroup(facts(cgroup_version=1), settings(kubelet={"switch_to_cgroup_v2": True}))
-    assert switched.name == "cgroup_v2_switch" and "reboots it" in switched.detail
+    assert switched.check == "cgroup_v2_switch" and "reboots it" in switched.detail
     assert not check_cgroup(facts(cgroup_version=2), settings()).problem
 
 
@@ -179,7 +178,7 @@ def test_nftables_needs_linux_5_13(kernel: str, mode: str, problem: bool) -> Non
 
 def gpu(*device_ids: int, **sections: dict[str, object]) -> list[tuple[str, bool, str, str]]:
     found = check_gpu_versions(facts(gpu_device_ids=device_ids), settings(**sections), NODE)
-    return [(f.name, f.problem, f.detail, f.fix) for f in found]
+    return [(f.check, f.problem, f.detail, f.fix) for f in found]
 
 
 def test_gpu_generations_pass_with_a_branch_that_drives_them() -> None:
@@ -221,14 +220,14 @@ def test_an_explicit_cuda_13_smoke_image_on_pascal_is_refused_and_the_default_fo
 def test_refusals_block_and_accepted_risks_warn_each_in_one_line_with_node_rule_and_fix() -> None:
     node_facts = facts(cgroup_version=1, containerd_candidate="1.7.24~ds1-6", gpu_device_ids=(0x1DB4,))
     strict = settings(container_runtime={"containerd_source": "distribution"}, gpu={"driver_branch": "595"})
-    results = {c.name: c for c in evaluate([NODE], {"n1": node_facts}, CORE, settings=strict)["n1"].checks}
+    results = {c.check: c for c in evaluate([NODE], {"n1": node_facts}, CORE, settings=strict)["n1"].checks}
     assert {n: results[n].status for n in ("containerd", "cgroup", "gpu_driver", "kernel")} == \
         {"containerd": "fail", "cgroup": "fail", "gpu_driver": "fail", "kernel": "ok"}
-    line = Problem("n1", results["containerd"]).describe()
+    line = results["containerd"].describe()
     assert "\n" not in line and line.startswith("n1: containerd: containerd 1.7.24 cannot run Kubernetes 1.36")
     assert "; fix: set container_runtime.containerd_source: docker" in line
     lenient = settings(kubernetes={"version": "1.35"}, kubelet={"allow_cgroup_v1": True},
                        container_runtime={"containerd_source": "distribution"})
-    warned = {c.name: c.status for c in evaluate([NODE], {"n1": node_facts}, CORE, settings=lenient)["n1"].checks}
+    warned = {c.check: c.status for c in evaluate([NODE], {"n1": node_facts}, CORE, settings=lenient)["n1"].checks}
     assert warned["containerd_1x"] == warned["cgroup_v1_allowed"] == "warn"
     assert judge(NODE, check_cgroup(facts(cgroup_version=2), lenient)).status == "ok"

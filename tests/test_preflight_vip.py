@@ -7,7 +7,8 @@ from dataclasses import replace
 
 import pytest
 
-from provision.nodes.preflight.checks import Finding, check_proxy_port, check_vip
+from provision.findings import ok
+from provision.nodes.preflight.checks import check_proxy_port, check_vip
 from provision.nodes.preflight.probe import Listener, VipFacts, parse_facts, probe_script
 
 VIP = "10.88.7.99"
@@ -80,8 +81,8 @@ def test_the_local_proxys_port_must_be_free_or_the_proxys_own() -> None:
     def with_listeners(*listeners: Listener) -> object:
         return check_proxy_port(replace(base, listeners=listeners), 6444)
 
-    assert with_listeners(Listener(22, "sshd")) == Finding("proxy_port", False, "6444 free")
-    assert with_listeners(Listener(6444, "haproxy", 812)) == Finding("proxy_port", False, "6444: the local API proxy")
+    assert with_listeners(Listener(22, "sshd")) == ok("proxy_port", "6444 free")
+    assert with_listeners(Listener(6444, "haproxy", 812)) == ok("proxy_port", "6444: the local API proxy")
     taken = with_listeners(Listener(6444, "nginx", 77))
     assert taken.problem and taken.detail == "6444, where the local API proxy listens, is held by nginx (pid 77)"
     assert "control_plane.vip" in taken.fix

@@ -11,7 +11,7 @@ import pytest
 from provision.errors import BootstrapError
 from provision.inputs.settings import Settings, parse_settings
 from provision.nodes.prepare import check_node, read_reports
-from provision.nodes.reports import NodeReport
+from provision.nodes.reports import NODE_REPORT_SCHEMA, NodeReport
 from provision.nodes.runner import executor_envvars
 from tests.support.node_reports import recorded_document, recorded_settings
 
@@ -143,9 +143,10 @@ def test_reports_are_found_in_the_runs_saved_events_by_the_modules_key_whatever_
 
 
 def test_a_report_this_version_cannot_read_names_the_host(tmp_path: Path) -> None:
-    write_events(tmp_path, [("n1", "Report", {"cb_report": recorded_document() | {"schema": 5}})])
+    newer = NODE_REPORT_SCHEMA + 1
+    write_events(tmp_path, [("n1", "Report", {"cb_report": recorded_document() | {"schema": newer}})])
     with pytest.raises(BootstrapError, match=r"^prepare: n1 sent a report of its state that this version .* \(schema: "
-                                             r".*schema 5.*\); the playbooks and the Python package"):
+                                             rf".*schema {newer}.*\); the playbooks and the Python package"):
         read_reports(tmp_path)
 
 

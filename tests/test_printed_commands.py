@@ -17,6 +17,7 @@ from typing import Any
 
 import pytest
 import typer.main
+import yaml
 
 from provision.cli import app as cli_app
 from provision.cli import invocation
@@ -86,6 +87,7 @@ def printed_commands() -> dict[str, str]:
     return found
 
 
+PLACEHOLDER_VALUES = {"PLATFORMS": "debian-12", "OUT": "/nonexistent/bundle", "INVENTORY": "site/hosts.ini"}
 GIVEN = invocation.Given(state_dir=Path("/srv/cb state"), inventory=Path("site/hosts.ini"),
                          config=Path("site/cluster.yaml"), kubeconfig=Path("/srv/admin.conf"), ask_become_pass=True)
 
@@ -111,7 +113,9 @@ def test_every_command_in_a_message_is_a_command_of_the_tool_and_means_the_input
         assert known in commands, sorted(commands)
     for command, where in commands.items():
         carried = invocation.complete(command, GIVEN)
-        levels = parse(carried)
+        # A required option this run was not given is printed as a placeholder to fill (`--for PLATFORMS`): filled
+        # as a user would, the command parses.
+        levels = parse(" ".join(PLACEHOLDER_VALUES.get(word, word) for word in carried.split(" ")))
         assert levels[0][1]["state_dir"] == GIVEN.state_dir, (where, carried)
         leaf, params = levels[-1]
         assert len(levels) > 1, (where, command)
@@ -223,7 +227,7 @@ def test_inits_next_steps_run_as_printed_use_the_files_it_wrote_and_the_state_it
     assert steps == [f"bootstrap --state-dir {state} preflight --inventory new/hosts.ini --config new/cluster.yaml",
                      f"bootstrap --state-dir {state} up --inventory new/hosts.ini --config new/cluster.yaml"]
     seen = []
-    monkeypatch.setattr("provision.cli.commands.preflight.run_preflight",
+    monkeypatch.setattr("provision.nodes.preflight.run.run_preflight",
                         lambda cluster, settings, **_: seen.append((cluster.inventory_path.absolute(), settings,
                                                                     state_root())) or _empty_report())
     assert runs(*shlex.split(steps[0])[1:])[0] == 0
@@ -254,3 +258,125 @@ def test_a_refusals_command_run_as_printed_is_the_same_run(
     assert runs(*shlex.split(command)[1:])[0] == 0
     given = (site / "hosts.ini", load_settings(site / "cluster.yaml"), site / "st")
     assert runs.ran and all(ran[1:] == given for ran in runs.ran)
+
+
+# --- issue 34.2: nothing printed for copying is wrapped, and every command printed runs ----------------------------
+
+def accepted(command: str, inventory: Path) -> list[tuple[Any, dict[str, Any]]]:
+    """`command` as the CLI parses it (a placeholder filled with a real file): each level accepted, nothing required
+    missing."""
+    filled = command.replace("INVENTORY", str(inventory))
+    assert "INVENTORY" in command or filled == command
+    levels = parse(filled)
+    assert len(levels) > 1, command
+    return levels
+
+
+def lines_with_commands(output: str) -> list[str]:
+    """Each line holding a backticked `bootstrap ...`: a command is never split over two lines."""
+    found = []
+    for line in output.splitlines():
+        assert line.count("`") % 2 == 0, f"a backticked span broken over lines: {line!r}"
+        if "`bootstrap" in line:
+            found.append(line)
+    return found
+
+
+def test_smoke_tests_hint_names_what_up_needs_and_the_kubeconfig_it_wrote(
+        site: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
+    """The hint was `bootstrap --state-dir S up --config C`: without --inventory, which `up` requires."""
+    runs = Runs(monkeypatch, capsys)
+    monkeypatch.setenv("HOME", str(site / "home"))
+    monkeypatch.delenv("BOOTSTRAP_INVENTORY", raising=False)
+    code, output = runs("--state-dir", "st", "smoke-test", "-c", "cluster.yaml")
+    assert code == 1
+    [command] = COMMAND.findall(" ".join(lines_with_commands(output)))
+    assert command == f"bootstrap --state-dir {site / 'st'} up --config cluster.yaml --inventory INVENTORY"
+    levels = accepted(command, site / "hosts.ini")
+    assert levels[-1][1]["inventory"] == site / "hosts.ini" and levels[-1][1]["config"] == Path("cluster.yaml")
+    # Once `up` formed the cluster (its admin kubeconfig here, not merged into ~/.kube/config): the hint names it,
+    # and the command it prints merges it, run as printed.
+    runs("--state-dir", "st", "up", "-i", "hosts.ini", "-c", "cluster.yaml")
+    code, output = runs("--state-dir", "st", "smoke-test", "-c", "cluster.yaml")
+    assert code == 1
+    admin = site / "st" / "clusters" / "n1@10.0.0.11" / "admin.conf"
+    assert f"pass --kubeconfig {admin}" in " ".join(output.split())
+    [merge] = COMMAND.findall(" ".join(lines_with_commands(output)))
+    assert merge == f"bootstrap --state-dir {site / 'st'} kubeconfig --merge"
+    admin.write_text(yaml.safe_dump({"apiVersion": "v1", "kind": "Config", "clusters": [
+        {"name": "k", "cluster": {"server": "https://10.0.0.11:6443"}}], "users": [{"name": "u", "user": {}}],
+        "contexts": [{"name": "c", "context": {"cluster": "k", "user": "u"}}]}))
+    code, output = runs(*shlex.split(merge)[1:])
+    assert code == 0, output
+    assert yaml.safe_load((site / "home" / ".kube" / "config").read_text())["current-context"] == "bootstrap-n1"
+
+
+def test_another_installers_inventory_warnings_are_one_line_each_without_a_terminal(
+        site: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
+    """They wrapped over 4-5 lines in a log; the bastion's says what to write, on one line, as written."""
+    runs = Runs(monkeypatch, capsys)
+    monkeypatch.setenv("COLUMNS", "50")
+    (site / "kubespray.ini").write_text("[kube_control_plane]\nn1 ansible_host=10.0.0.11\n[kube_node]\n"
+                                        "n2 ansible_host=10.0.0.12\n[bastion]\nn2\n"
+                                        "[calico_rr]\nn1\n[k8s_cluster:children]\nkube_control_plane\nkube_node\n")
+    code, output = runs("config", "validate", "-i", "kubespray.ini")
+    assert code == 0, output
+    warnings = [line for line in output.splitlines() if line.startswith("warning: ")]
+    assert len(warnings) >= 2
+    bastion = next(line for line in warnings if "[bastion]" in line)
+    assert "ansible_ssh_common_args='-o ProxyJump=USER@BASTION' on them, and remove the group" in bastion
+    # Each whole on its line: none continues on the next.
+    assert all(line.endswith(("remove it", "remove the group")) for line in warnings), warnings
+
+
+def test_the_doctors_fix_is_one_line_and_runs_as_printed(
+        site: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
+    """The doctor hard-wrapped the command it suggests over three lines, even on a 100-column terminal."""
+    from provision.diagnose.doctor import DoctorReport
+    from provision.findings import Finding
+    from provision.nodes.doctor.run import NodeDoctorReport
+
+    runs = Runs(monkeypatch, capsys)
+    monkeypatch.setenv("COLUMNS", "60")
+    finding = Finding("kubelet", "n2", "fail", "the kubelet is not running (inactive, dead)",
+                      "`journalctl -u kubelet -n 50` on n2 says why; once fixed, `bootstrap up --from join` joins it")
+    report = DoctorReport((NodeDoctorReport("n1", "control_plane", "10.0.0.11", ()),
+                           NodeDoctorReport("n2", "worker", "10.0.0.12", (finding,))), (), 0.5)
+    monkeypatch.setattr("provision.diagnose.doctor.run_doctor", lambda *args, **kwargs: report)
+    assert runs("--state-dir", "my state", "up", "-i", "hosts.ini", "-c", "cluster.yaml")[0] == 0
+    code, output = runs("--state-dir", "my state", "doctor", "-i", "hosts.ini", "-c", "cluster.yaml")
+    assert code == 1
+    printed = COMMAND.findall(" ".join(lines_with_commands(output)))
+    expected = f"bootstrap --state-dir '{site / 'my state'}' up --inventory hosts.ini --config cluster.yaml --from join"
+    assert expected in printed and f"bootstrap --state-dir '{site / 'my state'}' doctor --inventory hosts.ini " \
+        "--config cluster.yaml" in printed
+    for command in printed:
+        levels = accepted(command, site / "hosts.ini")
+        assert levels[0][1]["state_dir"] == site / "my state"
+    # Run as printed: the same inputs, resumed at join.
+    runs.ran.clear()
+    code, output = runs(*shlex.split(expected)[1:])
+    assert code == 0, output
+    assert runs.ran[0][0] == "join" and runs.ran[0][1] == site / "hosts.ini"
+
+
+def test_a_hint_names_the_bootstrap_that_runs_in_a_new_shell(site: Path) -> None:
+    """Issue 34: after `./dev.sh up` the hints said `bootstrap ...`, "command not found": the tool was only in
+    .venv-modern/bin. Run by its path with that directory off PATH, the hints name the path; a new shell runs them."""
+    import subprocess
+
+    tool = Path(sys.executable).parent / "bootstrap"
+    assert tool.exists()
+    clean = {"PATH": "/usr/sbin:/usr/bin:/sbin:/bin", "HOME": str(site), "BOOTSTRAP_STATE_DIR": str(site / "state")}
+    refused = subprocess.run([str(tool), "node", "add", "n2", "-i", "hosts.ini"], cwd=site, env=clean,
+                             capture_output=True, text=True)
+    assert refused.returncode == 2, refused.stderr
+    [command] = re.findall(r"`([^`]*/bootstrap [^`]*)`", refused.stderr)
+    assert command == f"{tool} up --inventory hosts.ini"
+    again = subprocess.run(["bash", "-c", f"{command} --help"], cwd=site, env=clean, capture_output=True, text=True)
+    assert again.returncode == 0 and "Form the cluster" in again.stdout, again.stderr
+    # Where PATH finds that same program, the hint says `bootstrap`.
+    on_path = clean | {"PATH": f"{tool.parent}:{clean['PATH']}"}
+    refused = subprocess.run([str(tool), "node", "add", "n2", "-i", "hosts.ini"], cwd=site, env=on_path,
+                             capture_output=True, text=True)
+    assert COMMAND.findall(refused.stderr) == ["bootstrap up --inventory hosts.ini"]

@@ -6,7 +6,7 @@ from __future__ import annotations
 import base64
 import string
 
-from hypothesis import assume, given, settings
+from hypothesis import assume, example, given, settings
 from hypothesis import strategies as st
 
 from provision.diagnose.redact import REDACTED, redact
@@ -87,6 +87,8 @@ prose = st.text(alphabet=string.ascii_letters + " .,:", max_size=40)
 
 @settings(max_examples=300, deadline=None)
 @given(key=keys, value=secret_values, shape=shapes, before=prose, after=prose)
+# Found by hypothesis on 3fe2742: a flag's value that starts with a dash was kept.
+@example(key="password", value="-0000000", shape="--{k} {v}", before="", after="")
 def test_a_value_under_a_secret_name_never_survives(key: str, value: str, shape: str, before: str, after: str) -> None:
     assume(value not in before and value not in after)
     line = shape.format(k=key, v=value)

@@ -4,11 +4,16 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import pytest
 import yaml
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 from typer.testing import CliRunner
 
 from provision.cli.app import app
+from provision.smoke.options import SmokeOptions, combination_problem
 from tests.support.apiserver import FakeApiServer
+from tests.support.refusal import assert_refused, run_main
 from tests.support.smoke_run import EPOCH_LOG, METRICS, Cluster, job, succeeded
 
 runner = CliRunner()
@@ -92,3 +97,54 @@ def test_the_live_view_shows_each_pod_and_the_epoch_reached() -> None:
     assert "training" in screen and "cb-smoke-1a2b3c" in screen and "2 node(s) x 2 GPU" in screen
     assert "cifar10-smoke-0-abc" in screen and "gpu-1" in screen and "Pending (ImagePullBackOff)" in screen
     assert "epoch 3/10  [######" in screen
+
+
+# --- options that do not go together: refused in one line, before any file or cluster is read -------------------
+
+@pytest.mark.parametrize(("args", "words"), [
+    (["--cpu", "--gpus", "2"], ["--cpu trains on no GPU", "--gpus"]),
+    (["--pipeline", "--nodes", "2"], ["--pipeline trains one PyTorchJob", "--nodes does not apply"]),
+    (["--pipeline", "--save", "out"], ["--pipeline", "--save does not apply"]),
+    (["--pipeline", "--workload", "job"], ["--pipeline", "--workload"]),
+    (["--pipeline", "--scheduler", "volcano"], ["--pipeline", "--scheduler"]),
+    (["--pipeline", "--keep"], ["--pipeline", "--keep"]),
+    (["--print-manifests", "job", "--serve"], ["--print-manifests prints", "--serve does not apply"]),
+    (["--print-manifests", "job", "--pipeline"], ["--print-manifests", "--pipeline"]),
+    (["--print-manifests", "pytorchjob", "--workload", "job"], ["--print-manifests", "--workload"]),
+    (["--print-manifests", "job", "-o", "json"], ["--print-manifests", "--output json"]),
+])
+def test_options_that_do_not_go_together_are_refused_before_anything(tmp_path: Path, args: list[str],
+                                                                      words: list[str]) -> None:
+    # A kubeconfig that does not exist and a cluster.yaml that cannot be read: neither is looked at.
+    assert_refused(run_main("smoke-test", "--kubeconfig", str(tmp_path / "absent"), "-c", str(tmp_path / "absent.yaml"),
+                            *args), *words, "leave one of them out")
+
+
+FLAGS = {"--gpus": ["--gpus", "2"], "--nodes": ["--nodes", "2"], "--cpu": ["--cpu"], "--keep": ["--keep"],
+         "--workload": ["--workload", "job"], "--scheduler": ["--scheduler", "default"], "--save": ["--save", "out"],
+         "--serve": ["--serve"], "--pipeline": ["--pipeline"], "--print-manifests": ["--print-manifests", "job"],
+         "--output json": ["--output", "json"]}
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(st.sets(st.sampled_from(sorted(FLAGS)), max_size=4))
+def test_any_combination_is_refused_in_one_line_or_goes_on(tmp_path: Path, chosen: set[str]) -> None:
+    args = [word for flag in sorted(chosen) for word in FLAGS[flag]]
+    options = SmokeOptions(gpus=2 if "--gpus" in chosen else None, nodes=2 if "--nodes" in chosen else None,
+                           cpu="--cpu" in chosen, keep="--keep" in chosen,
+                           workload="job" if "--workload" in chosen else None,
+                           scheduler="default" if "--scheduler" in chosen else None,
+                           save="out" if "--save" in chosen else None, serve="--serve" in chosen,
+                           pipeline="--pipeline" in chosen,
+                           print_manifests="job" if "--print-manifests" in chosen else None,
+                           output="json" if "--output json" in chosen else "text")
+    problem = combination_problem(options)
+    outcome = run_main("smoke-test", "--kubeconfig", str(tmp_path / "absent"), *args)
+    assert "Traceback" not in outcome.stderr
+    if problem:
+        assert_refused(outcome, problem)
+    elif "--print-manifests" in chosen:
+        assert outcome.code == 0 and yaml.safe_load_all(outcome.stdout)
+    else:
+        # It went on to the cluster: the kubeconfig that is not there is what stops it.
+        assert outcome.code != 0 and "kubeconfig not found" in outcome.stderr

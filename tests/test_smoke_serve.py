@@ -10,6 +10,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from provision.kube.client import load_api_client
 from provision.smoke.serve import (
@@ -123,3 +125,28 @@ def test_a_cluster_without_kserve_is_told_how_to_install_it(tmp_path: Path) -> N
         api.add("POST", ISVC, status(404, "NotFound", "the server could not find the requested resource"))
         served = Cluster.serve(type("C", (), {"api": api})(), tmp_path)  # type: ignore[arg-type]
     assert not served.ok and served.detail.endswith("`bootstrap addons install kserve`")
+
+
+# Whatever KServe and the predictor answer (JSON of any shape, an HTTP error, text), --serve ends in its verdict line:
+# served, or why not; never a Python exception.
+JSON = st.recursive(st.none() | st.booleans() | st.floats(allow_nan=False) | st.text(max_size=8),
+                    lambda inner: st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=8), inner, max_size=3),
+                    max_leaves=8)
+STATUSES = st.one_of(JSON, st.fixed_dictionaries({"status": st.fixed_dictionaries({"conditions": st.lists(
+    st.fixed_dictionaries({"type": st.just("Ready"), "status": st.sampled_from(["True", "False"])}) | JSON,
+    max_size=2)}) | JSON}))
+ANSWERS = st.one_of(JSON, st.builds(lambda code: Response(code, {"error": "no"}), st.sampled_from([400, 500, 503])),
+                    st.builds(lambda text: Response(200, text), st.text(max_size=20)))
+
+
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(states=st.lists(STATUSES, min_size=1, max_size=3), answer=ANSWERS)
+def test_any_answer_of_kserve_or_the_predictor_ends_in_the_verdicts_line(tmp_path: Path, states: list[Any],
+                                                                          answer: Any) -> None:
+    with FakeApiServer() as api:
+        cluster = Cluster(api, answer=answer)
+        api.add("GET", f"{ISVC}/{NAME}", *states)
+        served = cluster.serve(tmp_path, timeout_s=0.05)
+        assert api.requests_to("DELETE", f"{ISVC}/{NAME}")
+    assert served.line().startswith("served: ")
+    assert served.ok == (served.detail == "")

@@ -332,3 +332,17 @@ def test_the_real_data_set_is_held_to_its_own_pass_mark() -> None:
     verdict = failure(with_metrics(recorded("passed"), test_accuracy=0.93, dataset="cifar10"), real)
     assert verdict.cause is FailureKind.LOW_ACCURACY
     assert verdict.detail.startswith("test accuracy 0.9300 is under the threshold 0.935 after 10 epochs")
+
+
+@pytest.mark.parametrize(("accuracy", "shown"), [(0.8999, "0.8999"), (0.89999, "0.8999"), (0.899999999, "0.8999")])
+def test_accuracy_just_under_the_floor_fails_and_says_it_is_under(accuracy: float, shown: str) -> None:
+    """The pass mark is a floor: a hair under it fails, and the figure shown is under it too (rounded to four
+    places 0.89999 would read 0.9000, 'under the threshold 0.90')."""
+    verdict = failure(with_metrics(recorded("passed"), test_accuracy=accuracy))
+    assert verdict.cause is FailureKind.LOW_ACCURACY
+    assert verdict.detail.startswith(f"test accuracy {shown} is under the threshold 0.90 after")
+
+
+def test_accuracy_exactly_at_the_floor_passes() -> None:
+    verdict = judge(with_metrics(recorded("passed"), test_accuracy=0.90), policy())
+    assert verdict is not None and verdict.passed, verdict

@@ -4,6 +4,9 @@ fetched, and each failure is named with the setting that changes it. Here the re
 (tests/test_sources_lab.py) asks real nodes."""
 from __future__ import annotations
 
+import ast
+import shlex
+import shutil
 import socket
 import threading
 from collections.abc import Iterator
@@ -15,6 +18,7 @@ from provision.inputs.inventory import Node, load_inventory
 from provision.inputs.platforms import PLATFORMS, Platform
 from provision.inputs.settings import parse_settings
 from provision.nodes.sources_check import (
+    ASK_PROGRAM,
     NodeTarget,
     SourceIndex,
     SourcesReport,
@@ -22,7 +26,7 @@ from provision.nodes.sources_check import (
     request_indexes,
     source_indexes,
 )
-from provision.nodes.ssh import LocalShell
+from provision.nodes.ssh import CommandResult, LocalShell
 from tests.lab.mirror import MirrorServer, write_faults
 
 DEB = "/kubernetes/v1.35/deb/"
@@ -119,3 +123,69 @@ def test_a_run_that_prepares_nothing_asks_for_no_package_index(tmp_path: Path) -
     assert [i.url for i in everything if i.name == "Kubeflow Trainer v2 git repository"] == [
         "https://github.com/kubeflow/trainer.git/info/refs?service=git-upload-pack"]
     assert SourcesReport().lines() == []
+
+
+class MinimalNode(LocalShell):
+    """This machine as a minimal node (debootstrap's minbase, a minimal cloud image) is to a command: the shell's
+    own tools on its PATH, no curl, no wget and no python3 there (its interpreter is at the path the platform
+    table names)."""
+
+    def __init__(self, name: str, tools: Path) -> None:
+        super().__init__(name)
+        self.tools = tools
+
+    def run(self, command: str, *, sudo: bool = False, timeout_s: float = 60) -> CommandResult:
+        return super().run(f"PATH={shlex.quote(str(self.tools))}; export PATH\n{command}", sudo=sudo,
+                           timeout_s=timeout_s)
+
+
+@pytest.fixture
+def minimal_tools(tmp_path: Path) -> Path:
+    tools = tmp_path / "minbase-bin"
+    tools.mkdir()
+    for tool in ("sh", "cat", "sed", "grep", "awk", "printf"):
+        found = shutil.which(tool)
+        if found:
+            (tools / tool).symlink_to(found)
+    assert not any(shutil.which(tool, path=str(tools)) for tool in ("curl", "wget", "python3"))
+    return tools
+
+
+def test_a_node_without_curl_or_wget_is_asked_with_its_python(mirror: tuple[str, MirrorServer], tmp_path: Path,
+                                                             minimal_tools: Path) -> None:
+    """Issue 34.3: a minimal node has neither curl nor wget; it is asked with the Python Ansible needs there anyway,
+    and its sources pass when they answer (before, every index of such a node failed: "not asked")."""
+    url, _ = mirror
+    hosts = tmp_path / "hosts.ini"
+    hosts.write_text("[control_plane]\ncp1 ansible_host=127.0.0.2\n")
+    cluster = load_inventory(hosts)
+    settings = parse_settings({"kubernetes": {"version": "1.35"}, "mirrors": {"kubernetes_repo": f"{url}/kubernetes"}})
+    targets = {n.name: NodeTarget(n, platform("Debian 12"), codename="bookworm", containerd_source="distribution")
+               for n in cluster.nodes}
+    report = check_sources(cluster, settings, targets, calico=False,
+                           shell_for=lambda node: MinimalNode(node.name, minimal_tools))
+    assert [(a.index.name, a.ok, a.detail) for a in report.answers["cp1"]] == [
+        ("Kubernetes packages", True, "HTTP 200")]
+    assert report.lines() == []
+
+
+def test_a_node_with_no_python_to_ask_with_is_told_so_and_not_sent_to_fix_the_source(
+        mirror: tuple[str, MirrorServer], minimal_tools: Path) -> None:
+    url, _ = mirror
+    indexes = [index("served", f"{url}{DEB}InRelease")]
+    answers = request_indexes(MinimalNode("n1", minimal_tools), indexes, pythons=("/nonexistent/python3",))
+    assert [(a.ok, a.asked) for a in answers] == [(False, False)]
+    (line,) = SourcesReport({"n1": tuple(answers)}).lines()
+    assert line == ("n1: its sources were not asked: the node has no Python to ask with (looked for "
+                    "/nonexistent/python3, python3 on its PATH): install python3 there (Ansible needs it too)")
+    assert "mirrors." not in line and "give the nodes access" not in line
+
+
+def test_the_program_the_nodes_run_is_python_36_and_the_standard_library_only() -> None:
+    """It runs on EL8's platform-python (3.6) where the interpreter Ansible gets is not installed yet."""
+    tree = ast.parse(ASK_PROGRAM, feature_version=(3, 6))
+    imported = {alias.name.split(".")[0] for node in ast.walk(tree) if isinstance(node, ast.Import)
+                for alias in node.names}
+    imported |= {node.module.split(".")[0] for node in ast.walk(tree)
+                 if isinstance(node, ast.ImportFrom) and node.module}
+    assert imported <= {"os", "socket", "ssl", "sys", "threading", "http", "urllib"}

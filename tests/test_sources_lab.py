@@ -100,3 +100,28 @@ def test_up_is_refused_by_preflight_before_prepare_touches_a_node(
     again = CliRunner().invoke(app, ["config", "check-sources", "-i", str(lab3.inventory_path), "-c", str(config)])
     assert again.exit_code == 0, again.output
     assert f"ok   n1: Calico manifest {mirror.url}{CALICO}: HTTP 200" in again.output
+
+
+@pytest.fixture
+def minimal_node(lab3: Lab) -> Iterator[str]:
+    """n2 as a minimal image has it: neither curl nor wget (moved aside, and back afterwards)."""
+    node = lab3.node("n2")
+    hide = "for t in curl wget; do p=$(command -v $t) && mv \"$p\" \"$p.cb-hidden\"; done; true"
+    node.ssh(hide)
+    try:
+        assert node.ssh("command -v curl wget || echo none").stdout.strip() == "none"
+        yield node.name
+    finally:
+        node.ssh("for p in /usr/bin/curl.cb-hidden /usr/bin/wget.cb-hidden; do [ -e \"$p\" ] && "
+                 "mv \"$p\" \"${p%.cb-hidden}\"; done; true")
+
+
+def test_a_node_without_curl_or_wget_is_asked_with_its_python(lab3: Lab, mirror: MirrorStandIn, config: Path,
+                                                             root: Path, minimal_node: str) -> None:
+    """Issue 34.3: the sources are asked with the Python Ansible runs on the node, so a minimal node passes."""
+    (root / CALICO.lstrip("/")).parent.mkdir(parents=True, exist_ok=True)
+    (root / CALICO.lstrip("/")).write_text("kind: List\n")
+    result = CliRunner().invoke(app, ["config", "check-sources", "-i", str(lab3.inventory_path), "-c", str(config)])
+    assert result.exit_code == 0, result.output
+    assert f"ok   {minimal_node}: Kubernetes packages {mirror.url}/kubernetes/v{MINOR}/deb/InRelease: HTTP 200" \
+        in result.output

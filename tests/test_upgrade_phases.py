@@ -269,7 +269,7 @@ def test_an_upgrade_without_a_cluster_here_or_with_bad_flags_is_refused_before_a
     # The fix, as printed, is the same run: it names the inventory this one was given.
     assert_refused(run_main("upgrade", "--to", "1.37", "-i", inventory), "no cluster formed from",
                    f"`bootstrap up --inventory {inventory}` forms one")
-    assert_refused(run_main("upgrade", "--to", "seven", "-i", inventory), "--to:", "is not a Kubernetes version")
+    assert_refused(run_main("upgrade", "--to", "seven", "-i", inventory), "'--to'", "is not a Kubernetes version")
     assert_refused(run_main("upgrade", "--to", "1.33", "-i", inventory), "--to:", "past its end of life")
     assert_refused(run_main("upgrade", "--parallel", "0", "-i", inventory), "--parallel")
     assert_refused(run_main("certs", "check", "-i", inventory), "no cluster formed from")

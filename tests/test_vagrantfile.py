@@ -15,7 +15,8 @@ from pathlib import Path
 import pytest
 
 from provision.errors import InputError
-from provision.lab.vagrant import Lab, LabOptions, LabPlan, lab_os_choices
+from provision.lab.boxes import lab_os_choices
+from provision.lab.vagrant import Lab, LabOptions, LabPlan
 from provision.resources import VAGRANT_DIR
 from tests.support.paths import REPO_ROOT as PROJECT_ROOT
 

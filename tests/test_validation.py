@@ -69,7 +69,11 @@ BAD_INPUTS = [
     ("cidr-ipv6", None, "kubernetes:\n  pod_cidr: fd00::/64\n", ["kubernetes.pod_cidr", "IPv6"]),
     ("pod-overlaps-service", None, "kubernetes:\n  pod_cidr: 10.96.0.0/16\n", ["overlaps service_cidr", "disjoint"]),
     ("version-format", None, "kubernetes:\n  version: latest\n", ["kubernetes.version", "write it as 1.36 or 1.36.4"]),
-    ("version-unquoted-number", None, "kubernetes:\n  version: 1.30\n", ["kubernetes.version", "quote it"]),
+    ("version-unquoted-number", None, "kubernetes:\n  version: 1.30\n",
+     ["kubernetes.version", "1.30 reads as 1.3", "quote it, version: '1.30'"]),
+    # Issue 34.4: the fix quotes what was written (it suggested '1.31', past its end of life).
+    ("version-unquoted-current", None, "kubernetes:\n  version: 1.37\n", ["kubernetes.version", "version: '1.37'"]),
+    ("driver-branch-unquoted", None, "gpu:\n  driver_branch: 580\n", ["gpu.driver_branch", "driver_branch: '580'"]),
     ("version-too-old", None, "kubernetes:\n  version: '1.20'\n", ["kubernetes.version", "far past its end of life"]),
     ("unknown-profile", None, "mirrors:\n  profile: us\n", ["mirrors.profile", "'default' or 'cn'"]),
     ("calico-version-format", None, "calico:\n  version: 3.28\n", ["calico.version", "v3.33.1"]),

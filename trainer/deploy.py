@@ -9,27 +9,13 @@ from __future__ import annotations
 
 import argparse
 import json
-import ssl
 import sys
 import time
 import urllib.error
-import urllib.request
-from pathlib import Path
 
-ACCOUNT = Path("/var/run/secrets/kubernetes.io/serviceaccount")
-API = "https://kubernetes.default.svc"
+from kube_api import call, in_cluster
+
 PICTURE = [[[(8 * x) % 256, (8 * y) % 256, (4 * (x + y)) % 256] for x in range(32)] for y in range(32)]
-
-
-def call(method: str, url: str, body: object | None = None, *, token: str | None = None,
-         context: ssl.SSLContext | None = None) -> dict:
-    headers = {"Content-Type": "application/json", "Accept": "application/json"}
-    if token:
-        headers["Authorization"] = f"Bearer {token}"
-    data = json.dumps(body).encode() if body is not None else None
-    request = urllib.request.Request(url, data=data, method=method, headers=headers)
-    with urllib.request.urlopen(request, timeout=30, context=context) as response:
-        return json.loads(response.read() or b"{}")
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -43,9 +29,9 @@ def main(argv: list[str] | None = None) -> int:
         if "persistentVolumeClaim" in volume:
             volume["persistentVolumeClaim"]["claimName"] = args.claim
     name, namespace = service["metadata"]["name"], service["metadata"]["namespace"]
-    token = (ACCOUNT / "token").read_text().strip()
-    context = ssl.create_default_context(cafile=str(ACCOUNT / "ca.crt"))
-    base = f"{API}/apis/serving.kserve.io/v1beta1/namespaces/{namespace}/inferenceservices"
+    api = in_cluster()
+    token, context = api.token, api.context
+    base = f"{api.base}/apis/serving.kserve.io/v1beta1/namespaces/{namespace}/inferenceservices"
     call("POST", base, service, token=token, context=context)
     try:
         deadline = time.monotonic() + args.timeout

@@ -13,7 +13,7 @@ import base64
 import binascii
 import os
 import re
-from datetime import UTC, datetime
+from datetime import datetime, timezone
 
 from ansible.module_utils.basic import AnsibleModule
 
@@ -66,7 +66,7 @@ def _time(tag: int, text: str) -> datetime:
         text = f"{1900 + year if year >= 50 else 2000 + year}{text[2:]}"
     elif tag != 0x18:  # GeneralizedTime: YYYYMMDDHHMMSSZ
         raise ValueError(f"not a time (tag {tag:#x})")
-    return datetime.strptime(text.rstrip("Z"), "%Y%m%d%H%M%S").replace(tzinfo=UTC)
+    return datetime.strptime(text.rstrip("Z"), "%Y%m%d%H%M%S").replace(tzinfo=timezone.utc)
 
 
 def _common_name(der: bytes, start: int, end: int) -> str | None:

@@ -1,7 +1,8 @@
 #!/usr/bin/python
 """Restore an etcd snapshot into this member's data directory (module_utils/cb_etcd.py: restore_data_dir): into a
-new directory first, the one in place kept as <data dir>.cb-before-<restore id>, re-runnable after a kill at any
-point. etcd must be stopped; the caller checks that before."""
+new directory first, marked as this restore's, the one in place moved aside under a fresh name
+(<data dir>.cb-before-<restore id>, .2, ...), re-runnable after a kill at any point; nothing etcd ever served is
+deleted. etcd must be stopped; the caller checks that before."""
 from __future__ import annotations
 
 from ansible.module_utils.basic import AnsibleModule
@@ -19,6 +20,10 @@ options:
   snapshot:
     description: The snapshot file on the node.
     type: path
+    required: true
+  sha256:
+    description: The snapshot's SHA-256 (recorded in the restored directory's marker).
+    type: str
     required: true
   data_dir:
     description: etcd's data directory.
@@ -65,6 +70,7 @@ def main() -> None:
     module = AnsibleModule(argument_spec={
         "restore_argv": {"type": "list", "elements": "str", "required": True},
         "snapshot": {"type": "path", "required": True},
+        "sha256": {"type": "str", "required": True},
         "data_dir": {"type": "path", "required": True},
         "name": {"type": "str", "required": True},
         "initial_cluster": {"type": "str", "required": True},
@@ -79,7 +85,7 @@ def main() -> None:
         result = restore_data_dir(dict(module.params))
     except (EtcdError, OSError) as exc:
         module.fail_json(msg=f"etcd restore on member {module.params['name']} failed: {exc}")
-    module.exit_json(changed=True, **{RESULT_KEY: result})
+    module.exit_json(changed=bool(result["restored"]), **{RESULT_KEY: result})
 
 
 if __name__ == "__main__":

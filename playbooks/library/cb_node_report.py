@@ -2,7 +2,7 @@
 """Report what a prepared node looks like, as one JSON document returned under `cb_report`.
 
 The document is what provision/nodes/reports.py validates (its `schema` must be the one that model reads) and
-provision/nodes/prepare.py judges: hostname, swap, kernel modules, sysctls, systemd units, containerd's
+provision/nodes/prepare.py judges: the interpreter's version, hostname, swap, kernel modules, sysctls, systemd units, containerd's
 effective configuration and CRI plugin, crictl, the Kubernetes packages, their holds and kubeadm's installed
 version, and the NVIDIA GPUs the driver sees. It only reads: changed is always false, and check mode reports the same.
 """
@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import fnmatch
 import os
+import platform
 import re
 import shutil
 import socket
@@ -58,7 +59,7 @@ options:
 
 # The version of the document's shape, and the key it is returned under: provision/nodes/reports.py reads
 # exactly this version, and finds the document by this key.
-SCHEMA = 4
+SCHEMA = 5
 REPORT_KEY = "cb_report"
 
 _FSTAB_SWAP_RE = re.compile(r"^[^#\s]\S*\s+\S+\s+swap\s")
@@ -206,6 +207,8 @@ def report(module: AnsibleModule) -> dict[str, object]:
         gpus = count_nvidia_gpus(_output(module, ["nvidia-smi", "-L"])[1])
     return {
         "schema": SCHEMA,
+        # The interpreter Ansible ran this module with (the platform table's, held to its floor): its version.
+        "python": platform.python_version(),
         "hostname": socket.gethostname(),
         "swap": {"active": parse_proc_swaps(_read("/proc/swaps") or ""),
                  "fstab": parse_fstab_swaps(_read("/etc/fstab") or "")},

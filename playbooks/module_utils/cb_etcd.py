@@ -14,14 +14,17 @@ import base64
 import contextlib
 import datetime
 import fcntl
+import glob
 import hashlib
 import json
 import os
+import pwd
 import re
 import shlex
 import shutil
 import subprocess
 import sys
+from concurrent.futures import ThreadPoolExecutor
 
 # The version of the report's and the snapshot record's shape: provision/nodes/etcd reads exactly these.
 SCHEMA = 1
@@ -255,37 +258,90 @@ def tool_version(path: str | None) -> str | None:
     return match.group(1) if match else None
 
 
-def member_state(argv: list[str]) -> dict:
-    """The local member as etcd sees it: `endpoint status`, `member list`, `endpoint health`, and how many keys it
-    holds, each under its own key; an answer that failed is None, with its error under `errors`."""
-    state: dict = {"status": None, "members": None, "health": None, "keys": None, "errors": []}
-    try:
-        answer = run_json([*argv, "endpoint", "status", "-w", "json"], "endpoint status", 30)
-        state["status"] = answer[0]["Status"] if isinstance(answer, list) and answer else None
-    except (EtcdError, KeyError, TypeError) as exc:
-        state["errors"].append(str(exc))
-    try:
-        answer = run_json([*argv, "member", "list", "-w", "json"], "member list", 30)
-        state["members"] = [{"id": f"{int(m['ID']):x}", "name": m.get("name", ""),
-                             "peer_urls": m.get("peerURLs") or [], "client_urls": m.get("clientURLs") or [],
-                             "learner": bool(m.get("isLearner"))} for m in answer.get("members", [])]
-        state["cluster_id"] = f"{int(answer['header']['cluster_id']):x}"
-        state["member_id"] = f"{int(answer['header']['member_id']):x}"
-    except (EtcdError, KeyError, TypeError, ValueError) as exc:
-        state["errors"].append(str(exc))
+# Kubernetes keeps each Node object under this prefix ("minions", the Node's old name: kubernetes'
+# test/integration/etcd/data.go expects /registry/minions/node1).
+NODES_PREFIX = "/registry/minions/"
+
+
+def _status(argv: list[str]):
+    answer = run_json([*argv, "endpoint", "status", "-w", "json"], "endpoint status", 30)
+    return answer[0]["Status"] if isinstance(answer, list) and answer else None
+
+
+def _members(argv: list[str]) -> dict:
+    answer = run_json([*argv, "member", "list", "-w", "json"], "member list", 30)
+    return {"members": [{"id": f"{int(m['ID']):x}", "name": m.get("name", ""),
+                         "peer_urls": m.get("peerURLs") or [], "client_urls": m.get("clientURLs") or [],
+                         "learner": bool(m.get("isLearner"))} for m in answer.get("members", [])],
+            "cluster_id": f"{int(answer['header']['cluster_id']):x}",
+            "member_id": f"{int(answer['header']['member_id']):x}"}
+
+
+def _health(argv: list[str]) -> dict:
     try:
         answer = run_json([*argv, "endpoint", "health", "-w", "json"], "endpoint health", 30)
-        entry = answer[0] if isinstance(answer, list) and answer else {}
-        state["health"] = {"healthy": entry.get("health") is True, "error": entry.get("error")}
     except EtcdError as exc:
         # `endpoint health` exits 1 when the member is unhealthy, still writing its JSON on stdout.
-        state["health"] = {"healthy": False, "error": str(exc)}
-    if state["status"] is not None:
+        return {"healthy": False, "error": str(exc)}
+    entry = answer[0] if isinstance(answer, list) and answer else {}
+    return {"healthy": entry.get("health") is True, "error": entry.get("error")}
+
+
+def member_state(argv: list[str], registry_nodes: bool = False) -> dict:
+    """The local member as etcd sees it: `endpoint status`, `member list`, `endpoint health`, how many keys it
+    holds and the cluster's alarms, each under its own key; an answer that failed is None, with its error under
+    `errors`. With `registry_nodes`, also the Kubernetes Nodes its store holds (a restore judges the API by them).
+    The questions are asked at once: each is a process of its own, and a member that does not answer makes each
+    wait for its timeout."""
+    questions = {"status": _status, "members": _members, "health": _health,
+                 "keys": lambda a: count_keys(a, serializable=True), "alarms": alarms}
+    if registry_nodes:
+        questions["nodes"] = stored_nodes
+    with ThreadPoolExecutor(max_workers=len(questions)) as pool:
+        futures = {key: pool.submit(ask, argv) for key, ask in questions.items()}
+    state: dict = {"status": None, "members": None, "health": None, "keys": None, "nodes": None, "alarms": None,
+                   "errors": []}
+    for key, future in futures.items():
         try:
-            state["keys"] = count_keys(argv, serializable=True)
-        except EtcdError as exc:
+            answer = future.result()
+        except (EtcdError, KeyError, TypeError, ValueError, IndexError) as exc:
             state["errors"].append(str(exc))
+            continue
+        if key == "members":
+            state.update(answer)
+        else:
+            state[key] = answer
+    if state["status"] is None:
+        # A member that gives no status gives no trustworthy count or alarms either.
+        state["keys"] = state["alarms"] = state["nodes"] = None
     return state
+
+
+# etcd's AlarmType (etcdserverpb): etcdctl's JSON writes it as its number.
+ALARM_NAMES = {0: "NONE", 1: "NOSPACE", 2: "CORRUPT"}
+
+
+def alarms(argv: list[str]) -> list[dict]:
+    """The cluster's active alarms (`alarm list`): each member (hex id) and its alarm (NOSPACE, CORRUPT)."""
+    answer = run_json([*argv, "alarm", "list", "-w", "json"], "alarm list", 30)
+    found = []
+    for entry in answer.get("alarms") or []:
+        kind = entry.get("alarm")
+        name = ALARM_NAMES.get(kind, str(kind)) if isinstance(kind, int) else str(kind)
+        found.append({"member_id": f"{int(entry['memberID']):x}", "alarm": name})
+    return found
+
+
+def stored_nodes(argv: list[str]) -> list[str]:
+    """The names of the Node objects the member's own store holds (a serializable read of their keys)."""
+    answer = run_json([*argv, "get", NODES_PREFIX, "--prefix", "--keys-only", "--consistency=s", "-w", "json"],
+                      "get", 60)
+    names = []
+    for entry in answer.get("kvs") or []:
+        key = base64.b64decode(entry["key"]).decode("utf-8", "replace")
+        if key.startswith(NODES_PREFIX) and "/" not in key[len(NODES_PREFIX):]:
+            names.append(key[len(NODES_PREFIX):])
+    return sorted(names)
 
 
 def count_keys(argv: list[str], revision: int | None = None, serializable: bool = False) -> int:
@@ -406,7 +462,7 @@ def take_snapshot(config: dict) -> dict:
         clean_leftovers(directory)
         part = os.path.join(directory, f".{cluster}-{os.getpid()}{SNAPSHOT_SUFFIX}{PART_SUFFIX}")
         # datetime.UTC is 3.11's: the nodes run older Pythons (EL9's 3.9).
-        taken_at = datetime.datetime.now(datetime.timezone.utc).replace(microsecond=0)  # noqa: UP017
+        taken_at = datetime.datetime.now(datetime.timezone.utc).replace(microsecond=0)
         result = run([*argv, "snapshot", "save", part], timeout=float(config.get("timeout_s", 1800)))
         if result.returncode != 0:
             raise EtcdError(f"etcdctl snapshot save failed: {last_line(result.stderr) or last_line(result.stdout)}")
@@ -447,17 +503,77 @@ def disk_free(path: str) -> int | None:
 
 # --- restore ------------------------------------------------------------------------------------------------------
 
-def restore_data_dir(config: dict) -> dict:
-    """Restore a snapshot into etcd's data directory, re-runnable after a kill at any point.
+# A restored data directory carries this file (etcd ignores it, with a warning): which restore wrote it, from which
+# snapshot, with which arguments, and what its files were when it was written. Only a directory whose marker
+# names this very restore, and whose files are still exactly as the restore left them (etcd has never run on it,
+# so nothing was ever written to it), may be removed: it is a copy of the snapshot and nothing else.
+RESTORE_MARKER = "cb-restore.json"
 
-    The snapshot is restored into <data dir>.cb-restoring-<id> (removed first if a killed run left one); then the
-    data directory in place is moved to <data dir>.cb-before-<id>, unless that backup exists already, in which case
-    the data directory is what an earlier run of this same restore put there, and is removed; then the restored
-    directory takes its place, owned by etcd's user. The member's data from before the restore stays in the
-    backup until the operator removes it."""
+
+def _fingerprint(directory: str) -> list:
+    """Every file under `directory` (the marker aside) with its size and modification time: etcd, once started,
+    writes its WAL and its database, and the fingerprint changes."""
+    found = []
+    for root, dirs, files in os.walk(directory):
+        dirs.sort()
+        for name in sorted(files):
+            path = os.path.join(root, name)
+            if root == directory and name == RESTORE_MARKER:
+                continue
+            stat = os.lstat(path)
+            found.append([os.path.relpath(path, directory), stat.st_size, stat.st_mtime_ns])
+    return found
+
+
+def read_marker(directory: str):
+    """The restore marker of a data directory, or None (none, unreadable, or not a marker)."""
+    text = _read_text(os.path.join(directory, RESTORE_MARKER))
+    try:
+        marker = json.loads(text or "")
+    except ValueError:
+        return None
+    return marker if isinstance(marker, dict) else None
+
+
+def pristine_copy_of(directory: str, restore_id: str, arguments: str) -> bool:
+    """Whether `directory` is what this restore (`restore_id`, these arguments) wrote and etcd never ran on."""
+    marker = read_marker(directory)
+    return (marker is not None and marker.get("restore_id") == restore_id and marker.get("arguments") == arguments
+            and marker.get("files") == _fingerprint(directory))
+
+
+def fresh_name(base: str) -> str:
+    """`base`, or `base.2`, `base.3`, ... : the first name nothing holds (nothing is ever overwritten)."""
+    if not os.path.lexists(base):
+        return base
+    number = 2
+    while os.path.lexists(f"{base}.{number}"):
+        number += 1
+    return f"{base}.{number}"
+
+
+def restore_arguments(config: dict) -> str:
+    """What makes two restores write the same directory: the snapshot's SHA-256 and the member's arguments."""
+    keys = ("sha256", "name", "initial_cluster", "token", "peer_urls", "bump_revision", "uid", "gid")
+    return json.dumps({key: config.get(key) for key in keys}, sort_keys=True)
+
+
+def restore_data_dir(config: dict) -> dict:
+    """Restore a snapshot into etcd's data directory, re-runnable after a kill at any point, deleting nothing that
+    etcd ever served.
+
+    The snapshot is restored into <data dir>.cb-restoring-<id> (a directory of that name is this restore's own
+    scratch, left by a killed run, and is removed first); the restore marker is written into it. Then the data
+    directory in place is moved aside under a fresh name, <data dir>.cb-before-<id> (or .2, .3, ... when that is
+    taken), unless it is this restore's own pristine copy (its marker names this restore and these arguments, and
+    its files are as the restore wrote them): then it is already what this run would write, and is kept as it is.
+    The restored directory, owned by etcd's user, takes its place. Data from before the restore stays aside until
+    the operator removes it."""
     data_dir, restore_id = config["data_dir"].rstrip("/"), config["restore_id"]
+    arguments = restore_arguments(config)
+    if os.path.isdir(data_dir) and not os.path.islink(data_dir) and pristine_copy_of(data_dir, restore_id, arguments):
+        return {"data_dir": data_dir, "moved_aside": None, "restored": False, "relabeled": False}
     work = f"{data_dir}.cb-restoring-{restore_id}"
-    backup = f"{data_dir}.cb-before-{restore_id}"
     if os.path.lexists(work):
         shutil.rmtree(work)
     argv = [*config["restore_argv"], config["snapshot"], f"--data-dir={work}", f"--name={config['name']}",
@@ -469,27 +585,217 @@ def restore_data_dir(config: dict) -> dict:
     if result.returncode != 0:
         shutil.rmtree(work, ignore_errors=True)
         raise EtcdError(f"snapshot restore failed: {last_line(result.stderr) or last_line(result.stdout)}")
-    moved_aside = None
-    if os.path.lexists(data_dir):
-        if os.path.lexists(backup):
-            shutil.rmtree(data_dir)
-        else:
-            os.rename(data_dir, backup)
-            moved_aside = backup
     os.chmod(work, 0o700)
     uid, gid = int(config.get("uid", 0)), int(config.get("gid", 0))
     for root, dirs, files in os.walk(work):
         for entry in [root] + [os.path.join(root, d) for d in dirs] + [os.path.join(root, f) for f in files]:
             os.lchown(entry, uid, gid)
+    marker = {"restore_id": restore_id, "arguments": arguments, "snapshot": config.get("snapshot"),
+              "files": _fingerprint(work)}
+    _write_json(os.path.join(work, RESTORE_MARKER), marker)
+    os.lchown(os.path.join(work, RESTORE_MARKER), uid, gid)
+    moved_aside = None
+    if os.path.lexists(data_dir):
+        moved_aside = fresh_name(f"{data_dir}.cb-before-{restore_id}")
+        os.rename(data_dir, moved_aside)
     os.rename(work, data_dir)
-    return {"data_dir": data_dir, "backup": backup if os.path.lexists(backup) else None, "moved_aside": moved_aside}
+    return {"data_dir": data_dir, "moved_aside": moved_aside, "restored": True, "relabeled": relabel(data_dir)}
+
+
+def relabel(path: str) -> bool:
+    """Where SELinux is on (enforcing or permissive), give `path` the label its policy names for it: the restored
+    directory was made beside the data directory and renamed, keeping the label of its parent, not etcd's."""
+    enabled = shutil.which("selinuxenabled")
+    restorecon = shutil.which("restorecon")
+    if not enabled or not restorecon or run([enabled], timeout=30).returncode != 0:
+        return False
+    result = run([restorecon, "-R", path], timeout=600)
+    if result.returncode != 0:
+        raise EtcdError(f"restorecon -R {path} failed: {last_line(result.stderr) or last_line(result.stdout)}")
+    return True
+
+
+# --- maintenance: defragmentation and the space alarm -------------------------------------------------------------
+
+def _status_of(argv: list[str], endpoint: str) -> dict:
+    answer = run_json([*argv, f"--endpoints={endpoint}", "endpoint", "status", "-w", "json"], "endpoint status", 30)
+    return answer[0]["Status"] if isinstance(answer, list) and answer else {}
+
+
+def defragment(config: dict) -> dict:
+    """Defragment each member in the order given (the leader last: a member answers nothing while it is
+    defragmented), through one member's etcdctl; where NOSPACE is raised, compact to the current revision first
+    (etcd's own recovery: compact, defragment, disarm) and disarm the alarm once every member's database is under
+    the quota again. Returns each member's database size before and after, and whether the alarm was disarmed."""
+    argv = [word for word in config["etcdctl"] if not word.startswith("--endpoints=")]
+    quota = int(config["quota_bytes"])
+    local = [*argv, f"--endpoints={config['endpoints'][-1]}"]
+    raised = [a["alarm"] for a in alarms(local)]
+    compacted = None
+    if "NOSPACE" in raised:
+        revision = int(_status_of(argv, config["endpoints"][-1])["header"]["revision"])
+        result = run([*local, "compact", str(revision), "--physical"], timeout=600)
+        if result.returncode != 0 and "required revision has been compacted" not in result.stderr:
+            raise EtcdError(f"compact {revision} failed: {last_line(result.stderr) or last_line(result.stdout)}")
+        compacted = revision
+    members = []
+    for endpoint in config["endpoints"]:
+        before = _status_of(argv, endpoint).get("dbSize")
+        result = run([*argv, f"--endpoints={endpoint}", "defrag", f"--command-timeout={int(config['timeout_s'])}s"],
+                     timeout=float(config["timeout_s"]) + 30)
+        if result.returncode != 0:
+            raise EtcdError(f"defrag of {endpoint} failed: {last_line(result.stderr) or last_line(result.stdout)}")
+        after = _status_of(argv, endpoint).get("dbSize")
+        members.append({"endpoint": endpoint, "before": before, "after": after})
+    disarmed = False
+    if "NOSPACE" in raised and all(m["after"] is not None and int(m["after"]) < quota for m in members):
+        result = run([*local, "alarm", "disarm"], timeout=60)
+        if result.returncode != 0:
+            raise EtcdError(f"alarm disarm failed: {last_line(result.stderr) or last_line(result.stdout)}")
+        disarmed = True
+    return {"members": members, "compacted": compacted, "alarms": raised, "disarmed": disarmed}
+
+
+# --- the probe: a control plane's etcd as one document --------------------------------------------------------------
+
+IMAGE_VERSION_RE = re.compile(r":v?([0-9]+\.[0-9]+\.[0-9]+)(?:[-+][0-9A-Za-z.-]*)?(?:@sha256:[0-9a-f]{64})?$")
+
+
+def systemctl_show(unit: str, properties: list[str]) -> dict[str, list[str]]:
+    try:
+        result = run(["systemctl", "show", unit] + ["--property=" + p for p in properties], timeout=30)
+    except EtcdError:
+        return {}
+    return parse_systemctl_show(result.stdout) if result.returncode == 0 else {}
+
+
+def first(show: dict[str, list[str]], key: str) -> str:
+    return (show.get(key) or [""])[-1]
+
+
+def static_pod_running() -> bool | None:
+    """Whether the kubelet runs an etcd container (crictl), None when crictl cannot tell."""
+    if not shutil.which("crictl"):
+        return None
+    try:
+        result = run(["crictl", "ps", "--name", "^etcd$", "--state", "running", "-q"], timeout=30)
+    except EtcdError:
+        return None
+    return bool(result.stdout.strip()) if result.returncode == 0 else None
+
+
+def tools_for(kind: str, version: str | None, tools_dir: str) -> dict[str, str | None]:
+    """etcdctl and etcdutl: for a static pod, those copied out of its image (tools_dir/<version>/), else those on
+    PATH (Debian's etcd-client and etcd-server, kubespray's /usr/local/bin)."""
+    found: dict[str, str | None] = {}
+    for tool in ("etcdctl", "etcdutl"):
+        copied = os.path.join(tools_dir, version or "-", tool)
+        on_path = shutil.which(tool) or next((p for p in ("/usr/local/bin/" + tool, "/usr/bin/" + tool)
+                                              if os.access(p, os.X_OK)), None)
+        found[tool] = copied if kind == "static_pod" and os.access(copied, os.X_OK) else on_path
+    return found
+
+
+def restore_bumps(etcdutl: str | None) -> bool:
+    """Whether this etcdutl can raise the revision on restore (--bump-revision, --mark-compacted)."""
+    if not etcdutl:
+        return False
+    try:
+        result = run([etcdutl, "snapshot", "restore", "--help"], timeout=20)
+    except EtcdError:
+        return False
+    return "--bump-revision" in result.stdout + result.stderr and "--mark-compacted" in result.stdout + result.stderr
+
+
+def data_dir_facts(path: str | None) -> dict:
+    facts: dict = {"path": path, "exists": False, "member": False, "uid": None, "gid": None, "db_bytes": None}
+    if not path:
+        return facts
+    try:
+        stat = os.stat(path)
+    except OSError:
+        return facts
+    facts.update(exists=True, uid=stat.st_uid, gid=stat.st_gid, member=os.path.isdir(os.path.join(path, "member")))
+    try:
+        facts["db_bytes"] = os.path.getsize(os.path.join(path, "member", "snap", "db"))
+    except OSError:
+        pass
+    return facts
+
+
+def probe(params: dict) -> dict:
+    """A control plane's etcd as one document (the cb_etcd_probe module's, and the doctor's over SSH): how etcd
+    runs here, its configuration, tools, what the local member answers, its data directory and room, the node's
+    snapshots and the timer. Only reads."""
+    manifests_dir, stopped_dir = params["manifests_dir"], params["stopped_dir"]
+    report: dict = {"schema": SCHEMA, "python": sys.executable, "kind": "none", "source": None, "flags": {},
+                    "image": None, "version": None, "running": False, "user": "root", "errors": [],
+                    "manifests": {"active": [p for p in CONTROL_PLANE_PODS
+                                             if os.path.exists(os.path.join(manifests_dir, p + ".yaml"))],
+                                  "stopped": [p for p in CONTROL_PLANE_PODS
+                                              if os.path.exists(os.path.join(stopped_dir, p + ".yaml"))]}}
+    manifest = next((p for p in (os.path.join(manifests_dir, "etcd.yaml"), os.path.join(stopped_dir, "etcd.yaml"))
+                     if os.path.exists(p)), None)
+    if manifest:
+        with open(manifest, encoding="utf-8", errors="replace") as handle:
+            flags, image = manifest_configuration(handle.read())
+        match = IMAGE_VERSION_RE.search(image or "")
+        report.update(kind="static_pod", source=manifest, flags=flags, image=image,
+                      version=match.group(1) if match else None)
+        running = static_pod_running()
+        report["running"] = bool(running) if running is not None else "etcd" in report["manifests"]["active"]
+    else:
+        show = systemctl_show(params["unit"], ["LoadState", "ActiveState", "User", "Environment",
+                                               "EnvironmentFiles", "FragmentPath"])
+        if first(show, "LoadState") == "loaded":
+            etcd = shutil.which("etcd")
+            report.update(kind="systemd", source=first(show, "FragmentPath") or params["unit"],
+                          flags=unit_configuration(show), running=first(show, "ActiveState") in ("active", "reloading"),
+                          user=first(show, "User") or "root", version=tool_version(etcd))
+    tools = tools_for(report["kind"], report["version"], params["tools_dir"])
+    with ThreadPoolExecutor(max_workers=3) as pool:  # three processes of their own, at once
+        versions = [pool.submit(tool_version, tools["etcdctl"]), pool.submit(tool_version, tools["etcdutl"]),
+                    pool.submit(restore_bumps, tools["etcdutl"])]
+    report["tools"] = dict(tools, etcdctl_version=versions[0].result(), etcdutl_version=versions[1].result(),
+                           restore_bumps=versions[2].result())
+    try:
+        account = pwd.getpwnam(report["user"])
+        report["user_ids"] = {"uid": account.pw_uid, "gid": account.pw_gid}
+    except KeyError:
+        report["user_ids"] = None
+    client = local_client(report["flags"])
+    report["client"] = client
+    report["etcdctl"] = etcdctl_argv(tools["etcdctl"], client) if tools["etcdctl"] and client else None
+    report["member"] = None
+    if params["ask"] and report["running"] and report["etcdctl"]:
+        report["member"] = member_state(report["etcdctl"], registry_nodes=params["nodes"])
+    report["ca_sha256"] = certificate_sha256(report["flags"].get("trusted-ca-file"))
+    data_dir = report["flags"].get("data-dir")
+    report["data_dir"] = data_dir_facts(data_dir)
+    # Data directories a restore (.cb-before-<id>) or a replace (.cb-replaced-<id>) kept aside.
+    report["backups"] = sorted(glob.glob(glob.escape(data_dir.rstrip("/")) + ".cb-*")) if data_dir else []
+    report["free_bytes"] = {"data_dir": disk_free(os.path.dirname(data_dir.rstrip("/"))) if data_dir else None,
+                            "snapshot_dir": disk_free(params["snapshot_dir"])}
+    report["snapshots"] = list_snapshots(params["snapshot_dir"])
+    timer = systemctl_show(params["timer_unit"], ["LoadState", "UnitFileState", "ActiveState"])
+    service = systemctl_show(params["timer_unit"].replace(".timer", ".service"), ["Result", "ExecMainExitTimestamp"])
+    report["timer"] = {"installed": first(timer, "LoadState") == "loaded",
+                       "enabled": first(timer, "UnitFileState") == "enabled",
+                       "active": first(timer, "ActiveState") == "active",
+                       "last_result": first(service, "Result") or None,
+                       "last_run": first(service, "ExecMainExitTimestamp") or None}
+    return report
 
 
 # --- the timer's entry point --------------------------------------------------------------------------------------
 
 def main(argv: list[str]) -> int:
+    if len(argv) == 3 and argv[1] == "probe":
+        # The doctor's read of etcd over SSH: the same document as the cb_etcd_probe module's, on one line.
+        sys.stdout.write(json.dumps({REPORT_KEY: probe(json.loads(argv[2]))}) + "\n")
+        return 0
     if len(argv) != 3 or argv[1] != "snapshot":
-        sys.stderr.write(f"usage: {argv[0]} snapshot CONFIG.json\n")
+        sys.stderr.write(f"usage: {argv[0]} snapshot CONFIG.json | probe PARAMETERS\n")
         return 2
     with open(argv[2]) as handle:
         config = json.load(handle)

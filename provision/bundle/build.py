@@ -164,6 +164,13 @@ def _cifar10(settings: Settings, store: Store) -> tuple[str, Path] | None:
     return _inside(resolve_sources(offline_settings(settings)).cifar10_archive), stored
 
 
+def bundle_images(settings: Settings, *, gpu: bool, control_plane: list[str], manifests: list[str]) -> list[str]:
+    """Every image the bundle's registry must hold: kubeadm's, ours, and every image the packed manifests name
+    (render/images.py manifest_images: the rule the control plane moves them offline by)."""
+    named = [image for text in manifests for image in manifest_images(text)]
+    return list(dict.fromkeys(control_plane + own_images(settings, gpu=gpu) + named))
+
+
 def _sizes(root: Path) -> dict[str, int]:
     sizes: dict[str, int] = {}
     for name, path in bundle_files(root).items():
@@ -175,12 +182,17 @@ def _sizes(root: Path) -> dict[str, int]:
 def build_bundle(settings: Settings, request: BuildRequest, progress: Callable[[str], None] = lambda _: None
                  ) -> BuildResult:
     started = time.monotonic()
+    # Everything that can refuse without a download comes first: a refused build writes nothing (the CLI judged
+    # the output folder before this: new, empty, or an earlier build's, cli/option_kinds.bundle_output).
     settings = build_settings(settings, request)
+    plans = [node_plan(platform, settings, gpu=request.gpu) for platform in request.platforms]
     archive = request.output if request.output.suffix == ".tar" else None
     root = request.output.with_name(request.output.name + ".d") if archive else request.output
     work = root / BUILD_DIR
     store = Store(request.cache or work / "store")
-    plans = [node_plan(platform, settings, gpu=request.gpu) for platform in request.platforms]
+    # A bundle is a closed set of files (tree.py): its files may be hard links to its own store, never to a cache
+    # outside it, whose file would change the bundle's when it changes.
+    link = request.cache is None
     wanted: dict[str, Path] = {}
 
     def take(files: list[BundleFile]) -> None:
@@ -201,15 +213,14 @@ def build_bundle(settings: Settings, request: BuildRequest, progress: Callable[[
     if cifar:
         wanted[cifar[0]] = cifar[1]
     for dest, stored in wanted.items():
-        place(stored, root / dest)
+        place(stored, root / dest, link=link)
     # What an earlier build left that this one does not hold (the registry is the registry's to keep).
     for name, path in bundle_files(root).items():
         if name not in wanted and name.split("/", 1)[0] != REGISTRY_DIR:
             path.unlink()
     version, control_plane_images = kubeadm_release(root, plans)
     manifests_text = [(root / dest).read_text() for dest in wanted if dest.endswith(".yaml")]
-    addon_images = [image for text in manifests_text for image in manifest_images(text)]
-    images = list(dict.fromkeys(control_plane_images + own_images(settings, gpu=request.gpu) + addon_images))
+    images = bundle_images(settings, gpu=request.gpu, control_plane=control_plane_images, manifests=manifests_text)
     progress(f"images: {len(images)}")
     copied = copy_images(settings, images, root / REGISTRY_DIR)
     contents = Contents(platforms=tuple(bundle_key(p.platform) for p in plans), gpu=request.gpu,

@@ -15,11 +15,15 @@ from pathlib import Path
 from provision.bundle.fetch import FetchError, read_url
 from provision.bundle.manifest import MANIFEST, PUBLIC_KEY, SIGNATURE, Contents, judge_manifest, verify_directory
 from provision.errors import InputError
+from provision.inputs.addons import ADDONS
 from provision.inputs.inventory import Cluster
 from provision.inputs.platforms import bundle_key
 from provision.inputs.settings import Settings
+from provision.inputs.sources import resolve_sources
 from provision.nodes.sources_check import NodeTarget
+from provision.render.addons import part_source
 from provision.render.images import own_images
+from provision.render.manifests import calico_source
 
 
 def _read(source: str, name: str, *, required: bool) -> bytes | None:
@@ -79,6 +83,32 @@ def node_problems(contents: Contents, targets: Iterable[NodeTarget]) -> list[str
     return problems
 
 
+def layout_problems(local: Path, settings: Settings) -> list[str]:
+    """What a hand-made offline source on this machine lacks of docs/offline.md's layout for these settings (the
+    parts every node reads whatever its platform: the Kubernetes repository, Calico's manifest, the enabled
+    add-ons' manifests, the CIFAR-10 archive; the platform's own parts are asked of the nodes by preflight)."""
+    sources = resolve_sources(settings)
+    base = f"file://{local}"
+
+    def here(url: str) -> Path:
+        return local / url.removeprefix(base).lstrip("/")
+
+    kubernetes = here(sources.kubernetes_repo) / f"v{settings.kubernetes.minor}"
+    needed: list[tuple[Path, str]] = []
+    problems = []
+    if not (kubernetes / "deb").is_dir() and not (kubernetes / "rpm").is_dir():
+        problems.append(f"{kubernetes.relative_to(local)}/deb or /rpm (the Kubernetes packages) is missing")
+    needed.append((here(calico_source(settings).url), "Calico's manifest"))
+    for name in settings.addons.enabled:
+        for part in ADDONS[name].parts:
+            needed.append((here(part_source(settings, name, part.name)[1]), f"{name}'s {part.name} manifest"))
+    if settings.smoke_test.dataset == "cifar10":
+        needed.append((here(sources.cifar10_archive), "the CIFAR-10 archive (smoke_test.dataset: cifar10)"))
+    problems += [f"{path.relative_to(local)} ({what}) is missing" for path, what in needed
+                 if not path.is_file() or path.is_symlink()]
+    return problems
+
+
 def check_offline_bundle(settings: Settings, cluster: Cluster | None = None, *, files: bool = True) -> Contents | None:
     """The bundle's contents when offline.source is a bundle that verifies and serves these settings; None when it
     is no bundle (and none is required); InputError naming every problem otherwise. files=False checks a local
@@ -91,12 +121,18 @@ def check_offline_bundle(settings: Settings, cluster: Cluster | None = None, *, 
     fix = "rebuild it (bootstrap bundle build) for these settings, or point offline.source at one that has them"
     local = Path(source.removeprefix("file://")) if source.startswith("file://") else None
     if local is not None and local.is_dir() and files:
-        verdict = verify_directory(local, fingerprint=pinned)
-        if verdict.contents is None and not (local / MANIFEST).exists():
+        if not (local / MANIFEST).exists() and not (local / MANIFEST).is_symlink():
             if pinned:
                 raise InputError(f"{where} is not a bundle (no {MANIFEST}) and offline.bundle_fingerprint is set: "
                                  "point it at the bundle")
+            # A hand-made copy of the layout on this machine: what every node will read is there, or it is named.
+            missing = layout_problems(local, settings)
+            if missing:
+                raise InputError(f"{where} is not a bundle and lacks what docs/offline.md's layout holds for these "
+                                 f"settings: {'; '.join(missing[:5])}{' ...' if len(missing) > 5 else ''}: copy them "
+                                 "there, or build a bundle (bootstrap bundle build)")
             return None
+        verdict = verify_directory(local, fingerprint=pinned)
     elif local is not None and not local.is_dir():
         if pinned:
             raise InputError(f"{where}: offline.bundle_fingerprint is set, so the bundle is checked before the run, "

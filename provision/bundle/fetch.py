@@ -110,15 +110,21 @@ class Store:
         return target
 
 
-def place(stored: Path, dest: Path) -> None:
-    """The stored file at `dest` in the bundle (a hard link where the file system allows, else a copy); a file
-    already there with other content is replaced."""
+def place(stored: Path, dest: Path, *, link: bool = True) -> None:
+    """The stored file at `dest` in the bundle (with `link`, a hard link where the file system allows; else a
+    copy); a file already there with other content is replaced."""
     dest.parent.mkdir(parents=True, exist_ok=True)
-    if dest.exists():
-        if dest.samefile(stored):
+    if dest.exists() or dest.is_symlink():
+        if link and not dest.is_symlink() and dest.samefile(stored):
+            return
+        if not link and dest.is_file() and not dest.is_symlink() and dest.stat().st_nlink == 1 and \
+                dest.stat().st_size == stored.stat().st_size and sha256_file(dest) == stored.name:
             return
         dest.unlink()
-    try:
-        os.link(stored, dest)
-    except OSError:
-        shutil.copyfile(stored, dest)
+    if link:
+        try:
+            os.link(stored, dest)
+            return
+        except OSError:
+            pass
+    shutil.copyfile(stored, dest)

@@ -24,6 +24,7 @@ import yaml
 
 from provision.errors import InputError
 from provision.inputs.settings import Settings
+from provision.inputs.sources import image_repository, registry_mirror_carries
 from provision.render.manifests import image_ref
 
 REGISTRY_DIR = "registry"
@@ -53,9 +54,12 @@ def split_image(image: str) -> tuple[str, str]:
 
 def source_of(settings: Settings, image: str) -> tuple[str, bool]:
     """Where the build pulls `image` from (a skopeo docker:// reference) and whether over TLS: the first mirror the
-    settings name for its registry, else the registry itself."""
+    settings name for its registry that is not known to lack it (inputs/sources.py's tables: DaoCloud serves only
+    its allow list), else the registry itself."""
     registry, path = split_image(image)
-    mirrors = settings.container_runtime.registry_mirrors.get(registry)
+    repository = image_repository(image)[1]
+    mirrors = [m for m in settings.container_runtime.registry_mirrors.get(registry, [])
+               if registry_mirror_carries(m, repository) is not False]
     if mirrors:
         scheme, _, host = mirrors[0].partition("://")
         return f"{host.rstrip('/')}/{path}", scheme == "https"

@@ -18,15 +18,28 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from provision.bundle.document import FORMAT as DOCUMENT_FORMAT
+from provision.bundle.document import (
+    MAX_KEY_BYTES,
+    MAX_MANIFEST_BYTES,
+    MAX_SIGNATURE_BYTES,
+    ManifestDocument,
+    contents_from_dict,
+    read_manifest,
+)
 from provision.bundle.fetch import sha256_file
+from provision.bundle.tree import walk
 from provision.errors import InputError
+from provision.inputs.files import read_bytes
 from provision.inputs.state import state_root
+
+__all__ = ["MAX_KEY_BYTES", "MAX_MANIFEST_BYTES", "MAX_SIGNATURE_BYTES", "ManifestDocument"]
 
 MANIFEST = "bundle.json"
 SIGNATURE = "bundle.json.asc"
 PUBLIC_KEY = "bundle.key"
 OWN_FILES = (MANIFEST, SIGNATURE, PUBLIC_KEY)
-FORMAT = 1
+FORMAT = DOCUMENT_FORMAT
 # Build leftovers that are not part of a bundle (the build's state, resumable).
 BUILD_DIR = ".build"
 KEY_UID = "cluster-bootstrap offline bundle"
@@ -57,15 +70,9 @@ class Contents:
                 "images": self.images, "cifar10": self.cifar10, "containerd_sources": self.containerd_sources}
 
     @classmethod
-    def from_dict(cls, data: dict[str, Any]) -> Contents:
-        try:
-            return cls(platforms=tuple(data["platforms"]), gpu=bool(data["gpu"]),
-                       kubernetes_minor=str(data["kubernetes_minor"]),
-                       kubernetes_version=str(data["kubernetes_version"]), calico=str(data["calico"]),
-                       addons=dict(data["addons"]), images=dict(data["images"]), cifar10=bool(data["cifar10"]),
-                       containerd_sources=dict(data.get("containerd_sources", {})))
-        except (KeyError, TypeError, ValueError) as exc:
-            raise InputError(f"{MANIFEST}: its contents are not a bundle's ({exc})") from None
+    def from_dict(cls, data: object) -> Contents:
+        """Contents checked as a manifest's are (document.py); InputError in one line."""
+        return cls(**contents_from_dict(data))
 
 
 # --- the key ---------------------------------------------------------------------------------------------------
@@ -105,15 +112,9 @@ def export_public(home: Path, fingerprint: str) -> bytes:
 # --- writing ---------------------------------------------------------------------------------------------------
 
 def bundle_files(root: Path) -> dict[str, Path]:
-    """Every file of the bundle by its path relative to it (the manifest's own files and the build's state aside)."""
-    found = {}
-    for path in root.rglob("*"):
-        relative = path.relative_to(root).as_posix()
-        if relative.split("/", 1)[0] == BUILD_DIR or relative in OWN_FILES:
-            continue
-        if path.is_file() or path.is_symlink():
-            found[relative] = path
-    return found
+    """Every regular file of the bundle by its path relative to it (the manifest's own files and the build's state
+    aside); links and other kinds are not files of a bundle (tree.py names them)."""
+    return {name: root / name for name in walk(str(root), frozenset({BUILD_DIR})).files if name not in OWN_FILES}
 
 
 def write_manifest(root: Path, contents: Contents, key_home: Path) -> str:
@@ -171,15 +172,18 @@ def signature_fingerprint(manifest: bytes, signature: bytes, public_key: bytes) 
 
 def judge_manifest(manifest: bytes, signature: bytes | None, bundle_key: bytes | None, *,
                    trusted_key: bytes | None = None, fingerprint: str | None = None) -> Verdict:
-    """The signature and the contents: checked against `trusted_key` when given, else the bundle's own key, which
-    must have `fingerprint` when one is pinned."""
+    """The manifest read as untrusted input (bounded, then checked field by field), then the signature: checked
+    against `trusted_key` when given, else the bundle's own key, which must have `fingerprint` when one is pinned."""
     problems: list[str] = []
+    document = _document(manifest, problems)
     key = trusted_key or bundle_key
     signer = None
     if signature is None:
         problems.append(f"bad signature: {SIGNATURE} is missing")
     elif key is None:
         problems.append(f"bad signature: no key to check it ({PUBLIC_KEY} is missing and no --key given)")
+    elif len(signature) > MAX_SIGNATURE_BYTES or len(key) > MAX_KEY_BYTES:
+        problems.append(f"bad signature: {SIGNATURE} or the key is larger than a signature or key can be")
     else:
         signer = signature_fingerprint(manifest, signature, key)
         if signer is None:
@@ -187,47 +191,79 @@ def judge_manifest(manifest: bytes, signature: bytes | None, bundle_key: bytes |
                             f"{'the key given' if trusted_key else 'the bundle key'}")
         elif fingerprint and signer.upper() != fingerprint.upper().replace(" ", ""):
             problems.append(f"bad signature: signed by {signer}, not by the pinned key {fingerprint}")
-    contents = None
-    try:
-        document = json.loads(manifest)
-        if document.get("format") != FORMAT:
-            problems.append(f"{MANIFEST}: format {document.get('format')!r}, this release reads {FORMAT}")
-        contents = Contents.from_dict(document["contents"])
-    except (ValueError, KeyError, TypeError, InputError) as exc:
-        problems.append(f"{MANIFEST}: not a bundle manifest ({exc})")
+    contents = Contents.from_dict(document.contents.model_dump()) if document else None
     return Verdict(tuple(problems), contents, signer, key_trusted=bool(trusted_key or fingerprint))
 
 
-def file_problems(listed: dict[str, dict[str, Any]], found: dict[str, Path], *, hashes: bool = True) -> list[str]:
-    """Each file the manifest lists that is missing or changed, and each file found that it does not list."""
-    problems = []
-    for name, entry in listed.items():
-        path = found.get(name)
-        if path is None:
-            problems.append(f"missing: {name}")
-        elif path.stat().st_size != entry["size"] or (hashes and sha256_file(path) != entry["sha256"]):
-            problems.append(f"changed: {name} (its size or sha256 is not the manifest's)")
+def _document(manifest: bytes, problems: list[str]) -> ManifestDocument | None:
+    try:
+        return read_manifest(manifest)
+    except InputError as exc:
+        problems.append(str(exc))
+        return None
+
+
+def file_problems(listed: dict[str, Any], found: dict[str, int], root: Path | None = None) -> list[str]:
+    """Each file the manifest lists that is missing or changed, and each file found that it does not list: the
+    names and sizes first (cheap); the sha256 of each file only when they all agree, and only with `root`."""
+    problems = [f"missing: {name}" for name in listed if name not in found]
+    problems += [f"changed: {name} (its size is not the manifest's)" for name, entry in listed.items()
+                 if name in found and found[name] != entry.size]
     problems += [f"extra: {name} (not in the manifest)" for name in sorted(set(found) - set(listed))]
-    return problems
+    if problems or root is None:
+        return problems
+    return [f"changed: {name} (its sha256 is not the manifest's)" for name, entry in listed.items()
+            if _sha256(root, name) != entry.sha256]
+
+
+def _sha256(root: Path, name: str) -> str | None:
+    """The file's sha256, opened without following a link (one swapped in after the walk is not read)."""
+    try:
+        fd = os.open(root / name, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
+    except OSError:
+        return None
+    os.close(fd)
+    return sha256_file(root / name)
 
 
 def verify_directory(root: Path, *, trusted_key: bytes | None = None, fingerprint: str | None = None) -> Verdict:
-    """A bundle directory checked whole: signature, then every file's presence, size and sha256, and no others."""
-    if not (root / MANIFEST).is_file():
-        return Verdict((f"missing: {MANIFEST} ({root} is not a bundle)",), None, None, False)
-
-    def read(name: str) -> bytes | None:
-        return (root / name).read_bytes() if (root / name).is_file() else None
-
-    manifest = read(MANIFEST) or b""
-    verdict = judge_manifest(manifest, read(SIGNATURE), read(PUBLIC_KEY), trusted_key=trusted_key,
+    """A bundle folder checked whole, cheapest first: its files walked as a closed world (no link, device, pipe or
+    outside hard link), the manifest read bounded and checked, the signature, every name and size; then, when all
+    of that holds, every file's sha256."""
+    root = Path(os.path.realpath(root))
+    tree = walk(str(root), frozenset({BUILD_DIR}))
+    if MANIFEST not in tree.files:
+        return Verdict((*tree.problems, f"missing: {MANIFEST} ({root} is not a bundle)"), None, None, False)
+    own: dict[str, bytes | None] = {}
+    problems = list(tree.problems)
+    for name in (MANIFEST, SIGNATURE, PUBLIC_KEY):
+        own[name] = _own(root, name, problems)
+    if own[MANIFEST] is None:
+        return Verdict(tuple(problems), None, None, False)
+    verdict = judge_manifest(own[MANIFEST] or b"", own[SIGNATURE], own[PUBLIC_KEY], trusted_key=trusted_key,
                              fingerprint=fingerprint)
+    problems += verdict.problems
+    found = {name: size for name, size in tree.files.items() if name not in OWN_FILES}
     try:
-        listed = json.loads(manifest).get("files", {})
-    except ValueError:
-        return verdict
-    problems = list(verdict.problems) + file_problems(listed, bundle_files(root))
+        document = read_manifest(own[MANIFEST] or b"")
+    except InputError:
+        return Verdict(tuple(problems), verdict.contents, verdict.fingerprint, verdict.key_trusted)
+    problems += file_problems(document.files, found, None if problems else root)
     return Verdict(tuple(problems), verdict.contents, verdict.fingerprint, verdict.key_trusted)
+
+
+def _own(root: Path, name: str, problems: list[str]) -> bytes | None:
+    """The manifest, its signature or the key, read bounded (size first); None when absent or refused (the walk
+    names any that is a link), the refusal added to `problems`."""
+    limit = {MANIFEST: MAX_MANIFEST_BYTES, SIGNATURE: MAX_SIGNATURE_BYTES, PUBLIC_KEY: MAX_KEY_BYTES}[name]
+    path = root / name
+    if path.is_symlink() or not path.exists():
+        return None
+    try:
+        return read_bytes(path, name, "rebuild the bundle or copy it again", limit=limit)
+    except InputError as exc:
+        problems.append(str(exc))
+        return None
 
 
 def problem_lines(problems: Iterable[str], limit: int = 20) -> list[str]:

@@ -5,26 +5,65 @@ from __future__ import annotations
 
 import functools
 import http.server
+import os
+import stat
 import threading
+import urllib.parse
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from provision.bundle.document import read_manifest
 from provision.bundle.images import REGISTRY_DIR, Registry
-from provision.bundle.manifest import BUILD_DIR
+from provision.bundle.manifest import BUILD_DIR, MANIFEST, OWN_FILES
+from provision.bundle.ports import HTTP_PORT as HTTP_PORT
+from provision.bundle.ports import REGISTRY_PORT as REGISTRY_PORT
 
-HTTP_PORT = 8080
-REGISTRY_PORT = 5000
+# HTTP_PORT and REGISTRY_PORT, the defaults, live in ports.py (the command line reads them there).
+
+
+def servable(root: Path, listed: frozenset[str], request_path: str) -> Path | None:
+    """The file a request names, when it is one the verified manifest lists (or the manifest's own files) and,
+    walked from the root component by component without following a link, a regular file inside the root; else
+    None. Whatever the request, the manifest or the file system says, nothing outside the root is ever opened."""
+    try:
+        path = urllib.parse.unquote(request_path.split("?", 1)[0].split("#", 1)[0], errors="strict")
+    except UnicodeDecodeError:
+        return None
+    name = path.lstrip("/")
+    parts = name.split("/")
+    if name not in listed or name.split("/", 1)[0] in (BUILD_DIR, REGISTRY_DIR) or \
+            any(part in ("", ".", "..") for part in parts):
+        return None
+    here = root
+    for index, part in enumerate(parts):
+        here = here / part
+        try:
+            mode = here.lstat().st_mode
+        except OSError:
+            return None
+        last = index == len(parts) - 1
+        if stat.S_ISLNK(mode) or (not last and not stat.S_ISDIR(mode)) or (last and not stat.S_ISREG(mode)):
+            return None
+    return here if os.path.realpath(here).startswith(f"{os.path.realpath(root)}/") else None
 
 
 class _Handler(http.server.SimpleHTTPRequestHandler):
-    """Files only: no directory listings, nothing of the build's state or of the registry's storage."""
+    """The files the verified manifest lists, and nothing else: no directory listing, nothing of the build's state
+    or of the registry's storage (the registry serves that), no link followed, nothing outside the root."""
+
+    root: Path
+    listed: frozenset[str]
+
+    def translate_path(self, path: str) -> str:
+        found = servable(self.root, self.listed, path)
+        # A path that cannot exist: send_head answers 404 for it.
+        return str(found) if found is not None else "/nonexistent/cluster-bootstrap/404"
 
     def send_head(self) -> Any:
-        top = self.path.lstrip("/").split("/", 1)[0].split("?", 1)[0]
-        if top in (BUILD_DIR, REGISTRY_DIR) or Path(self.translate_path(self.path)).is_dir():
+        if not Path(self.translate_path(self.path)).is_file():
             self.send_error(404)
             return None
         return super().send_head()
@@ -42,8 +81,11 @@ class Served:
 @contextmanager
 def serve(root: Path, address: str, http_port: int = HTTP_PORT, registry_port: int = REGISTRY_PORT,
           log: Path | None = None) -> Iterator[Served]:
-    """Serve while the `with` block runs."""
-    handler = functools.partial(_Handler, directory=str(root))
+    """Serve a verified bundle while the `with` block runs: the files its manifest lists (and the manifest's own)
+    over HTTP, on `address` alone (what the operator named: both servers listen there and nowhere else)."""
+    listed = frozenset(read_manifest((root / MANIFEST).read_bytes()).files) | frozenset(OWN_FILES)
+    handler_class = type("BundleHandler", (_Handler,), {"root": Path(os.path.realpath(root)), "listed": listed})
+    handler = functools.partial(handler_class, directory=str(root))
     server = http.server.ThreadingHTTPServer((address, http_port), handler)
     thread = threading.Thread(target=server.serve_forever, daemon=True)
     with Registry(root / REGISTRY_DIR, address, registry_port, readonly=True, log=log):

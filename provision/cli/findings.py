@@ -6,25 +6,24 @@
          fix: ...
 
 A finding that holds on many nodes names them (the first few and how many more when they are many; every one in
--o json); one that holds on every node says so. Lines wrap to the console, continuations indented under their
-line, and every `bootstrap ...` command in them carries this run's options (cli/invocation.py).
+-o json); one that holds on every node says so. On a terminal lines wrap to its width, continuations indented
+under their line, never inside a backticked command; without one each stays a line (cli/console.py). Every
+`bootstrap ...` command in them carries this run's options (cli/invocation.py).
 """
 from __future__ import annotations
 
-import textwrap
 from collections.abc import Iterable, Sequence
 from typing import Any
 
 from rich.console import Console
 from rich.text import Text
 
+from provision.cli.console import wrap
 from provision.cli.invocation import carry
 from provision.findings import Finding, FindingGroup, Status, group_findings, subjects_text
 
 MARK: dict[Status, str] = {"ok": "ok", "warn": "warn", "fail": "FAIL", "skip": "skip"}
 STYLE: dict[Status, str] = {"ok": "green", "warn": "yellow", "fail": "bold red", "skip": "dim"}
-def _wrapped(text: str, indent: int, width: int) -> str:
-    return textwrap.fill(text, width=max(width, 40), subsequent_indent=" " * indent, break_on_hyphens=False)
 
 
 def render_findings(findings: Iterable[Finding], console: Console, *, every: Sequence[str] = ()) -> list[FindingGroup]:
@@ -33,12 +32,12 @@ def render_findings(findings: Iterable[Finding], console: Console, *, every: Seq
     groups = [g for g in group_findings(findings) if g.status != "ok"]
     for group in groups:
         mark = MARK[group.status]
-        line = Text(_wrapped(carry(f"{mark} {subjects_text(group.subjects, every)}: {group.check}: {group.detail}"),
-                             5, console.width))
+        line = Text(wrap(carry(f"{mark} {subjects_text(group.subjects, every)}: {group.check}: {group.detail}"),
+                         console, 5))
         line.stylize(STYLE[group.status], 0, len(mark))
         console.print(line)
         if group.fix:
-            console.print(Text(_wrapped(carry(f"     fix: {group.fix}"), 10, console.width), style="dim"))
+            console.print(Text(wrap(carry(f"     fix: {group.fix}"), console, 10), style="dim"))
     return groups
 
 

@@ -14,8 +14,10 @@ the command printed runs in that same environment.
 """
 from __future__ import annotations
 
+import os
 import re
 import shlex
+import shutil
 from collections.abc import Callable
 from dataclasses import dataclass, replace
 from pathlib import Path
@@ -58,6 +60,8 @@ class Given:
 
 # This invocation's (one per process: the CLI runs one command; tests start each anew).
 _given = Given()
+# What runs this tool, as the printed commands name it: `bootstrap`, or the path that works (set_program).
+_program = "bootstrap"
 _root: Callable[[], click.Command] | None = None
 _root_command: click.Command | None = None
 
@@ -82,6 +86,24 @@ def _typed(name: str) -> bool:
     ctx = get_current_context(silent=True)
     source = ctx.get_parameter_source(name) if ctx is not None else None
     return source is None or source is ParameterSource.COMMANDLINE
+
+
+def set_program(argv0: str) -> None:
+    """How the commands this run prints name the tool: `bootstrap` when that is what was typed (the shell found it)
+    or what PATH finds as this same program; else the path it was run by (`.venv-modern/bin/bootstrap` from a
+    checkout whose venv is not on PATH: a hint naming `bootstrap` would be "command not found" in a new shell)."""
+    global _program
+    _program = "bootstrap"
+    if Path(argv0).name != "bootstrap" or "/" not in argv0:
+        return
+    typed = Path(argv0).absolute()
+    found = shutil.which("bootstrap")
+    try:
+        if found is not None and Path(found).samefile(typed):
+            return
+    except OSError:
+        pass
+    _program = str(typed)
 
 
 def start(state_dir: Path | None) -> None:
@@ -115,8 +137,9 @@ def complete(command: str, chosen: Given | None = None) -> str:
         return command
     node, at, path = root, 1, list[str]()
     while at < len(words) and not words[at].startswith("-"):
-        # A group (Typer's, carrying its own Click) holds its subcommands by name.
-        sub = (getattr(node, "commands", None) or {}).get(words[at])
+        # A group (Typer's, carrying its own Click) finds its subcommands by name (the root loads them on demand).
+        find = getattr(node, "get_command", None)
+        sub = find(click.Context(node), words[at]) if find is not None else None
         if sub is None:
             break
         node, at, path = sub, at + 1, [*path, words[at]]
@@ -128,9 +151,24 @@ def complete(command: str, chosen: Given | None = None) -> str:
     for names, value in chosen.options():
         if names[0] in takes and not named & set(names):
             added += [names[0]] if value is None else [names[0], value]
+    # An option the command requires that this run was not given (`smoke-test` has no inventory; `up` needs one)
+    # is printed as a placeholder to fill (`--inventory INVENTORY`), never left out: left out, the command as
+    # printed fails.
+    for param in node.params if not named & {"--help", "-h"} else ():
+        opts = list(getattr(param, "opts", []))
+        if (getattr(param, "param_type_name", "") == "option" and param.required and opts
+                and not named & set(opts) and not set(added) & set(opts) and not _from_environment(param)):
+            added += [max(opts, key=len), (param.name or "value").upper()]
     leading = ["--state-dir", str(chosen.state_dir)] if chosen.state_dir is not None and "--state-dir" not in words \
         else []
-    return shlex.join(["bootstrap", *leading, *path, *added, *words[at:]])
+    return shlex.join([_program, *leading, *path, *added, *words[at:]])
+
+
+def _from_environment(param: click.Parameter) -> bool:
+    """Whether the option is set in this environment (BOOTSTRAP_INVENTORY), which the printed command runs in."""
+    envvar = param.envvar
+    names = [envvar] if isinstance(envvar, str) else list(envvar or [])
+    return any(os.environ.get(str(name)) for name in names)
 
 
 def carry(text: str, chosen: Given | None = None) -> str:

@@ -17,13 +17,14 @@ from typing import Annotated, Any, TypeVar
 import typer
 
 from provision.cli import invocation
+from provision.cli.option_table import INPUT_FILE
 
 InventoryOption = Annotated[Path, typer.Option(
     "--inventory", "-i", help="Ansible inventory (INI or YAML) with [control_plane] and [workers] groups.",
-    envvar="BOOTSTRAP_INVENTORY", show_default=False)]
+    envvar="BOOTSTRAP_INVENTORY", show_default=False, parser=INPUT_FILE.parse)]
 ConfigOption = Annotated[Path | None, typer.Option(
     "--config", "-c", help="Cluster settings (cluster.yaml); every setting has a working default.",
-    envvar="BOOTSTRAP_CONFIG", show_default=False)]
+    envvar="BOOTSTRAP_CONFIG", show_default=False, parser=INPUT_FILE.parse)]
 VerboseOption = Annotated[bool, typer.Option(
     "--verbose", "-v", help="Show Ansible's own output instead of the live progress view.")]
 AcceptHostKeysOption = Annotated[bool, typer.Option(

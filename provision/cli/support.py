@@ -3,13 +3,11 @@ made, and running phases with the live view, then the summary (a table, or one J
 from __future__ import annotations
 
 import getpass
-import json
 from collections.abc import Callable, Sequence
 from typing import Any
 
-import typer
-
 from provision.bundle.check import check_offline_bundle
+from provision.cli.console import echo_json, warn
 from provision.cli.invocation import carry
 from provision.cli.options import NodeOptions, Output
 from provision.cli.views import PhaseView, console, print_summary
@@ -49,21 +47,8 @@ def load_inputs(nodes: NodeOptions) -> tuple[Cluster, Settings]:
     return cluster, with_host_key_choice(settings, nodes.accept_new_host_keys)
 
 
-def warn(warnings: list[str]) -> None:
-    """Each on stderr (wrapped to the terminal, like preflight's problems), so --output json keeps stdout to its one
-    document: what the inventory says that this run reads differently, what the settings allow that upstream no
-    longer supports."""
-    for line in warnings:
-        console.print(f"warning: {carry(line)}", style="bold yellow")
-
-
 def ask_become_password(ask: bool) -> str | None:
     return getpass.getpass("BECOME (sudo) password: ") if ask else None
-
-
-def echo_json(document: Any) -> None:
-    """The one document `--output json` prints on stdout (everything else goes to stderr)."""
-    typer.echo(json.dumps(document, indent=2, default=str))
 
 
 def pipeline_document(result: PipelineResult, command: str) -> dict[str, Any]:

@@ -2,27 +2,18 @@
 the summary table after them."""
 from __future__ import annotations
 
-from typing import Any
-
-from rich.console import Console, Group
+from rich.console import Group
 from rich.live import Live
 from rich.table import Table
 from rich.text import Text
 
+from provision.cli.console import console
 from provision.cli.invocation import carry
 from provision.nodes.runner import PlaybookResult, RunProgress
 from provision.phases import PipelineResult
 from provision.smoke.driver import SmokeProgress
 from provision.smoke.verdict import Bandwidth, TrainerMetrics
 
-
-def literal_console(**options: Any) -> Console:
-    """A console that prints text as written: no markup, no :emoji: codes, no highlighting. Host names, paths and
-    messages come from the user's input; styles come from Text objects, never from the text itself."""
-    return Console(markup=False, emoji=False, highlight=False, **options)
-
-
-console = literal_console(stderr=True)
 STATUS_STYLE = {"ok": "green", "failed": "bold red", "skipped": "yellow", "not run": "dim"}
 
 
@@ -30,18 +21,39 @@ def progress_table(progress: RunProgress) -> Group:
     header = Text.assemble((f"{progress.phase}", "bold cyan"), f"  {progress.elapsed:5.1f}s  ",
                            (progress.task or progress.play or "starting", "white"))
     table = Table(box=None, pad_edge=False, show_header=True, header_style="dim")
-    for column in ("host", "ok", "changed", "failed", "skipped"):
+    for column in ("host", "done", "ok", "changed", "failed", "skipped"):
         table.add_column(column, justify="left" if column == "host" else "right")
+    # Each node's own task: nodes move through a play at their own pace (a GPU node has the driver to install).
+    table.add_column("now", no_wrap=True, overflow="ellipsis", max_width=48)
     for host in progress.hosts:
         tally = progress.tally.get(host)
         if tally is None:
             continue
         failed = "unreachable" if tally.unreachable else str(tally.failed)
         style = "red" if tally.failed or tally.unreachable else ""
-        table.add_row(host, str(tally.ok), str(tally.changed), failed, str(tally.skipped), style=style)
+        table.add_row(host, tasks_done(progress, host), str(tally.ok), str(tally.changed), failed, str(tally.skipped),
+                      progress.current.get(host, ""), style=style)
     # What a host waits for (another process's package lock, a download being retried), under the table.
     notes = [Text(f"  {host} {note}", style="yellow") for host, note in progress.waiting.items()]
     return Group(header, table, *notes)
+
+
+def tasks_done(progress: RunProgress, host: str) -> str:
+    """`34/61`: tasks ended on the node, of about as many as the last run of this phase ran there (`34` without
+    one; the count may pass it where this run does more)."""
+    done = progress.done(host)
+    expected = progress.expected.get(host)
+    return f"{done}/{max(expected, done)}" if expected else str(done)
+
+
+def progress_line(progress: RunProgress, host: str) -> str:
+    """One node's progress as a plain line (no terminal): `prepare n2: 34/61 tasks, now: Install containerd`."""
+    now = progress.current.get(host)
+    return f"  {progress.phase} {host}: {tasks_done(progress, host)} tasks" + (f", now: {now}" if now else "")
+
+
+# Without a terminal, a node's progress line is printed at most this often (and when its play ends).
+PLAIN_EVERY_S = 15.0
 
 
 def print_result(result: PlaybookResult) -> None:
@@ -63,6 +75,9 @@ class PhaseView:
         self.last_wait = ""
         # Host -> the wait note last printed for it (without a terminal each change is printed once).
         self.host_waits: dict[str, str] = {}
+        # Without a terminal: when each node's progress line was last printed, and the play it was in then.
+        self.host_printed: dict[str, float] = {}
+        self.last_play = ""
 
     def _live(self) -> Live:
         if self.live is None:
@@ -96,6 +111,16 @@ class PhaseView:
             if self.host_waits.get(host) != note:
                 console.print(f"  {host} {note}", markup=False, soft_wrap=True)
         self.host_waits = dict(progress.waiting)
+        # A line per node every PLAIN_EVERY_S, and every node's when a play starts (a log shows where each one was).
+        now = progress.elapsed
+        new_play = progress.play != self.last_play
+        self.last_play = progress.play
+        for host in progress.hosts:
+            if host not in progress.current:
+                continue
+            if new_play or now - self.host_printed.get(host, 0.0) >= PLAIN_EVERY_S:
+                console.print(progress_line(progress, host), soft_wrap=True)
+                self.host_printed[host] = now
 
     def smoke(self, progress: SmokeProgress) -> None:
         for line in progress.new_lines:

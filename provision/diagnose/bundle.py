@@ -21,7 +21,6 @@ import tarfile
 import tempfile
 import time
 from collections.abc import Callable, Iterable, Mapping
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
@@ -33,14 +32,14 @@ from kubernetes.client.exceptions import ApiException
 
 from provision.diagnose.redact import redact
 from provision.errors import BootstrapError, InputError
-from provision.inputs.inventory import Cluster, Node
+from provision.inputs.inventory import Cluster
 from provision.inputs.settings import Settings
 from provision.inputs.state import cluster_dir, runs_root
 from provision.inputs.values import creatable_directory_problem
 from provision.kube.client import load_api_client
 from provision.kube.pods import container_statuses, node_name, pod_labels, pod_name, pod_namespace
 from provision.kube.verify import ApiUnreachable, call_api
-from provision.nodes.ssh import SshError, SshShell
+from provision.nodes.probe import NodeProbe, Reading, probe_nodes
 from provision.render.node_paths import KUBEADM_CONFIG, KUBELET_CONF, STATIC_POD_DIR
 from provision.smoke.manifests import RUN_LABEL
 
@@ -191,19 +190,18 @@ def shown_size(count: int) -> str:
 
 # --- the nodes ------------------------------------------------------------------------------------------------
 
-def _collect_node(node: Node, settings: Settings, become_password: str | None, limits: Limits) -> dict[str, str] | str:
+def collect_probe(limits: Limits) -> NodeProbe[dict[str, str]]:
+    """The bundle's probe: the collect script (its boundary new for each bundle: a collected file cannot fake a
+    header), read into file -> text."""
     boundary = f"@@cb-bundle-{secrets.token_hex(8)}@@"
-    shell = SshShell(node, settings.ssh, become_password)
-    try:
-        result = shell.run(collect_script(boundary, limits), sudo=True, timeout_s=COLLECT_TIMEOUT_S)
-    except SshError as exc:
-        return f"{exc.problem}" + (f" ({exc.fix})" if exc.fix else "")
-    finally:
-        shell.close()
-    found = split_output(result.stdout, boundary)
-    if not found:
-        return f"the collection printed nothing ({result.first_error_line()})"
-    return found
+
+    def parse(reading: Reading) -> dict[str, str]:
+        found = split_output(reading.stdout, boundary)
+        if not found:
+            raise ValueError("the collection printed nothing")
+        return found
+
+    return NodeProbe("collect", lambda _: collect_script(boundary, limits), parse, timeout_s=COLLECT_TIMEOUT_S)
 
 
 # --- the API --------------------------------------------------------------------------------------------------
@@ -355,15 +353,13 @@ def collect_bundle(cluster: Cluster, settings: Settings, out: Path, *, config: P
     builder = _Builder(limits, known)
     for path, text in (reports or {}).items():
         builder.add(path, text)
-    with ThreadPoolExecutor(max_workers=max(1, min(32, len(cluster.nodes)))) as pool:
-        collected = dict(zip([n.name for n in cluster.nodes],
-                             pool.map(lambda n: _collect_node(n, settings, become_password, limits), cluster.nodes),
-                             strict=True))
-    for name, found in collected.items():
-        if isinstance(found, str):
-            builder.missing.append(f"nodes/{name}: not collected: {found}")
+    collected = probe_nodes(cluster.nodes, collect_probe(limits), settings.ssh, become_password=become_password)
+    for name, outcome in collected.items():
+        if outcome.value is None:
+            why = outcome.problems[0]
+            builder.missing.append(f"nodes/{name}: not collected: {why.detail}" + (f" ({why.fix})" if why.fix else ""))
             continue
-        for item, text in found.items():
+        for item, text in outcome.value.items():
             builder.add(f"nodes/{name}/{item}", text)
     if kubeconfig.is_file():
         try:

@@ -25,6 +25,7 @@ from provision.kube.client import load_api_client
 from provision.kube.health import ClusterSnapshot, judge_cluster, read_snapshot
 from provision.kube.kubeconfig import admin_kubeconfig_path
 from provision.kube.verify import ApiUnreachable, Expectations, check_dns, dns_probe_target
+from provision.nodes.doctor.etcd import run_etcd_checks
 from provision.nodes.doctor.run import NodeDoctorReport, run_node_checks
 from provision.render.manifests import image_ref
 
@@ -95,12 +96,15 @@ def run_doctor(cluster: Cluster, settings: Settings, *, become_password: str | N
     """Probe every node and read the API at once, then judge both. `probe_dns`: also resolve a name from a pod."""
     started = time.monotonic()
     state = ClusterState.load(cluster)
-    with ThreadPoolExecutor(max_workers=1) as pool:
+    with ThreadPoolExecutor(max_workers=2) as pool:
         reading = pool.submit(_snapshot, kubeconfig or admin_kubeconfig_path(cluster))
+        # etcd as etcd itself says (its own probe on each control plane): a plug-in beside the nodes' probe.
+        etcd_reading = pool.submit(run_etcd_checks, cluster, settings, become_password)
         nodes = run_node_checks(cluster, settings, counted_gpus=state.gpus, become_password=become_password, now=now)
         read = reading.result()
+        etcd = etcd_reading.result()
     if isinstance(read, Finding):
-        return DoctorReport(tuple(nodes), (read,), time.monotonic() - started)
+        return DoctorReport(tuple(nodes), (read, *etcd), time.monotonic() - started)
     snapshot, api = read
     # The GPUs each node should offer: preflight's count where it ran, else what the doctor's probe saw.
     counted: dict[str, int] = dict((state.gpus or {}).items())
@@ -111,4 +115,4 @@ def run_doctor(cluster: Cluster, settings: Settings, *, become_password: str | N
     if probe_dns:
         found.append(dns_probe(api, expect))
     answered = Finding("api", "cluster", "ok", f"answers at {snapshot.server}")
-    return DoctorReport(tuple(nodes), (answered, *found), time.monotonic() - started, snapshot.server)
+    return DoctorReport(tuple(nodes), (answered, *found, *etcd), time.monotonic() - started, snapshot.server)

@@ -30,8 +30,10 @@ _PATTERNS: tuple[tuple[re.Pattern[str], str], ...] = (
     # key: value, key = value, "key": "value", KEY=value (the value to the end of its quotes, or to a delimiter).
     (re.compile(rf"(?i)((?:^|[\s{{,\[(;&\"'-])[\"']?{_SECRET_NAME}[\"']?[ \t]*[:=][ \t]*)"
                 r"(\"[^\"\n]*\"|'[^'\n]*'|[^\s,;}\]\"']+)", re.M | re.A), rf"\1{REDACTED}"),
-    # --token VALUE, --certificate-key VALUE, --password VALUE (flags with a space before their value).
-    (re.compile(rf"(?i)(--{_SECRET_NAME}[ \t]+)(?!-)([^\s\"']+|\"[^\"\n]*\"|'[^'\n]*')", re.A), rf"\1{REDACTED}"),
+    # --token VALUE, --certificate-key VALUE, --password VALUE (flags with a space before their value). Whatever
+    # follows goes, a value that starts with a dash too: the word after a flag that is not followed by a value (a
+    # switch such as --skip-token-print) is lost with it, which is the side to err on.
+    (re.compile(rf"(?i)(--{_SECRET_NAME}[ \t]+)([^\s\"']+|\"[^\"\n]*\"|'[^'\n]*')", re.A), rf"\1{REDACTED}"),
     # An env var in a manifest or description: `name: DB_PASSWORD` and, on the next line, `value: ...`.
     (re.compile(rf"(?i)(name:\s*[\"']?{_SECRET_NAME}[\"']?\s*\n\s*value:\s*)(\S.*)", re.A), rf"\1{REDACTED}"),
     # Passwords in URLs: scheme://user:password@host.

@@ -65,7 +65,10 @@ class Addon:
     parts: tuple[Part, ...]
     crds: tuple[str, ...]
     deployments: tuple[str, ...]
-    # Upstream image names without tags, as the manifests spell them (Docker Hub ones both ways).
+    # The upstream images the release's controllers and their sidecars run, and those the controllers start (named
+    # in env values, args and ConfigMaps), without tags, as the manifests spell them (Docker Hub ones both ways).
+    # What `config check-sources` holds the registry mirrors to; what is pulled is read from the rendered manifests
+    # themselves (module_utils/cb_images.py), and tests/test_addon_conformance.py holds this list to them.
     images: tuple[str, ...]
     # The Kubernetes minors the pinned release is tested or documented with (low, high; high None: no upper bound
     # published), and where that range is written. A minor outside it is installed with a warning naming it,
@@ -83,6 +86,8 @@ class Addon:
     version_pattern: str = VERSION_PATTERN
     # Its namespace is created by cluster-bootstrap (the release does not ship one).
     own_namespace: bool = False
+    # ConfigMaps in its namespace, each with keys it must hold once up: the release's and ours side by side.
+    config_keys: tuple[tuple[str, tuple[str, ...]], ...] = ()
 
     def kubernetes_text(self) -> str:
         """'1.23-1.35', or '1.31 and newer'."""
@@ -148,7 +153,13 @@ ADDONS: dict[AddonName, Addon] = {
         crds=("trainjobs.trainer.kubeflow.org", "trainingruntimes.trainer.kubeflow.org",
               "clustertrainingruntimes.trainer.kubeflow.org", "jobsets.jobset.x-k8s.io"),
         deployments=("kubeflow-trainer-controller-manager", "jobset-controller-manager"),
-        images=("ghcr.io/kubeflow/trainer/trainer-controller-manager", "registry.k8s.io/jobset/jobset"),
+        # The manager and JobSet, then what the runtimes part's ClusterTrainingRuntimes start (torch-distributed:
+        # pytorch/pytorch; the others only when a TrainJob names them).
+        images=("ghcr.io/kubeflow/trainer/trainer-controller-manager", "registry.k8s.io/jobset/jobset",
+                "pytorch/pytorch", "docker.io/pytorch/pytorch", "ghcr.io/kubeflow/trainer/dataset-initializer",
+                "ghcr.io/kubeflow/trainer/model-initializer", "ghcr.io/kubeflow/trainer/deepspeed-runtime",
+                "ghcr.io/kubeflow/trainer/mlx-runtime", "ghcr.io/kubeflow/trainer/torchtune-trainer",
+                "ghcr.io/kubeflow/trainer/xgboost-runtime", "nvcr.io/nvidia/jax"),
         kubernetes=(31, None),
         kubernetes_source="kubeflow/trainer docs/operator-guides/installation.md: Kubernetes >= 1.31",
         objects=(("clustertrainingruntimes.trainer.kubeflow.org/v1alpha1", "torch-distributed"),),
@@ -181,11 +192,20 @@ ADDONS: dict[AddonName, Addon] = {
         crds=("inferenceservices.serving.kserve.io", "servingruntimes.serving.kserve.io",
               "clusterservingruntimes.serving.kserve.io"),
         deployments=("kserve-controller-manager",),
-        images=("kserve/kserve-controller", "docker.io/kserve/kserve-controller", "kserve/storage-initializer",
-                "docker.io/kserve/storage-initializer", "kserve/agent", "docker.io/kserve/agent",
-                "kserve/router", "docker.io/kserve/router"),
+        # kserve.yaml: the controllers (the LLM and local-model ones included) and the kube-rbac-proxy sidecar; its
+        # inferenceservice-config: the storage initializer, agent and router the controller injects.
+        images=("kserve/kserve-controller", "docker.io/kserve/kserve-controller", "kserve/llmisvc-controller",
+                "docker.io/kserve/llmisvc-controller", "kserve/kserve-localmodel-controller",
+                "docker.io/kserve/kserve-localmodel-controller", "kserve/kserve-localmodelnode-agent",
+                "docker.io/kserve/kserve-localmodelnode-agent", "quay.io/brancz/kube-rbac-proxy",
+                "kserve/storage-initializer", "docker.io/kserve/storage-initializer", "kserve/agent",
+                "docker.io/kserve/agent", "kserve/router", "docker.io/kserve/router"),
         requires=("cert_manager",),
         own_namespace=True,
+        # The controller reads its configuration from here: `deploy` is ours (Standard mode), the rest the
+        # release's (config/configmap/inferenceservice.yaml): without them no InferenceService is reconciled.
+        config_keys=(("inferenceservice-config", ("deploy", "ingress", "storageInitializer", "credentials",
+                                                  "agent", "router")),),
         kubernetes=(33, 37),
         kubernetes_source="no published range: the minors its go.mod's client-go (0.35-0.36) and release date cover",
     ),
@@ -206,10 +226,10 @@ ADDONS: dict[AddonName, Addon] = {
                 "ghcr.io/kubeflow/kfp-persistence-agent", "ghcr.io/kubeflow/kfp-scheduled-workflow-controller",
                 "ghcr.io/kubeflow/kfp-metadata-writer", "ghcr.io/kubeflow/kfp-metadata-envoy",
                 "ghcr.io/kubeflow/kfp-cache-server", "ghcr.io/kubeflow/kfp-cache-deployer",
-                "ghcr.io/kubeflow/kfp-viewer-crd-controller", "ghcr.io/kubeflow/kfp-launcher",
-                "ghcr.io/kubeflow/kfp-driver", "quay.io/argoproj/workflow-controller", "quay.io/argoproj/argoexec",
-                "gcr.io/tfx-oss-public/ml_metadata_store_server", "gcr.io/ml-pipeline/application-crd-controller",
-                "ghcr.io/chrislusf/seaweedfs", "mysql", "docker.io/library/mysql"),
+                "ghcr.io/kubeflow/kfp-viewer-crd-controller", "ghcr.io/kubeflow/kfp-visualization-server",
+                "ghcr.io/kubeflow/kfp-launcher", "ghcr.io/kubeflow/kfp-driver", "quay.io/argoproj/workflow-controller",
+                "quay.io/argoproj/argoexec", "gcr.io/tfx-oss-public/ml_metadata_store_server",
+                "ghcr.io/chrislusf/seaweedfs", "mysql", "docker.io/library/mysql", "docker.io/alpine"),
         version_pattern=BARE_VERSION_PATTERN,
         kubernetes=(33, 37),
         kubernetes_source="no published range: the minors its go.mod's client-go (0.35-0.36) and release date cover",

@@ -27,7 +27,7 @@ from collections.abc import Iterator, Mapping
 from pathlib import Path
 
 from provision.errors import InputError
-from provision.resources import ANSIBLE_CFG, PLAYBOOKS_DIR, ROLES_DIR
+from provision.resources import ANSIBLE_CFG, PLAYBOOKS_DIR, ROLES_PATH
 
 ENV_PREFIX = "ANSIBLE_"
 # Variables that change only what Ansible prints, never what it loads, runs or connects to.
@@ -86,7 +86,7 @@ def tool_environment() -> dict[str, str]:
     """The ANSIBLE_* settings every Ansible the tool starts runs with (the runner adds the run's own)."""
     return {
         "ANSIBLE_CONFIG": str(ANSIBLE_CFG),
-        "ANSIBLE_ROLES_PATH": str(ROLES_DIR),
+        "ANSIBLE_ROLES_PATH": ROLES_PATH,
         "ANSIBLE_LIBRARY": str(LIBRARY_DIR),
         "ANSIBLE_MODULE_UTILS": str(MODULE_UTILS_DIR),
         **{name: str(NO_PLUGINS) for name in PLUGIN_PATH_VARIABLES},

@@ -3,8 +3,9 @@
 One row per OS id (os-release `ID`) and release. A `Platform` is a system `prepare` manages ("supported", or
 "warned": it runs, with a reason shown); a `Refusal` is one it refuses, with the reason and the way out. Each
 Platform holds the OS facts the rest of the product needs: its family (which role variables apply), package
-manager, the Python interpreter Ansible runs on it (and the package that brings it, when the distribution does not
-install it), the controller's ansible-core it needs, its x86-64 baseline, and the names of the repository layouts
+manager, the Python interpreter Ansible runs on it and its version (the oldest, NODE_PYTHON_FLOOR, is what every
+Python file that runs on a node is held to), the package that brings it when the distribution does not install it,
+the controller's ansible-core it needs, its x86-64 baseline, and the names of the repository layouts
 its packages come from (Docker, NVIDIA CUDA, the OS mirror). Component versions live in their own table.
 
 Preflight judges nodes with it (`platform_for`, `controller_refusal`, `choose_python`, `missing_cpu_flags`), the
@@ -34,6 +35,10 @@ X86_64_LEVEL_FLAGS[3] = X86_64_LEVEL_FLAGS[2] | {"avx", "avx2", "bmi1", "bmi2", 
 
 # What every supported Python must reach to run ansible-core's modules (2.21 supports targets from 3.9).
 MIN_NODE_PYTHON = (3, 9)
+# The interpreters ansible-core's dnf module tries, in order, when the one running it cannot import dnf (2.19:
+# these; 2.21: the module's own first) [ansible: modules/dnf.py]; it respawns (2.19) or runs its package step
+# (2.21) under the first that can.
+ANSIBLE_DNF_PROBE = ("/usr/libexec/platform-python", "/usr/bin/python3", "/usr/bin/python")
 # The controller that manages every supported system (it needs Python >= 3.12 on the machine that runs it).
 NEWEST_CONTROLLER = (2, 21)
 
@@ -84,6 +89,9 @@ class Platform:
     support: Support = "supported"
     note: str = ""  # for "warned": the reason and the way out
     python: str = "/usr/bin/python3"  # the interpreter Ansible runs modules with
+    # Its version (major, minor) as the release ships it: every row states one, and the oldest is the floor all
+    # node-side Python is held to (NODE_PYTHON_FLOOR).
+    python_version: tuple[int, int] = (0, 0)
     python_package: str | None = None  # installed (dnf, before facts) when `python` is missing
     dnf_python: str | None = None  # where dnf's own bindings are, when not under `python`
     min_ansible_core: tuple[int, int] = (2, 19)
@@ -96,6 +104,11 @@ class Platform:
     # an offline bundle's OS packages come from when mirrors.os_repo is not set. None: no public archive has that
     # layout, so a bundle needs mirrors.os_repo.
     archive: str | None = None
+
+    def __post_init__(self) -> None:
+        if self.python_version < MIN_NODE_PYTHON:
+            raise ValueError(f"{self.name}: state the version of {self.python} (python_version), at least "
+                             f"{'.'.join(map(str, MIN_NODE_PYTHON))}")
 
     @property
     def support_level(self) -> str:
@@ -132,19 +145,21 @@ EL7_REASON = ("no Python 3.9 or newer for ansible-core; kernel 3.10 runs cgroup 
               "from Kubernetes 1.35; no containerd 2 packages")
 EL7_FIX = ("reinstall the node with Rocky Linux or AlmaLinux 9 or 10 (same RPM family), or Alibaba Cloud Linux 3 / "
            "Anolis OS 8 with `mirrors.profile: cn`")
-EL8_PYTHON: dict[str, Any] = {"python": "/usr/bin/python3.12", "python_package": "python3.12",
+EL8_PYTHON: dict[str, Any] = {"python": "/usr/bin/python3.12", "python_version": (3, 12), "python_package": "python3.12",
               "dnf_python": "/usr/libexec/platform-python", "min_ansible_core": NEWEST_CONTROLLER}
+# The default Python 3 of each EL release: RHEL 9's python3 is 3.9, RHEL 10's 3.12 [read: RHEL 9 and 10 release notes].
+EL_PYTHON = {9: (3, 9), 10: (3, 12)}
 
 
 def _el(os_id: str, name: str, distribution: str, el: int, release: str | None = None, **kwargs: Any) -> Platform:
     """A RHEL rebuild (or RHEL) of one EL release (its own release number when it differs): Docker's rhel tree of
     that EL release [read: docs.docker.com lists RHEL 8, 9, 10], NVIDIA's rhel<N> repository, EL8's Python 3.12 from
-    AppStream, EL10's x86-64-v3 baseline."""
+    AppStream (EL9 and EL10: their own python3), EL10's x86-64-v3 baseline."""
     release = release or str(el)
     defaults: dict[str, Any] = {
         "package_manager": "dnf", "package_set": "el8" if el == 8 else "el9", "docker_repo": f"rhel/{el}",
         "cuda": {8: CUDA_RHEL8, 9: CUDA_RHEL9}.get(el), "no_cuda_reason": NO_EL10_DRIVER if el == 10 else "",
-        "x86_64_level": 3 if el == 10 else 1, **(EL8_PYTHON if el == 8 else {}),
+        "x86_64_level": 3 if el == 10 else 1, **(EL8_PYTHON if el == 8 else {"python_version": EL_PYTHON[el]}),
     }
     return Platform(os_id, (release,), f"{name} {release}", distribution, "RedHat", **(defaults | kwargs))
 
@@ -152,22 +167,26 @@ def _el(os_id: str, name: str, distribution: str, el: int, release: str | None =
 PLATFORMS: tuple[Row, ...] = (
     # --- Debian and Ubuntu ------------------------------------------------------------------------------------
     Platform("debian", ("12",), "Debian 12 (bookworm)", "Debian", "Debian", "apt", "debian", "debian",
-             CudaRepo("debian12", "3bf863cc.pub"), containerd="1.6", codename="bookworm", archive=DEBIAN_ARCHIVE),
+             CudaRepo("debian12", "3bf863cc.pub"), containerd="1.6", codename="bookworm", archive=DEBIAN_ARCHIVE,
+             python_version=(3, 11)),
     Platform("debian", ("13",), "Debian 13 (trixie)", "Debian", "Debian", "apt", "debian", "debian",
-             CudaRepo("debian13", "8793F200.pub"), containerd="1.7", codename="trixie", archive=DEBIAN_ARCHIVE),
+             CudaRepo("debian13", "8793F200.pub"), containerd="1.7", codename="trixie", archive=DEBIAN_ARCHIVE,
+             python_version=(3, 13)),
     # Debian testing/unstable have no VERSION_ID; Ansible reports their major version as "<codename>/sid".
     Platform("debian", ("sid",), "Debian testing/unstable", "Debian", "Debian", "apt", "debian", "debian", None,
              "NVIDIA publishes no CUDA repository for Debian testing/unstable: set gpu=false for this node",
-             support="warned", containerd="2.1", codename="sid", archive=DEBIAN_ARCHIVE,
+             support="warned", containerd="2.1", codename="sid", archive=DEBIAN_ARCHIVE, python_version=(3, 14),
              note="testing/unstable changes every day, and what works today may not tomorrow: use Debian 13 for a "
                   "cluster you keep"),
     Refusal("debian", ("11",), "Debian 11 (bullseye)", "Debian",
             "its long-term support ended in August 2026, and its containerd is 1.4",
             "upgrade the node to Debian 12 or 13"),
     Platform("ubuntu", ("22.04",), "Ubuntu 22.04 LTS", "Ubuntu", "Debian", "apt", "debian", "ubuntu",
-             CudaRepo("ubuntu2204", "3bf863cc.pub"), containerd="1.7", codename="jammy", archive=UBUNTU_ARCHIVE),
+             CudaRepo("ubuntu2204", "3bf863cc.pub"), containerd="1.7", codename="jammy", archive=UBUNTU_ARCHIVE,
+             python_version=(3, 10)),
     Platform("ubuntu", ("24.04",), "Ubuntu 24.04 LTS", "Ubuntu", "Debian", "apt", "debian", "ubuntu",
-             CudaRepo("ubuntu2404", "3bf863cc.pub"), containerd="1.7", codename="noble", archive=UBUNTU_ARCHIVE),
+             CudaRepo("ubuntu2404", "3bf863cc.pub"), containerd="1.7", codename="noble", archive=UBUNTU_ARCHIVE,
+             python_version=(3, 12)),
     Refusal("ubuntu", ("20.04",), "Ubuntu 20.04 LTS", "Ubuntu",
             "its standard support ended in May 2025; it boots with cgroup v1, which the kubelet refuses from "
             "Kubernetes 1.35; its Python 3.8 is older than ansible-core 2.21 manages",
@@ -197,9 +216,11 @@ PLATFORMS: tuple[Row, ...] = (
             "repositories moved to vault.centos.org", "reinstall the node with Rocky Linux or AlmaLinux 8, 9 or 10"),
     # --- openEuler: dnf, its own repositories and Python -------------------------------------------------------
     # Docker publishes no openEuler packages: Docker's EL9 tree is used (glibc 2.34 on both) [inferred, not run].
+    # Its python3: 3.9.9 in 22.03 LTS, 3.11.6 in 24.03 LTS [read: openEuler's package lists].
     *(Platform("openEuler", (release,), f"openEuler {release} LTS", "openEuler", "RedHat", "dnf", "openeuler",
                "rhel/9", None, "NVIDIA publishes no CUDA repository for openEuler: set gpu=false for this node, or "
-               "run GPU nodes on a RHEL-family 8 or 9 or Ubuntu release") for release in ("22.03", "24.03")),
+               "run GPU nodes on a RHEL-family 8 or 9 or Ubuntu release", python_version=python)
+      for release, python in (("22.03", (3, 9)), ("24.03", (3, 11)))),
     # --- the end of the line: the 7 generation ----------------------------------------------------------------
     *(Refusal(os_id, ("7",), f"{name} 7", distribution, f"{ended}; {EL7_REASON}", EL7_FIX)
       for os_id, name, distribution, ended in (
@@ -207,6 +228,15 @@ PLATFORMS: tuple[Row, ...] = (
           ("rhel", "Red Hat Enterprise Linux", "RedHat", "maintenance support ended in June 2024"),
           ("ol", "Oracle Linux", "OracleLinux", "Premier Support ended in December 2024"))),
 )
+
+
+def node_python_floor(rows: Iterable[Row] = PLATFORMS) -> tuple[int, int]:
+    """The oldest Python any platform the table manages runs our modules with: what every node-side Python file
+    (modules, module_utils, scripts shipped to nodes) must run on (tests/test_node_python.py holds them to it)."""
+    return min(row.python_version for row in rows if isinstance(row, Platform))
+
+
+NODE_PYTHON_FLOOR = node_python_floor()
 
 
 def release_of(os_release: Mapping[str, str]) -> str:
@@ -328,31 +358,37 @@ class PythonProblem:
 
 
 def probed_interpreters() -> tuple[str, ...]:
-    """Every interpreter path the table names: what the probe looks for."""
+    """Every interpreter path the table names, and those Ansible's dnf module tries: what the probe looks for."""
     paths = {p.python for p in PLATFORMS if isinstance(p, Platform)} | \
-        {p.dnf_python for p in PLATFORMS if isinstance(p, Platform) and p.dnf_python}
+        {p.dnf_python for p in PLATFORMS if isinstance(p, Platform) and p.dnf_python} | set(ANSIBLE_DNF_PROBE)
     return tuple(sorted(paths))
 
 
 def choose_python(platform: Platform, found: Mapping[str, PythonFound]) -> NodePython | PythonProblem:
     """The node's interpreter: the platform's, installed first when the platform names its package; refused when
-    it is missing or too old, or when no interpreter holds the dnf bindings dnf needs."""
+    it is missing or older than the floor, or when no interpreter Ansible's dnf module would try holds the dnf
+    bindings (the table's dnf_python where it names one; else the node's interpreter, then ANSIBLE_DNF_PROBE)."""
     wanted = found.get(platform.python)
     row = {"os_id": platform.os_id, "release": platform.releases[0]}
     if platform.package_manager == "dnf":
-        holder = platform.dnf_python or platform.python
-        bindings = found.get(holder)
-        if (bindings is None and holder != platform.python) or (bindings is not None and "dnf" not in bindings.modules):
-            return PythonProblem(f"{holder} cannot import dnf (dnf's Python bindings)",
+        holders = (platform.dnf_python,) if platform.dnf_python else tuple(dict.fromkeys(
+            (platform.python, *ANSIBLE_DNF_PROBE)))
+        present = [found[path] for path in holders if path in found]
+        if (present or platform.dnf_python) and not any("dnf" in python.modules for python in present):
+            paths = [python.path for python in present] or [holders[0]]
+            who = paths[0] if len(paths) == 1 else f"none of {', '.join(paths)}"
+            return PythonProblem(f"{who} {'can' if len(paths) > 1 else 'cannot'} import dnf (dnf's Python bindings)",
                                  "install them: `dnf install python3-dnf`")
     if wanted is None:
         if platform.python_package:
             return NodePython(platform.python, install=platform.python_package, **row)
         return PythonProblem(f"no {platform.python}", "install Python 3 on the node (`apt-get install python3` or "
                                                       "`dnf install python3`)")
-    if wanted.version < MIN_NODE_PYTHON:
-        shown = ".".join(map(str, wanted.version))
-        return PythonProblem(f"{platform.python} is Python {shown}, older than ansible-core manages (3.9)",
+    needed = max(MIN_NODE_PYTHON, NODE_PYTHON_FLOOR)
+    if wanted.version < needed:
+        shown, floor = ".".join(map(str, wanted.version)), ".".join(map(str, needed))
+        who = "ansible-core manages" if needed == MIN_NODE_PYTHON else "cluster-bootstrap's modules run on"
+        return PythonProblem(f"{platform.python} is Python {shown}, older than {who} ({floor})",
                              f"install a newer Python 3 and name it with ansible_python_interpreter (or use one of: "
                              f"{supported_text()})")
     return NodePython(platform.python, **row)

@@ -85,8 +85,12 @@ PROFILES: dict[MirrorProfile, dict[str, object]] = {
             "quay.io": ["https://quay.m.daocloud.io"],
             "nvcr.io": ["https://nvcr.m.daocloud.io"],
             "registry.k8s.io": ["https://k8s.m.daocloud.io"],
-            # kube-vip (pulled before `kubeadm init` can reach a VIP), the Trainer and the Training Operator.
-            "ghcr.io": ["https://ghcr.m.daocloud.io"],
+            # kube-vip (pulled before `kubeadm init` can reach a VIP), the Trainer and the Training Operator; then
+            # NJU's mirror of the whole of ghcr.io for what DaoCloud's list lacks (Pipelines' SeaweedFS): containerd
+            # tries each mirror in turn.
+            "ghcr.io": ["https://ghcr.m.daocloud.io", "https://ghcr.nju.edu.cn"],
+            # Pipelines' metadata server (gcr.io/tfx-oss-public/ml_metadata_store_server): DaoCloud allows gcr.io/**.
+            "gcr.io": ["https://gcr.m.daocloud.io"],
         },
     },
 }
@@ -118,12 +122,15 @@ MIRROR_CARRIES: dict[str, tuple[str, ...]] = {
 # Registry mirror -> the repositories it serves, as its allow list spells them (`*`: one path segment, `**`: any
 # depth), limited to the ones this release's images live in (DaoCloud/public-image-mirror allows.txt, 2026-08).
 REGISTRY_MIRROR_CARRIES: dict[str, tuple[str, ...]] = {
-    "https://docker.m.daocloud.io": ("library/busybox", "library/haproxy", "pytorch/*", "volcanosh/*", "nvidia/*",
-                                     "calico/*", "kubeflow/*"),
-    "https://quay.m.daocloud.io": ("calico/*",),
+    "https://docker.m.daocloud.io": ("library/busybox", "library/haproxy", "library/mysql", "library/alpine",
+                                     "pytorch/*", "volcanosh/*", "nvidia/*", "calico/*", "kubeflow/*", "kserve/*"),
+    "https://quay.m.daocloud.io": ("calico/*", "jetstack/*", "argoproj/*", "brancz/*"),
     "https://nvcr.m.daocloud.io": ("**",),
     "https://k8s.m.daocloud.io": ("**",),
     "https://ghcr.m.daocloud.io": ("kube-vip/**", "kubeflow/**"),
+    "https://gcr.m.daocloud.io": ("**",),
+    # NJU's ghcr.io mirror proxies every repository (mirror.nju.edu.cn, its ghcr help page).
+    "https://ghcr.nju.edu.cn": ("**",),
 }
 
 
@@ -152,6 +159,36 @@ def registry_mirror_carries(mirror: str, repository: str) -> bool | None:
         elif len(parts) == len(wanted) and all(w in ("*", p) for w, p in zip(wanted, parts, strict=True)):
             return True
     return False
+
+
+def image_repository(image: str) -> tuple[str, str]:
+    """'ghcr.io/kube-vip/kube-vip:v1.2.4' -> ('ghcr.io', 'kube-vip/kube-vip'); Docker Hub's short names in full
+    ('mysql:8.4', 'docker.io/alpine:3' -> ('docker.io', 'library/mysql'), ('docker.io', 'library/alpine'))."""
+    name = image.split("@")[0]
+    first, _, rest = name.partition("/")
+    registry, path = (first, rest) if rest and ("." in first or ":" in first or first == "localhost") \
+        else ("docker.io", name)
+    path = path.rsplit(":", 1)[0] if ":" in path.rsplit("/", 1)[-1] else path
+    return registry, path if "/" in path or registry != "docker.io" else f"library/{path}"
+
+
+def unserved_images(settings: Settings, images: list[str]) -> list[str]:
+    """One line per image that the registry mirrors the settings name for its registry are known not to serve
+    (the mirror tables above): containerd would fall back to the upstream registry, out of reach where the mirror
+    was needed. None with offline.image_repository (every image is moved there)."""
+    if settings.offline.image_repository:
+        return []
+    mirrors = resolve_sources(settings).registry_mirrors
+    lines = []
+    for image in dict.fromkeys(images):
+        registry, repository = image_repository(image)
+        listed = mirrors.get(registry)
+        if not listed or any(registry_mirror_carries(m, repository) is not False for m in listed):
+            continue
+        lines.append(f"image {image}: no mirror of {registry} the settings name serves {repository} "
+                     f"({', '.join(listed)}): add one that does to container_runtime.registry_mirrors.{registry}, "
+                     "or pull it offline (`bootstrap bundle build`, offline.image_repository)")
+    return lines
 
 
 def resolve_sources(settings: Settings) -> Sources:

@@ -115,6 +115,8 @@ class PhaseRecord:
     detail: str = ""
     # inputs_fingerprint of the run that reached this outcome ("" in state written before it was recorded).
     inputs: str = ""
+    # When it was recorded (UTC, ISO 8601): when it started for `running`, else when it ended ("" in older state).
+    at: str = ""
 
 
 @dataclass

@@ -151,6 +151,21 @@ def addon_status(api: client.ApiClient, addon: Addon, settings: Settings) -> Add
         status.problems.append(Problem(subject, f"not ready on every node ({ready}/{wanted})",
                                        why.describe() if why else "its pods are starting",
                                        settled=bool(why and why.settled)))
+    for config_map, keys in addon.config_keys:
+        subject = f"{addon.namespace}/{config_map}"
+        try:
+            found = call_api(api, client.CoreV1Api(api).read_namespaced_config_map, config_map, addon.namespace)
+        except ApiException as exc:
+            if exc.status != 404:
+                raise
+            status.problems.append(Problem(subject, "ConfigMap not found", f"the {addon.title} release was not "
+                                           f"applied: `bootstrap addons install {addon.name}`", settled=True))
+            continue
+        missing = [key for key in keys if key not in (found.data or {})]
+        if missing:
+            status.problems.append(Problem(subject, f"lacks {', '.join(missing)}", "the release's configuration was "
+                                           f"overwritten: re-run `bootstrap addons install {addon.name}`",
+                                           settled=True))
     objects = client.CustomObjectsApi(api)
     for group, version, plural, name in expected_objects(addon, settings):
         try:

@@ -13,9 +13,7 @@ import contextlib
 import ipaddress
 import json
 import os
-import re
 import shutil
-import socket
 import subprocess
 import tempfile
 import threading
@@ -31,6 +29,7 @@ import yaml
 from provision.errors import BootstrapError, InputError
 from provision.inputs.settings import Settings, parse_settings
 from provision.inputs.state import lab_root
+from provision.lab.host import KVM_DEVICE, LIBVIRT_SOCKETS, QEMU_DRIVER_FIX, kvm_problem, libvirt_problem
 from provision.resources import VAGRANT_DIR
 
 VAGRANT_INSTALL_HINT = ("install Vagrant and a provider: on Debian/Ubuntu `apt-get install vagrant vagrant-libvirt "
@@ -40,21 +39,9 @@ VAGRANT_INSTALL_HINT = ("install Vagrant and a provider: on Debian/Ubuntu `apt-g
 HOST_KEYS_COMMAND = "cat /etc/ssh/ssh_host_*_key.pub"
 SHORT_COMMAND_TIMEOUT_S = 180
 SSH_READY_TIMEOUT_S = 90
-# Where vagrant-libvirt finds libvirt (qemu:///system): libvirtd's socket, or virtqemud's (modular daemons).
-LIBVIRT_SOCKETS = (Path("/run/libvirt/libvirt-sock"), Path("/run/libvirt/virtqemud-sock"))
-KVM_DEVICE = Path("/dev/kvm")
-QEMU_DRIVER_FIX = ("use the qemu driver instead (no KVM needed, much slower): `bootstrap lab up --libvirt-driver qemu` "
-                   "or LAB_LIBVIRT_DRIVER=qemu")
 
 Role = Literal["control_plane", "worker"]
 OnLine = Callable[[str], None]
-
-
-def lab_os_choices() -> tuple[str, ...]:
-    """The OS choices the Vagrantfile offers (`lab_boxes`, each held to the platform table by the tests)."""
-    text = (VAGRANT_DIR / "Vagrantfile").read_text()
-    body = text.split("def lab_boxes", 1)[1].split("\nend", 1)[0]
-    return tuple(re.findall(r'"([\w.-]+)" => \{ box:', body))
 
 
 @dataclass(frozen=True)
@@ -228,33 +215,6 @@ def write_known_hosts(path: Path, keys_by_address: Mapping[str, list[tuple[str, 
             host_keys.add(address, key_type, key)
     path.write_text("")
     host_keys.save(str(path))
-
-
-def libvirt_problem(sockets: tuple[Path, ...]) -> str | None:
-    """Why vagrant-libvirt would fail to reach libvirt (with a socket error of its own), or None."""
-    for path in sockets:
-        with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as probe:
-            probe.settimeout(2)
-            try:
-                probe.connect(str(path))
-            except OSError:
-                continue
-            return None
-    return (f"libvirtd is not running (nothing answers on {sockets[0]}): start it with `sudo systemctl start "
-            "libvirtd` (or `sudo libvirtd -d` where systemd does not run), then run `bootstrap lab up` again")
-
-
-def kvm_problem(device: Path) -> str | None:
-    """Why QEMU could not use KVM here, or None."""
-    try:
-        os.close(os.open(device, os.O_RDWR))
-    except FileNotFoundError:
-        return f"this machine has no usable KVM ({device} is missing: no hardware virtualisation, or it is off)"
-    except PermissionError:
-        return f"this machine's KVM is not usable by this user ({device}: permission denied; the kvm group can)"
-    except OSError as exc:
-        return f"this machine has no usable KVM ({device}: {exc.strerror})"
-    return None
 
 
 def host_problem(plan: LabPlan, sockets: tuple[Path, ...] | None = None, kvm: Path | None = None) -> str | None:

@@ -8,17 +8,14 @@ is still caught here.
 """
 from __future__ import annotations
 
-import json
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from pydantic import ValidationError
-
-from provision.errors import BootstrapError
 from provision.inputs.inventory import Cluster
 from provision.inputs.settings import Settings
 from provision.nodes.containerd_config import config_problems
+from provision.nodes.documents import sent
 from provision.nodes.reports import NODE_REPORT_KEY, NodeReport
 from provision.nodes.runner import PlaybookResult, failure_line, failure_mark, nodes_error
 from provision.render.kubeadm_config import CRI_SOCKET
@@ -112,24 +109,9 @@ def kubernetes_version(reports: Mapping[str, NodeReport], cluster: Cluster) -> s
 
 
 def read_reports(run_dir: Path) -> dict[str, NodeReport]:
-    """Each host's report of its state, from ansible-runner's saved events: the result that carries the
-    cb_node_report module's key. Raises BootstrapError naming the host when a report does not validate."""
-    reports = {}
-    for path in run_dir.glob("artifacts/*/job_events/*.json"):
-        event = json.loads(path.read_text())
-        data = event.get("event_data", {})
-        document = (data.get("res") or {}).get(NODE_REPORT_KEY)
-        if event.get("event") != "runner_on_ok" or document is None:
-            continue
-        try:
-            reports[data["host"]] = NodeReport.model_validate(document)
-        except ValidationError as exc:
-            first = exc.errors()[0]
-            where = ".".join(str(part) for part in first["loc"])
-            raise BootstrapError(f"prepare: {data['host']} sent a report of its state that this version of "
-                                 f"cluster-bootstrap cannot read ({where}: {first['msg']}); the playbooks and the "
-                                 "Python package must come from the same release") from None
-    return reports
+    """Each host's report of its state (the cb_node_report module's document). Raises BootstrapError naming the
+    host when a report does not validate."""
+    return sent(run_dir, NODE_REPORT_KEY, NodeReport, phase="prepare", what="its state")
 
 
 def check_prepared(playbook: PlaybookResult, cluster: Cluster, settings: Settings,

@@ -9,7 +9,7 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator
 from provision.inputs.versions import parse_version
 
 # The module's SCHEMA: bumped together with it when the document's shape changes.
-NODE_REPORT_SCHEMA = 4
+NODE_REPORT_SCHEMA = 5
 # The key the module returns the document under; events carrying it are node reports, whatever the task's title.
 NODE_REPORT_KEY = "cb_report"
 
@@ -47,6 +47,7 @@ class Package(_Document):
 
 class NodeReport(_Document):
     schema_version: int = Field(alias="schema")
+    python: str  # the version of the interpreter the module ran under on the node (3.9.2)
     hostname: str
     swap: Swap
     modules_load: list[str]  # the modules the play's modules-load.d file loads at boot

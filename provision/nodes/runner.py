@@ -12,7 +12,6 @@ validation did not), every value in it and in the extra variables is data Ansibl
 """
 from __future__ import annotations
 
-import json
 import os
 import shlex
 import shutil
@@ -44,6 +43,8 @@ class RunProgress(EventTally):
     phase: str
     hosts: list[str]
     started: float = field(default_factory=time.monotonic)
+    # Host -> the tasks the last complete run of this phase ran there (previous_counts): the live view's "of about N".
+    expected: dict[str, int] = field(default_factory=dict)
 
     @property
     def elapsed(self) -> float:
@@ -68,18 +69,6 @@ class PlaybookResult:
     @property
     def changed(self) -> dict[str, int]:
         return {host: t.changed for host, t in self.tally.items()}
-
-    def facts(self, name: str) -> dict[str, Any]:
-        """Each host's last value of a fact a role set for Python to read (set_fact: `name`), from the run's saved
-        events: data, never text scraped from the log."""
-        found: dict[str, Any] = {}
-        for path in sorted(self.run_dir.glob("artifacts/*/job_events/*.json")):
-            event = json.loads(path.read_text())
-            data = event.get("event_data", {})
-            facts = (data.get("res") or {}).get("ansible_facts") or {}
-            if event.get("event") == "runner_on_ok" and name in facts:
-                found[data["host"]] = facts[name]
-        return found
 
     @property
     def failed_hosts(self) -> dict[str, TaskFailure]:
@@ -120,6 +109,26 @@ def nodes_error(phase: str, lines: Mapping[str, str], marks: Mapping[str, str], 
         return BootstrapError(f"{phase} failed: {next(iter(lines.values()))} (full log: {log})", nodes=marks)
     listed = "\n".join(f"  {line}" for line in lines.values())
     return BootstrapError(f"{phase} failed on {len(lines)} of {hosts} nodes (full log: {log}):\n{listed}", nodes=marks)
+
+
+def previous_counts(phase: str, hosts: list[str]) -> dict[str, int]:
+    """Host -> the tasks that ended there in the last run of `phase` that reached every one of `hosts` and ended
+    (its run.log's result lines): about how many this run has, where the last one ran the same playbook. {} when
+    no such run is kept."""
+    runs = sorted(runs_root().glob(f"*-{phase}/run.log"), reverse=True) if runs_root().is_dir() else []
+    for log in runs[:10]:
+        counts: dict[str, int] = {}
+        try:
+            lines = log.read_text(errors="replace").splitlines()
+        except OSError:
+            continue
+        for line in lines[1:]:
+            host, _, rest = line.partition("\t")
+            if rest and not rest.startswith("RETRYING"):
+                counts[host] = counts.get(host, 0) + 1
+        if hosts and all(host in counts for host in hosts):
+            return {host: counts[host] for host in hosts}
+    return {}
 
 
 def new_run_dir(phase: str) -> Path:
@@ -301,9 +310,10 @@ def run_playbook(
         raise BootstrapError(f"internal: playbook {playbook_path} is missing from this checkout")
     import ansible_runner
 
-    run_dir = new_run_dir(phase)
     hosts: list[str] = [n.host for n in cluster.nodes if not limit or n.host in limit]
-    progress = RunProgress(phase=phase, hosts=hosts, tally={h: HostTally() for h in hosts})
+    expected = previous_counts(phase, hosts)
+    run_dir = new_run_dir(phase)
+    progress = RunProgress(phase=phase, hosts=hosts, tally={h: HostTally() for h in hosts}, expected=expected)
     # Line-buffered: `tail -f run.log` (and a test watching it) sees each result as it comes.
     log = (run_dir / "run.log").open("w", buffering=1)
     log.write(f"phase {phase}: playbook {playbook_path}, inventory {cluster.inventory_path}\n")

@@ -4,8 +4,10 @@ setting that changes it.
 
 `source_indexes` lists what one node will fetch (its platform's repository layouts, the GPU stack where it is a
 GPU node, and on the first control plane the manifests: Calico's, the add-ons' raw files and git repositories);
-`request_indexes` asks for them over any Shell (the nodes over SSH, or this machine), one round trip, reading
-only; `check_sources` does both for every node of a run, in parallel. Preflight runs it before prepare touches a
+`probe_script` asks for them in one round trip, reading only, with the Python the node has for Ansible anyway
+(sources_ask.py runs there: minimal nodes have neither curl nor wget); `check_sources` does both for every node of
+a run, in parallel, through the probe runner (nodes/probe.py); `request_indexes` asks from one Shell (this
+machine). Preflight runs it before prepare touches a
 node, and `bootstrap config check-sources` runs it alone. What it does not request: the images (containerd pulls
 them through the registry mirrors), the pip index and the CIFAR-10 archive (the smoke test's pods fetch those, from
 the pod network).
@@ -15,17 +17,18 @@ from __future__ import annotations
 import re
 import shlex
 from collections.abc import Callable, Iterable, Mapping
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
-from urllib.parse import urlsplit
+from pathlib import Path
 
 from provision.inputs.addons import ADDONS
 from provision.inputs.inventory import Cluster, Node
 from provision.inputs.platforms import Platform
 from provision.inputs.settings import Settings
-from provision.inputs.sources import Sources, resolve_sources
-from provision.nodes.ssh import Shell, SshError, SshShell
+from provision.inputs.sources import Sources, resolve_sources, unserved_images
+from provision.nodes.probe import NodeProbe, probe_nodes
+from provision.nodes.ssh import Shell
 from provision.render.addons import part_source
+from provision.render.images import own_images
 from provision.render.manifests import calico_source
 
 REQUEST_TIMEOUT_S = 20
@@ -48,6 +51,8 @@ class SourceAnswer:
     ok: bool
     # What came back: "HTTP 200", "HTTP 404", "could not connect", "timed out", "no such file" ...
     detail: str
+    # False: the node could not ask at all (no Python): the cause is the node, not the source.
+    asked: bool = True
 
 
 @dataclass(frozen=True)
@@ -62,6 +67,8 @@ class NodeTarget:
     release: str = ""
     gpu: bool = False
     containerd_source: str = "docker"
+    # The interpreter Ansible runs there (preflight's choice), which asks for the indexes; None: the platform's.
+    python: str | None = None
 
 
 @dataclass(frozen=True)
@@ -69,6 +76,8 @@ class SourcesReport:
     answers: dict[str, tuple[SourceAnswer, ...]] = field(default_factory=dict)  # node name -> its answers
     # Nodes that could not be asked (SSH), with why.
     unreached: dict[str, str] = field(default_factory=dict)
+    # Images the settings' registry mirrors are known not to serve (judged here: inputs/sources.py unserved_images).
+    images: tuple[str, ...] = ()
 
     @property
     def failures(self) -> list[SourceAnswer]:
@@ -77,13 +86,19 @@ class SourcesReport:
     def lines(self) -> list[str]:
         """One line per source that failed, naming the nodes it failed from and the setting that changes it."""
         grouped: dict[tuple[SourceIndex, str], list[str]] = {}
+        unasked: dict[str, str] = {}
         for node, answers in self.answers.items():
             for answer in answers:
-                if not answer.ok:
+                if not answer.asked:
+                    unasked[node] = answer.detail
+                elif not answer.ok:
                     grouped.setdefault((answer.index, answer.detail), []).append(node)
         return [f"{index.name} {index.url}: {detail} from {', '.join(nodes)}: {fix(index)}"
                 for (index, detail), nodes in grouped.items()] + \
-               [f"{node}: could not be asked for its sources ({why})" for node, why in self.unreached.items()]
+               [f"{node}: its sources were {detail}: install python3 there (Ansible needs it too)"
+                for node, detail in unasked.items()] + \
+               [f"{node}: could not be asked for its sources ({why})" for node, why in self.unreached.items()] + \
+               list(self.images)
 
 
 def fix(index: SourceIndex) -> str:
@@ -189,108 +204,95 @@ def source_indexes(settings: Settings, target: NodeTarget, *, control_plane: boo
 
 # --- asking the node -------------------------------------------------------------------------------------------
 
-_FETCH = f"""fetch() {{
-  if command -v curl >/dev/null 2>&1; then
-    code=$(curl -sS -o /dev/null -L --max-time {REQUEST_TIMEOUT_S} -w '%{{http_code}}' "$1" 2>/dev/null); rc=$?
-    echo "curl ${{code:-000}} $rc"
-  elif command -v wget >/dev/null 2>&1; then
-    out=$(wget -S -q -T {REQUEST_TIMEOUT_S} -t 1 -O /dev/null "$1" 2>&1); rc=$?
-    code=$(printf '%s\\n' "$out" | awk '$1 ~ /^HTTP\\// {{c = $2}} END {{print c}}')
-    echo "wget ${{code:-000}} $rc"
-  else
-    echo "none 000 0"
-  fi
-}}
-# apt reads InRelease, or Release (with Release.gpg) where a repository has no InRelease.
-fetch_apt() {{
-  answer=$(fetch "$1")
-  case "$answer" in
-    *" 2"[0-9][0-9]" "*) echo "$answer" ;;
-    *) fetch "${{1%InRelease}}Release" ;;
-  esac
-}}
-"""
+# The node-side program (sources_ask.py), sent as text and run with the node's own Python.
+ASK_PROGRAM = (Path(__file__).with_name("sources_ask.py")).read_text()
+NO_PYTHON = "no-python"
+# sources_ask.CAUSES as the lines say them.
+ASK_CAUSES = {"resolve": "the host name does not resolve", "refused": "could not connect", "connect": "could not connect",
+              "timeout": "timed out", "certificate": "its TLS certificate is not trusted",
+              "tls": "TLS handshake failed", "reset": "connection reset", "empty": "empty answer"}
 
 
-def probe_script(indexes: Iterable[SourceIndex]) -> str:
-    """One POSIX sh script that requests each index and prints `<n> <tool> <HTTP code> <exit status>` per index
-    (an apt repository's InRelease, else its Release); file URLs are looked for on the node's disk. It writes
+def interpreters(target: NodeTarget) -> tuple[str, ...]:
+    """The interpreters the node is asked with, the first found: the one Ansible runs there (preflight's choice,
+    else the platform's), then the platform's dnf Python (EL8's platform-python, there while prepare installs the
+    chosen one)."""
+    platform = target.platform
+    return tuple(dict.fromkeys(p for p in (target.python, platform.python, platform.dnf_python) if p))
+
+
+def probe_script(indexes: Iterable[SourceIndex], pythons: Iterable[str] = ("/usr/bin/python3",)) -> str:
+    """One POSIX sh script that requests each index with the first of `pythons` the node has (python3 on its PATH
+    as a last resort) and prints `<n> <HTTP code> <cause>` per index (sources_ask.py), or `no-python`. It writes
     nothing on the node."""
-    lines = [_FETCH]
-    for number, index in enumerate(indexes):
-        parts = urlsplit(index.url)
-        apt = index.url.endswith("/InRelease")
-        if parts.scheme == "file":
-            paths = [parts.path] + ([parts.path.removesuffix("InRelease") + "Release"] if apt else [])
-            test = " || ".join(f"[ -r {shlex.quote(path)} ]" for path in paths)
-            lines.append(f"if {test}; then echo '{number} file 200 0'; else echo '{number} file 404 0'; fi")
-        else:
-            lines.append(f"echo \"{number} $({'fetch_apt' if apt else 'fetch'} {shlex.quote(index.url)})\"")
-    return "\n".join(lines) + "\n"
+    urls = [index.url for index in indexes]
+    return (f"py=\nfor candidate in {' '.join(shlex.quote(p) for p in pythons)}; do\n"
+            '  if [ -x "$candidate" ]; then py=$candidate; break; fi\n'
+            "done\n"
+            '[ -n "$py" ] || py=$(command -v python3 2>/dev/null)\n'
+            f'if [ -n "$py" ]; then exec "$py" -c {shlex.quote(ASK_PROGRAM)} {REQUEST_TIMEOUT_S} '
+            f"{' '.join(shlex.quote(url) for url in urls)}\n"
+            f"else echo {NO_PYTHON}; fi\n")
 
 
-# curl's exit statuses a user can act on (curl's man page, EXIT CODES).
-_CURL_ERRORS = {6: "the host name does not resolve", 7: "could not connect", 28: "timed out",
-                35: "TLS handshake failed", 47: "too many redirects", 52: "empty answer", 56: "connection reset",
-                60: "its TLS certificate is not trusted"}
-_WGET_ERRORS = {4: "could not connect (network failure)", 5: "TLS failed"}
-
-
-def _answer(index: SourceIndex, tool: str, code: str, status: str) -> SourceAnswer:
-    if tool == "file":
+def _answer(index: SourceIndex, code: str, cause: str) -> SourceAnswer:
+    if cause == "file":
         return SourceAnswer(index, code == "200", "present" if code == "200" else "no such file on the node")
-    if tool == "none":
-        return SourceAnswer(index, False, "not asked: the node has neither curl nor wget")
-    if code.isdigit() and 200 <= int(code) < 300:
+    if 200 <= int(code) < 300:
         return SourceAnswer(index, True, f"HTTP {code}")
-    if code.isdigit() and int(code) >= 300:
+    if int(code) >= 300:
         return SourceAnswer(index, False, f"HTTP {code}")
-    errors = _CURL_ERRORS if tool == "curl" else _WGET_ERRORS
-    reason = errors.get(int(status), f"{tool} exit status {status}") if status.isdigit() else f"{tool} failed"
-    return SourceAnswer(index, False, reason)
+    return SourceAnswer(index, False, ASK_CAUSES.get(cause, "the request failed on the node"))
 
 
-def parse_probe(stdout: str, indexes: list[SourceIndex]) -> list[SourceAnswer]:
+def parse_probe(stdout: str, indexes: list[SourceIndex], pythons: Iterable[str] = ()) -> list[SourceAnswer]:
+    if any(line.strip() == NO_PYTHON for line in stdout.splitlines()):
+        looked = ", ".join([*pythons, "python3 on its PATH"])
+        return [SourceAnswer(index, False, f"not asked: the node has no Python to ask with (looked for {looked})",
+                             asked=False) for index in indexes]
     answers: dict[int, SourceAnswer] = {}
     for line in stdout.splitlines():
-        match = re.fullmatch(r"([0-9]+) (curl|wget|file|none) ([0-9]{3}) ([0-9]+)", line.strip(), re.ASCII)
+        match = re.fullmatch(r"([0-9]+) ([0-9]{3}) ([a-z-]+)", line.strip(), re.ASCII)
         if match and int(match.group(1)) < len(indexes):
             number = int(match.group(1))
-            answers[number] = _answer(indexes[number], match.group(2), match.group(3), match.group(4))
+            answers[number] = _answer(indexes[number], match.group(2), match.group(3))
     return [answers.get(i, SourceAnswer(index, False, "no answer from the probe")) for i, index in enumerate(indexes)]
 
 
-def request_indexes(shell: Shell, indexes: list[SourceIndex], *, timeout_s: float = PROBE_TIMEOUT_S) -> list[SourceAnswer]:
-    """Request each index from where `shell` runs (a node over SSH, or this machine): what a package manager
-    there would get. Reads only. Raises SshError when the node cannot be reached."""
+def request_indexes(shell: Shell, indexes: list[SourceIndex], *, timeout_s: float = PROBE_TIMEOUT_S,
+                    pythons: tuple[str, ...] = ("/usr/bin/python3",)) -> list[SourceAnswer]:
+    """Request each index from where `shell` runs (this machine, or one node), with the first of `pythons` there:
+    what a package manager there would get. Reads only."""
     if not indexes:
         return []
-    result = shell.run(probe_script(indexes), timeout_s=timeout_s)
-    return parse_probe(result.stdout, indexes)
+    result = shell.run(probe_script(indexes, pythons), timeout_s=timeout_s)
+    return parse_probe(result.stdout, indexes, pythons)
 
 
 def check_sources(cluster: Cluster, settings: Settings, targets: Mapping[str, NodeTarget], *,
                   become_password: str | None = None, max_parallel: int = 32, packages: bool = True,
                   calico: bool = True, shell_for: Callable[[Node], Shell] | None = None) -> SourcesReport:
-    """Every node of `targets` (node name -> what it fetches) asked for its indexes, in parallel; the first control
-    plane also for the manifests (Calico's when `calico`, and those of the add-ons settings.addons.enabled names)."""
+    """Every node of `targets` (node name -> what it fetches) asked for its indexes, in parallel (the probe
+    runner, nodes/probe.py); the first control plane also for the manifests (Calico's when `calico`, and those of
+    the add-ons settings.addons.enabled names)."""
     first = cluster.control_plane.name
+    indexes = {name: source_indexes(settings, target, control_plane=name == first, packages=packages, calico=calico)
+               for name, target in targets.items()}
+    probe = NodeProbe(
+        "sources", lambda node: probe_script(indexes[node.name], interpreters(targets[node.name])),
+        lambda reading: parse_probe(reading.stdout, indexes[reading.node.name], interpreters(targets[reading.node.name])),
+        sudo=False, timeout_s=PROBE_TIMEOUT_S)
+    asked = [targets[name].node for name, found in indexes.items() if found]
+    probed = probe_nodes(asked, probe, settings.ssh, become_password=become_password, max_parallel=max_parallel,
+                         shell_for=shell_for)
+    answers = {name: tuple(p.value) for name, p in probed.items() if p.value is not None}
+    unreached = {name: p.problems[0].detail for name, p in probed.items() if p.value is None}
+    return SourcesReport({name: answers.get(name, ()) for name in targets if name not in unreached}, unreached,
+                         tuple(unserved_images(settings, pulled_images(settings, targets))))
 
-    def ask(name: str) -> tuple[str, list[SourceAnswer] | str]:
-        target = targets[name]
-        indexes = source_indexes(settings, target, control_plane=name == first, packages=packages, calico=calico)
-        shell = shell_for(target.node) if shell_for else SshShell(target.node, settings.ssh, become_password)
-        try:
-            return name, request_indexes(shell, indexes)
-        except SshError as exc:
-            return name, exc.problem
-        finally:
-            close = getattr(shell, "close", None)
-            if close:
-                close()
 
-    with ThreadPoolExecutor(max_workers=max(1, min(max_parallel, len(targets)))) as pool:
-        results = list(pool.map(ask, list(targets)))
-    answers = {name: tuple(found) for name, found in results if not isinstance(found, str)}
-    unreached = {name: found for name, found in results if isinstance(found, str)}
-    return SourcesReport(answers, unreached)
+def pulled_images(settings: Settings, targets: Mapping[str, NodeTarget]) -> list[str]:
+    """The images a run pulls whose names the settings and the add-on table decide (kubeadm's come from
+    image_repository, a source of its own)."""
+    gpu = any(target.gpu for target in targets.values())
+    return [*own_images(settings, gpu=gpu), *(image for name in settings.addons.enabled for image in ADDONS[name].images)]

@@ -61,7 +61,11 @@ class Shell(Protocol):
 
     name: str
 
+    def open(self) -> None: ...
+
     def run(self, command: str, *, sudo: bool = False, timeout_s: float = 60) -> CommandResult: ...
+
+    def close(self) -> None: ...
 
 
 def _fingerprint(key: paramiko.PKey) -> str:
@@ -110,6 +114,10 @@ class SshError(BootstrapError):
         super().__init__(f"{where}: {problem}" + (f": {fix}" if fix else ""))
         self.problem = problem
         self.fix = fix
+
+
+class SudoRefused(SshError):
+    """The node was reached, but sudo would not run the command (a password needed, a wrong one, no right)."""
 
 
 class _UnknownHostKey(Exception):
@@ -335,14 +343,14 @@ class SshShell:
     def _raise_for_sudo(self, stderr: str) -> None:
         text = stderr.lower()
         if "a password is required" in text or "a terminal is required" in text:
-            raise SshError(self.where, f"sudo asks {self.node.user} for a password",
+            raise SudoRefused(self.where, f"sudo asks {self.node.user} for a password",
                            f"allow passwordless sudo (`{self.node.user} ALL=(ALL) NOPASSWD:ALL` in /etc/sudoers.d/) "
                            "or pass --ask-become-pass")
         if "incorrect password" in text or "sorry, try again" in text:
-            raise SshError(self.where, f"sudo rejected the become password for {self.node.user}",
+            raise SudoRefused(self.where, f"sudo rejected the become password for {self.node.user}",
                            "check it and run again")
         if "is not in the sudoers file" in text or "not allowed to execute" in text:
-            raise SshError(self.where, f"{self.node.user} may not use sudo",
+            raise SudoRefused(self.where, f"{self.node.user} may not use sudo",
                            "add it to the sudo (Debian, Ubuntu) or wheel (RHEL family) group, or set ansible_user "
                            "to a user who may")
 
@@ -367,6 +375,12 @@ class LocalShell:
 
     def __init__(self, name: str = "localhost") -> None:
         self.name = name
+
+    def open(self) -> None:
+        """Nothing to connect to: here is always reachable."""
+
+    def close(self) -> None:
+        """Nothing to disconnect."""
 
     def run(self, command: str, *, sudo: bool = False, timeout_s: float = 60) -> CommandResult:
         argv = ["sh", "-c", command]

@@ -8,6 +8,10 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
+from pydantic import BaseModel, ConfigDict
+
+from provision.nodes.documents import parsed, result_document
+
 # How one task ended on one host, as the run log spells it.
 ResultState = Literal["ok", "changed", "skipped", "failed (ignored)", "FAILED", "UNREACHABLE", "RETRYING"]
 # The key under which the package-lock wait (playbooks/roles/packages/library/cb_package_lock.py) reports who holds a lock.
@@ -46,23 +50,40 @@ class HostResult:
     duration_s: float | None = None
 
 
-def lock_wait_note(report: Mapping[str, Any]) -> str:
+class LockHolder(BaseModel):
+    model_config = ConfigDict(extra="ignore", frozen=True)
+
+    lock: str | None = None
+    pid: int | None = None
+    command: str | None = None
+    running_s: float | None = None
+
+
+class PackageLock(BaseModel):
+    """cb_package_lock's document (playbooks/roles/packages/library/cb_package_lock.py): is a lock held, by whom."""
+
+    model_config = ConfigDict(extra="ignore", frozen=True)
+
+    held: bool = False
+    holders: list[LockHolder] = []
+
+
+def lock_wait_note(report: PackageLock) -> str:
     """What a host waits for, from cb_package_lock's report: the lock and the process that holds it."""
-    holders = report.get("holders") or []
+    holders = report.holders
     if not holders:
         return "waits for the package manager's lock"
     first = holders[0]
-    running = first.get("running_s")
-    since = f", running for {int(running)} s" if isinstance(running, (int, float)) else ""
+    since = f", running for {int(first.running_s)} s" if first.running_s is not None else ""
     more = f" (and {len(holders) - 1} more)" if len(holders) > 1 else ""
-    return (f"waits for {first.get('lock')}: held by pid {first.get('pid')} ({first.get('command') or '?'}{since})"
+    return (f"waits for {first.lock}: held by pid {first.pid} ({first.command or '?'}{since})"
             f"{more}")
 
 
 def retry_note(task: str, result: Mapping[str, Any]) -> str:
     """What a host waits for while a task is retried: a lock's holder, or the attempt and why the last one failed."""
-    lock = result.get(PACKAGE_LOCK_KEY)
-    if isinstance(lock, Mapping) and lock.get("held"):
+    lock = parsed(PackageLock, result_document(result, PACKAGE_LOCK_KEY))
+    if lock is not None and lock.held:
         return lock_wait_note(lock)
     attempt = f" (attempt {result['attempts']} of {result['retries']})" if "attempts" in result and "retries" in result \
         else ""
@@ -107,6 +128,13 @@ class EventTally:
     task: str = ""
     # Host -> what it waits for now (the last retry's note), until its next result.
     waiting: dict[str, str] = field(default_factory=dict)
+    # Host -> the task it runs now (the last one started there), for the live view's per-node line.
+    current: dict[str, str] = field(default_factory=dict)
+
+    def done(self, host: str) -> int:
+        """The tasks that have ended on `host` (ok, changed, skipped or failed)."""
+        tally = self.tally.get(host)
+        return tally.ok + tally.skipped + tally.failed if tally else 0
 
     def feed(self, event: Mapping[str, Any]) -> bool:
         """Count one ansible-runner event; True when it changed the counts, the play or the task."""
@@ -118,6 +146,10 @@ class EventTally:
             self.task = data.get("task", "")
         elif kind == "playbook_on_stats":
             self._settle(data.get("failures") or {})
+        elif kind == "runner_on_start" and data.get("host"):
+            # A host is known from its first task's start (the order failures are told in).
+            self.tally.setdefault(data["host"], HostTally())
+            self.current[data["host"]] = data.get("task", "")
         elif kind == "runner_retry" and data.get("host"):
             host, task = data["host"], data.get("task", "")
             note = retry_note(task, data.get("res") or {})

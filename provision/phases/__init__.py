@@ -11,6 +11,7 @@ from provision.inputs.addons import ADDON_ORDER
 from provision.inputs.inventory import Node
 from provision.inputs.state import UpgradeRecord
 from provision.inputs.upgrade import UpgradePlan, step_settings
+from provision.inputs.workflows import NODE_ADD_PHASES, UP_PHASES
 from provision.nodes.etcd.report import EtcdSurvey
 from provision.phases import (
     addons,
@@ -19,10 +20,13 @@ from provision.phases import (
     certs_timer,
     control_plane,
     drain,
+    etcd_defrag,
     etcd_member_join,
     etcd_member_remove,
+    etcd_pki,
     etcd_probe,
     etcd_remove,
+    etcd_replace_check,
     etcd_restore_api,
     etcd_restore_check,
     etcd_restore_data,
@@ -30,6 +34,7 @@ from provision.phases import (
     etcd_restore_start,
     etcd_restore_stop,
     etcd_snapshot,
+    etcd_snapshot_upload,
     etcd_timer,
     gpu,
     join,
@@ -52,24 +57,27 @@ PHASES: dict[str, Phase] = {p.name: p for p in (
     verify.PHASE, smoke.PHASE, drain.PHASE, etcd_remove.PHASE, reset.PHASE, etcd_probe.PHASE, etcd_snapshot.PHASE,
     etcd_timer.PHASE, etcd_restore_check.PHASE, etcd_restore_stage.PHASE, etcd_restore_stop.PHASE,
     etcd_restore_data.PHASE, etcd_restore_start.PHASE, etcd_restore_api.PHASE, etcd_member_remove.PHASE,
-    etcd_member_join.PHASE,
+    etcd_member_join.PHASE, etcd_replace_check.PHASE, etcd_snapshot_upload.PHASE, etcd_pki.PHASE,
+    etcd_defrag.PHASE,
     upgrade_plan.PHASE, upgrade_repositories.PHASE, upgrade_control_planes.PHASE, upgrade_workers.PHASE,
     certs_check.PHASE, certs_renew.PHASE, certs_timer.PHASE,
 )}
 
-UP_PHASES: tuple[str, ...] = ("preflight", "prepare", "control_plane", "network", "join", "etcd_timer", "certs_timer",
-                              "gpu", *ADDON_ORDER, "verify", "smoke")
-NODE_ADD_PHASES: tuple[str, ...] = ("preflight", "prepare", "join", "certs_timer", "gpu", "verify")
 RESET_PHASES: tuple[str, ...] = ("drain", "etcd", "reset")
-ETCD_SNAPSHOT_PHASES: tuple[str, ...] = ("etcd_probe", "etcd_snapshot")
+ETCD_SNAPSHOT_PHASES: tuple[str, ...] = ("etcd_probe", "etcd_snapshot", "etcd_snapshot_upload")
 ETCD_LIST_PHASES: tuple[str, ...] = ("etcd_probe",)
-# `node replace NAME`: the member removed through a healthy one, then the join: etcd's own under systemd, kubeadm's
-# (the node's own phases) under static pods, where a reachable machine is reset first.
-REPLACE_REMOVE_PHASES: tuple[str, ...] = ("etcd_probe", "etcd_member_remove")
+ETCD_DEFRAG_PHASES: tuple[str, ...] = ("etcd_probe", "etcd_defrag")
+# `node replace NAME`, in kubeadm's and kubespray's order: refused before anything changes if it cannot finish; the
+# node drained (its API server still serves from its local etcd until its member goes), its member removed through a
+# healthy one, then the join: etcd's own under systemd, kubeadm's (the node's own phases) under static pods, where a
+# reachable machine is reset first.
+REPLACE_REMOVE_PHASES: tuple[str, ...] = ("etcd_probe", "etcd_replace_check", "drain", "etcd_member_remove")
 REPLACE_JOIN_SYSTEMD_PHASES: tuple[str, ...] = ("etcd_member_join",)
-REPLACE_JOIN_KUBEADM_PHASES: tuple[str, ...] = ("drain", "reset", *NODE_ADD_PHASES)
+REPLACE_JOIN_KUBEADM_PHASES: tuple[str, ...] = ("reset", *NODE_ADD_PHASES)
 ETCD_RESTORE_PHASES: tuple[str, ...] = ("etcd_probe", "etcd_restore_check", "etcd_restore_stage", "etcd_restore_stop",
                                         "etcd_restore_data", "etcd_restore_start", "etcd_restore_api")
+# `etcd restore --from s3://...` of a snapshot sent with its certificates: those put back where there are none first.
+ETCD_RESTORE_FROM_PHASES: tuple[str, ...] = ("etcd_pki", *ETCD_RESTORE_PHASES)
 
 
 def replace_join_phases(survey: EtcdSurvey, node: Node) -> tuple[str, ...]:

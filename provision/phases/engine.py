@@ -2,16 +2,25 @@
 
 A Phase is a name, an optional playbook, a Python check that runs after it (or alone, for phases that are pure
 API work), and what it needs from earlier phases. The phases themselves live one module each beside this one;
-`provision/phases/__init__.py` puts them in order for each command. Every phase is safe to re-run: the playbooks
-are idempotent and the checks only read, so a failed `up`, re-run, finishes the job; and since each phase's
-outcome is recorded with the fingerprint of the inputs it was reached with, `up` re-run with the same inputs
-resumes by itself at the phase that did not complete (`resume_point`).
+`provision/phases/__init__.py` puts them in order for each command.
+
+Every phase is safe to re-run, so a failed `up`, re-run, finishes the job: the playbooks are idempotent, and so is
+each check. A check judges what its playbook left and hands on what it found (PhaseResults, and the cluster's
+state on this machine); some checks also do the Python side of their phase's work, each in a way a re-run repeats
+without harm: preflight probes the nodes over SSH and records what it counted, control_plane installs the admin
+kubeconfig on this machine, drain cordons and evicts through the API, etcd_snapshot copies the snapshot here over
+SSH, the upgrade's node phases drain each node and wait for its kubelet. A phase marked `read_only` changes nothing
+a node or the cluster runs: it reads them and records here what it read (etcd_probe leaves a copy of etcdctl on a
+control plane, a tool and no more), which is why it may be run again on its own when a later phase needs what it
+provides. Since each phase's outcome is recorded with the fingerprint of the inputs it was reached with, `up` re-run
+with the same inputs resumes by itself at the phase that did not complete (`resume_point`).
 """
 from __future__ import annotations
 
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
@@ -79,6 +88,8 @@ class EtcdOptions:
     survivors: tuple[str, ...] | None = None
     # `node replace NAME`: the control plane replaced.
     replace: str | None = None
+    # `etcd restore --from s3://...`: the certificates sealed beside the snapshot, opened with the operator's key.
+    pki_archive: bytes | None = None
 
 
 @dataclass
@@ -116,7 +127,8 @@ class PhaseContext:
 class Phase:
     name: str
     title: str
-    # Runs after the playbook (or alone) and returns a one-line detail for the summary; raises on failure.
+    # Runs after the playbook (or alone): judges, records, and does the phase's Python side (re-runnable, above);
+    # returns a one-line detail for the summary, raises on failure.
     check: Callable[[PhaseContext], str]
     playbook: str | None = None
     # The playbook's own variables beyond playbook_vars: one of render/playbook_vars.py's functions.
@@ -127,7 +139,8 @@ class Phase:
     provides: tuple[Need, ...] = ()
     # Why the phase has nothing to do in this run (None: it runs).
     skip_reason: Callable[[PhaseContext], str | None] | None = None
-    # Read-only phases are re-run on their own when a later phase needs what they provide.
+    # Changes nothing a node or the cluster runs (it reads, and records here what it read): re-run on its own when
+    # a later phase needs what it provides.
     read_only: bool = False
     # The check reads the playbook's failures itself (to say more than the first failed task).
     checks_playbook: bool = False
@@ -237,9 +250,14 @@ def _run_one(phase: Phase, ctx: PhaseContext) -> PhaseOutcome:
     return PhaseOutcome(phase.name, "ok", time.monotonic() - started, detail)
 
 
+def _now() -> str:
+    """The time a record is written, for `bootstrap status` (the last run)."""
+    return datetime.now(UTC).isoformat(timespec="seconds")
+
+
 def _record(ctx: PhaseContext, outcome: PhaseOutcome, fingerprint: str) -> None:
     ctx.state.phases[outcome.name] = PhaseRecord(outcome.status, round(outcome.seconds, 1), outcome.detail,
-                                                 fingerprint)
+                                                 fingerprint, _now())
 
 
 def _run_recorded(catalog: Mapping[str, Phase], phase: Phase, ctx: PhaseContext, fingerprint: str) -> PhaseOutcome:
@@ -248,7 +266,7 @@ def _run_recorded(catalog: Mapping[str, Phase], phase: Phase, ctx: PhaseContext,
     if phase.undoes:
         for name in [n for n, p in catalog.items() if not p.undoes]:
             ctx.state.phases.pop(name, None)
-    ctx.state.phases[phase.name] = PhaseRecord("running", 0.0, "", fingerprint)
+    ctx.state.phases[phase.name] = PhaseRecord("running", 0.0, "", fingerprint, _now())
     ctx.state.save(ctx.cluster)
     outcome = _run_one(phase, ctx)
     _record(ctx, outcome, fingerprint)

@@ -12,7 +12,7 @@ from provision.nodes.etcd.members import JoinPlan, helper, join_problems, joined
 from provision.nodes.etcd.report import LAYOUT, read_survey
 from provision.nodes.etcd.restore import new_restore_id
 from provision.phases.engine import Phase, PhaseContext
-from provision.phases.etcd_member_remove import leaving
+from provision.phases.etcd_replace_check import leaving
 from provision.render.playbook_vars import etcd_member_join_vars
 
 

@@ -1,21 +1,16 @@
 """etcd_member_remove (`bootstrap node replace NAME`): the replaced control plane's etcd member removed through a
-healthy member, so it works while the machine is dead or unreachable; refused, with the way back, when etcd has
-lost its quorum (provision/nodes/etcd/members.py)."""
+healthy member, once the node is drained, so it works while the machine is dead or unreachable (etcd_replace_check
+refused a replace without quorum before the drain; provision/nodes/etcd/members.py)."""
 from __future__ import annotations
 
 from typing import Any
 
 from provision.errors import BootstrapError
-from provision.nodes.etcd.members import helper, members_of, quorum_problem
+from provision.nodes.etcd.members import helper, members_of
 from provision.nodes.etcd.report import LAYOUT, Member, read_survey
 from provision.phases.engine import Phase, PhaseContext
+from provision.phases.etcd_replace_check import leaving
 from provision.render.playbook_vars import etcd_member_remove_vars
-
-
-def leaving(ctx: PhaseContext) -> str:
-    if ctx.etcd.replace is None:
-        raise BootstrapError("internal: etcd_member_remove runs for `node replace`")
-    return ctx.etcd.replace
 
 
 def found(ctx: PhaseContext) -> list[Member]:
@@ -28,14 +23,6 @@ def skip_reason(ctx: PhaseContext) -> str | None:
     if survey is not None and survey.members() and not found(ctx):
         return f"{leaving(ctx)} is not an etcd member"
     return None
-
-
-def before(ctx: PhaseContext) -> None:
-    survey = ctx.results.etcd
-    assert survey is not None
-    problem = quorum_problem(survey, leaving(ctx))
-    if problem:
-        raise BootstrapError(f"node replace {leaving(ctx)}: {problem}")
 
 
 def through(ctx: PhaseContext) -> str:
@@ -72,4 +59,4 @@ def check(ctx: PhaseContext) -> str:
 
 PHASE = Phase("etcd_member_remove", "remove the replaced control plane's etcd member", check,
               playbook="etcd_member_remove.yml", extra_vars=extra_vars, limit=lambda ctx: [through(ctx)],
-              needs=("etcd",), skip_reason=skip_reason, before=before)
+              needs=("etcd",), skip_reason=skip_reason)

@@ -12,10 +12,8 @@ import os
 from pathlib import Path
 from typing import Any
 
-from pydantic import ValidationError
-
 from provision.errors import BootstrapError
-from provision.nodes.documents import module_documents
+from provision.nodes.documents import module_documents, validated
 from provision.nodes.etcd.report import LAYOUT, EtcdReport
 from provision.nodes.etcd.snapshot import (
     SnapshotRecord,
@@ -96,13 +94,8 @@ def extra_vars(ctx: PhaseContext) -> dict[str, Any]:
 def check(ctx: PhaseContext) -> str:
     name, _ = source(ctx)
     host = ctx.cluster.node(name).host
-    document = module_documents(ctx.playbook_results[-1].run_dir, RESULT_KEY).get(host)
-    try:
-        record = SnapshotRecord.model_validate(document)
-    except ValidationError as exc:
-        raise BootstrapError(f"etcd snapshot: {name} sent a snapshot record this version cannot read "
-                             f"({' '.join(str(exc).split())[:200]}); the playbooks and the Python package must "
-                             "come from the same release") from None
+    record = validated(SnapshotRecord, module_documents(ctx.playbook_results[-1].run_dir, RESULT_KEY).get(host),
+                       phase="etcd snapshot", who=name, what="its snapshot")
     part = part_path(directory(ctx), record)
     ctx.say(f"etcd_snapshot: copying {record.name} ({record.size >> 10} KiB) from {name}")
     with connect(ctx.cluster.node(name), ctx.settings.ssh, ctx.become_password) as shell, \

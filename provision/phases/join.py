@@ -20,12 +20,19 @@ def limit(ctx: PhaseContext) -> list[str] | None:
     adds_control_plane = any(ctx.cluster.node(name).is_control_plane for name in ctx.nodes)
     if adds_control_plane and endpoint_mode(ctx.cluster, ctx.settings) == "proxy":
         return None
-    # The first control plane mints the join command; only the named nodes join.
-    return [ctx.cluster.control_plane.name, *ctx.nodes]
+    # One control plane mints the join command; only the named nodes join.
+    return [minter(ctx), *ctx.nodes]
+
+
+def minter(ctx: PhaseContext) -> str:
+    """Where the joins are minted: the first control plane that is not joining itself in this run (the first one,
+    but for `node replace` of the first one, which rejoins through the next)."""
+    joining = set(ctx.nodes or ())
+    return next((n.name for n in ctx.cluster.control_planes if n.name not in joining), ctx.cluster.control_plane.name)
 
 
 def extra_vars(ctx: PhaseContext) -> dict[str, Any]:
-    return join_vars(ctx.cluster, ctx.settings, vip_interfaces=ctx.state.vip_interfaces)
+    return join_vars(ctx.cluster, ctx.settings, vip_interfaces=ctx.state.vip_interfaces, minter=minter(ctx))
 
 
 def check(ctx: PhaseContext) -> str:

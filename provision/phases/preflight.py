@@ -15,19 +15,6 @@ def check(ctx: PhaseContext) -> str:
     report = run_preflight(ctx.cluster, ctx.settings, nodes=list(ctx.target_nodes), on_progress=ctx.on_progress,
                            become_password=ctx.become_password)
     ctx.results.preflight = report
-    gpus = dict(ctx.state.gpus or {})
-    gpus.update({name: int(report.gpu_counts.get(name, 0)) for name in ctx.target_nodes})
-    ctx.state.gpus = gpus
-    ctx.state.vip_interfaces |= report.vip_interfaces
-    ctx.state.link_gbps = {name: speed for name, speed in ctx.state.link_gbps.items() if name not in ctx.target_nodes} \
-        | report.link_speeds
-    pythons = {name: python for name, python in ctx.state.pythons.items() if name not in ctx.target_nodes}
-    ctx.state.pythons = pythons | report.pythons
-    ctx.state.gpu_generations |= {name: report.gpu_generations.get(name, []) for name in ctx.target_nodes}
-    offered = report.gpu_advertised
-    ctx.state.gpu_offered = {name: found for name, found in ctx.state.gpu_offered.items()
-                             if name not in ctx.target_nodes} | {name: {o.resource: o.count}
-                                                                 for name, o in offered.items()}
     # What the settings accept but upstream no longer supports (containerd 1.x on 1.35, cgroup v1 allowed) is said
     # on every run, not only by `bootstrap preflight`.
     # Each once, with the nodes it holds for (the same two on fifty nodes are two lines, not a hundred).
@@ -40,14 +27,34 @@ def check(ctx: PhaseContext) -> str:
         raise BootstrapError(f"preflight: {report.blocking[0].describe()}{more}")
     judge_bundle(ctx, report)
     sources = prove_sources(ctx, report)
+    # Recorded only now, once nothing is refused: the GPU counts satisfy the next run's need for them (`prepare`
+    # alone would skip preflight), so a failed preflight (an unreachable GPU node counted 0) must leave none.
+    record(ctx, report)
+    gpus = ctx.state.gpus or {}
     total = sum(gpus.get(n, 0) for n in ctx.target_nodes)
     warned = f", {len(report.warnings)} warnings" if report.warnings else ""
     schedulable: dict[str, int] = {}
-    for found in offered.values():
+    for found in report.gpu_advertised.values():
         schedulable[found.resource] = schedulable.get(found.resource, 0) + found.count
     shared = "" if schedulable in ({}, {GPU_RESOURCE: total}) else \
         f" ({', '.join(f'{count} {resource}' for resource, count in schedulable.items())} schedulable)"
     return f"{len(ctx.target_nodes)} nodes ready to prepare, {total} GPUs found{shared}{warned}{sources}"
+
+
+def record(ctx: PhaseContext, report: PreflightReport) -> None:
+    """What the phases after preflight build on, for this run's nodes (the others' as an earlier run left them):
+    the GPUs and their generations, what the device plugin will offer, the VIP's interfaces, link speeds and the
+    Python each node runs Ansible with."""
+    targets = ctx.target_nodes
+    ctx.state.gpus = dict(ctx.state.gpus or {}) | {name: int(report.gpu_counts.get(name, 0)) for name in targets}
+    ctx.state.vip_interfaces |= report.vip_interfaces
+    ctx.state.link_gbps = {name: speed for name, speed in ctx.state.link_gbps.items() if name not in targets} \
+        | report.link_speeds
+    ctx.state.pythons = {name: python for name, python in ctx.state.pythons.items() if name not in targets} \
+        | report.pythons
+    ctx.state.gpu_generations |= {name: report.gpu_generations.get(name, []) for name in targets}
+    ctx.state.gpu_offered = {name: found for name, found in ctx.state.gpu_offered.items() if name not in targets} \
+        | {name: {o.resource: o.count} for name, o in report.gpu_advertised.items()}
 
 
 def judge_bundle(ctx: PhaseContext, report: PreflightReport) -> None:

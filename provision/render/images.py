@@ -7,8 +7,8 @@ The images come in three kinds, by who names their tag:
   HAProxy, the DNS probe, the smoke test's trainers);
 - kubeadm's: the control-plane images of the exact Kubernetes release (`kubeadm config images list` says which,
   the release's kubeadm being the authority: `kubeadm_images`);
-- the add-ons': their release manifests name them (tags included), so they are read from the manifests
-  (`manifest_images`).
+- the add-ons': their release manifests name them (tags included), so they are read from the rendered manifests
+  (`manifest_images`), wherever a manifest names one: containers and the images its controllers start later.
 
 Each is pulled from `image_ref(settings, image)`: the upstream reference, or the same path under
 `offline.image_repository` when one is set.
@@ -24,6 +24,7 @@ from provision.inputs import versions
 from provision.inputs.settings import Settings
 from provision.render.manifests import calico_images, image_ref
 from provision.render.playbook_vars import sandbox_image
+from provision.resources import module_utils
 
 # kubeadm's control-plane images live here upstream; kubeadm moves them to its imageRepository (the settings').
 KUBEADM_REGISTRY = "registry.k8s.io"
@@ -65,23 +66,12 @@ def kubeadm_images(listed: str) -> list[str]:
 
 
 def manifest_images(text: str) -> list[str]:
-    """Every container image a manifest's objects name (containers, init containers, in any pod template), in the
-    order found, once each."""
-    found: list[str] = []
-
-    def walk(node: object) -> None:
-        if isinstance(node, dict):
-            for key, value in node.items():
-                if key in ("containers", "initContainers", "ephemeralContainers") and isinstance(value, list):
-                    found.extend(c["image"] for c in value if isinstance(c, dict) and isinstance(c.get("image"), str))
-                walk(value)
-        elif isinstance(node, list):
-            for item in node:
-                walk(item)
-
-    for document in yaml.safe_load_all(text):
-        walk(document)
-    return list(dict.fromkeys(found))
+    """Every image a manifest's objects name, in the order found, once each: containers, init (and sidecar) and
+    ephemeral containers in any pod template, and the images named as text that the controllers start later (env
+    values, args, ConfigMaps). The rule is module_utils/cb_images.py's, which the addon role runs on the control
+    plane over the same manifests."""
+    objects = [doc for doc in yaml.safe_load_all(text) if doc]
+    return list(module_utils("cb_images").find_images(objects))
 
 
 def pulled_from(settings: Settings, images: Iterable[str]) -> dict[str, str]:

@@ -23,7 +23,7 @@ from provision.render.endpoint import (
     ApiEndpoint,
 )
 from provision.render.node_paths import ADMIN_CONF, KUBERNETES_DIR, STATIC_POD_DIR, SUPER_ADMIN_CONF
-from provision.resources import MANIFESTS_DIR
+from provision.resources import MANIFESTS_DIR, module_utils
 
 _env = jinja2.Environment(loader=jinja2.FileSystemLoader(str(MANIFESTS_DIR)), undefined=jinja2.StrictUndefined,
                           trim_blocks=True, lstrip_blocks=True, keep_trailing_newline=True, autoescape=False)
@@ -33,14 +33,10 @@ def image_ref(settings: Settings, image: str) -> str:
     """An upstream image reference, moved to offline.image_repository when one is set.
 
     `quay.io/calico/node:v3.33.1` becomes `<registry>/calico/node:v3.33.1`: the registry host is replaced
-    and the path kept, so one local registry serves images from every upstream registry.
+    and the path kept, so one local registry serves images from every upstream registry. The rule is
+    module_utils/cb_images.py's, which moves the add-ons' images on the control plane.
     """
-    registry = settings.offline.image_repository
-    if not registry:
-        return image
-    first, _, rest = image.partition("/")
-    is_host = "." in first or ":" in first or first == "localhost"
-    return f"{registry.rstrip('/')}/{rest if is_host and rest else image}"
+    return str(module_utils("cb_images").moved(image, settings.offline.image_repository))
 
 
 def _render(template: str, **values: object) -> str:
@@ -85,7 +81,7 @@ def device_plugin_manifest(settings: Settings) -> str:
                   "data": {"config.yaml": config}}
     daemon_sets = _render("nvidia-device-plugin.yaml.j2", version=gpu.device_plugin_version,
                           image=image_ref(settings, f"{gpu.device_plugin_image}:{gpu.device_plugin_version}"),
-                          runtime_class=gpu.runtime == "runtimeclass", gpu_resource=GPU_RESOURCE,
+                          runtime_class=gpu.runtime_class, gpu_resource=GPU_RESOURCE,
                           config_map=DEVICE_PLUGIN_CONFIG_MAP, config_hash=config_hash, mig=gpu.mig.enabled,
                           mps=gpu.sharing == "mps", mps_root=MPS_ROOT)
     return f"{yaml.safe_dump(config_map, sort_keys=False)}---\n{daemon_sets}"

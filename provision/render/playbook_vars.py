@@ -176,12 +176,15 @@ def upgrade_node_vars(fetch_dest: Path) -> dict[str, Any]:
     return kubeconfig_fetch_vars(fetch_dest)
 
 
-def join_vars(cluster: Cluster, settings: Settings, *, vip_interfaces: Mapping[str, str]) -> dict[str, Any]:
-    """join.yml: the address each node's kubelet registers, kube-vip's static pods, the local API proxy (endpoint
-    proxy) with kube-proxy's kubeconfig through it, and the kubeadm preflight checks skipped."""
+def join_vars(cluster: Cluster, settings: Settings, *, vip_interfaces: Mapping[str, str],
+              minter: str | None = None) -> dict[str, Any]:
+    """join.yml: the control plane that mints the joins (node name; default the first), the address each node's
+    kubelet registers, kube-vip's static pods, the local API proxy (endpoint proxy) with kube-proxy's kubeconfig
+    through it, and the kubeadm preflight checks skipped."""
     endpoint = api_endpoint(cluster, settings)
     proxy = api_proxy(cluster, settings) if endpoint.mode == "proxy" else None
     return {
+        "cb_join_minter": cluster.node(minter).host if minter else cluster.control_plane.host,
         # By inventory host name: the role looks itself up with inventory_hostname.
         "cb_node_ips": {n.host: n.cluster_address for n in cluster.nodes if n.cluster_address},
         "cb_api_proxy": {"dir": API_PROXY_DIR, "manifest_path": API_PROXY_MANIFEST,
@@ -286,6 +289,16 @@ def etcd_restore_start_vars(layout: Mapping[str, Any], *, staged: str, kinds: Ma
     """etcd_restore_start.yml: the staged copy it removes, and how etcd runs on each restored member (by inventory
     host name)."""
     return etcd_probe_vars(layout) | {"cb_etcd_start": {"staged": staged, "kinds": dict(kinds)}}
+
+
+def etcd_restore_api_vars(layout: Mapping[str, Any], *, restored: Sequence[str]) -> dict[str, Any]:
+    """etcd_restore_api.yml: the restored control planes (inventory host names), whose API servers come back."""
+    return etcd_probe_vars(layout) | {"cb_etcd_api": {"restored": list(restored)}}
+
+
+def etcd_defrag_vars(layout: Mapping[str, Any], defrag: Mapping[str, Any]) -> dict[str, Any]:
+    """etcd_defrag.yml: the etcdctl, the members' client URLs in order (the leader last), the quota, the timeout."""
+    return etcd_probe_vars(layout) | {"cb_etcd_defrag": dict(defrag)}
 
 
 def etcd_member_remove_vars(layout: Mapping[str, Any], *, etcdctl: Sequence[str],

@@ -62,8 +62,6 @@ from provision.smoke.save import save_results, write_verdict
 from provision.smoke.serve import CIFAR10_CLASSES, Served, serve_and_ask
 from provision.smoke.verdict import FailureKind, Policy, Verdict, failed, judge
 
-# The RuntimeClass the GPU role creates when gpu.runtime is "runtimeclass".
-GPU_RUNTIME_CLASS = "nvidia"
 # Where the smoke test runs when its cache is a PVC: a namespace kept for the claim between runs.
 CACHE_NAMESPACE = "cb-smoke-cache"
 T = TypeVar("T")
@@ -243,7 +241,8 @@ class _Run:
             if verdict:
                 self.progress.stage = "finished"
                 self._notify()
-                return replace(verdict, gpu_utilisation=self.gpus.summary() if self.gpus else None)
+                used = self.gpus.summary() if self.gpus else None
+                return replace(verdict, gpu_utilisation=asdict(used) if used else None)
             self._notify()
             self.sleep(self.timings.poll_s)
 
@@ -424,7 +423,7 @@ def build_spec(settings: Settings, mode: Mode, *, namespace: str, gpus: int | No
     return SmokeSpec(namespace=namespace, name=name, image=image or smoke_image(settings, generations or []),
                      gpus=0 if mode == "cpu" else (gpus or smoke.gpus), nodes=nodes, epochs=epochs,
                      dataset=smoke.dataset, timeout_s=timeout_s or smoke.timeout_s,
-                     runtime_class=GPU_RUNTIME_CLASS if settings.gpu.runtime == "runtimeclass" else None,
+                     runtime_class=settings.gpu.runtime_class,
                      pip_index=sources.pip_index, workload=choices.workload, scheduler=choices.scheduler,
                      queue=settings.addons.volcano_queue, gpu_resource=settings.smoke_gpu_resource, env=dict(smoke.env),
                      host_network=smoke.host_network, shm_size=smoke.shm_size,

@@ -21,6 +21,7 @@ import yaml
 
 from provision.inputs.settings import CACHE_MARKER
 from provision.resources import MANIFESTS_DIR, TRAINER_DIR
+from provision.smoke.kinds import Cache, Scheduler, Workload
 
 TEMPLATES_DIR = MANIFESTS_DIR / "smoke"
 TRAINER_MOUNT = "/opt/trainer"
@@ -43,9 +44,7 @@ TRAINER_NODE = "node"
 GROUP_NAME_ANNOTATION = "scheduling.k8s.io/group-name"
 QUEUE_NAME_ANNOTATION = "scheduling.volcano.sh/queue-name"
 
-Workload = Literal["job", "pytorchjob", "trainjob"]
-Scheduler = Literal["default", "volcano"]
-Cache = Literal["none", "hostpath", "pvc"]
+# Workload, Scheduler and Cache live in kinds.py (the command line reads them there); re-exported here.
 # The API each custom workload lives in: (group, version, plural).
 CUSTOM_KINDS: dict[str, tuple[str, str, str]] = {
     "TrainJob": ("trainer.kubeflow.org", "v1alpha1", "trainjobs"),
@@ -106,6 +105,9 @@ class SmokeSpec:
     # A kept run (--keep) is removed by the TTL controller a day after it ends.
     ttl_s: int = 86_400
     cache_claim: str = "cifar10-smoke-cache"
+    # The data set is already in the cache's data folder (the pipeline's prepare-data step wrote it there): the
+    # trainer reads it, neither generating nor fetching it.
+    data_prepared: bool = False
     # The trainer's files (none: trainer/ as the package holds it).
     trainer_files: Mapping[str, str] = field(default_factory=dict)
 
@@ -129,7 +131,7 @@ class SmokeSpec:
     @property
     def fetches_data(self) -> bool:
         """An init container fills the cache with the archive (once per node, or once for the PVC)."""
-        return self.dataset == "cifar10" and self.cache != "none"
+        return self.dataset == "cifar10" and self.cache != "none" and not self.data_prepared
 
     @property
     def deadline_s(self) -> int:
@@ -151,11 +153,13 @@ def read_trainer_files() -> dict[str, str]:
 
 
 def trainer_args(spec: SmokeSpec) -> list[str]:
-    data_dir = DATA_DIR if spec.fetches_data else "/work/data"
+    data_dir = DATA_DIR if spec.fetches_data or spec.data_prepared else "/work/data"
     args = ["--device", "cpu" if spec.cpu else "cuda", "--data-dir", data_dir, "--output-dir", "/work/out"]
     if spec.epochs is not None:
         args += ["--epochs", str(spec.epochs)]
-    if spec.dataset == "synthetic":
+    if spec.data_prepared:
+        pass
+    elif spec.dataset == "synthetic":
         args.append("--synthetic")
     elif not spec.fetches_data:
         # Without a cache every pod fetches the archive itself.

@@ -102,9 +102,11 @@ def picture() -> list[list[list[int]]]:
     return [[[(8 * x) % 256, (8 * y) % 256, (4 * (x + y)) % 256] for x in range(32)] for y in range(32)]
 
 
-def _ready(status: dict[str, Any]) -> tuple[bool, str]:
-    for condition in status.get("conditions") or []:
-        if condition.get("type") == "Ready":
+def _ready(status: object) -> tuple[bool, str]:
+    """(Ready, why not) from an InferenceService's status, whatever shape the answer has."""
+    conditions = status.get("conditions") if isinstance(status, dict) else None
+    for condition in conditions if isinstance(conditions, list) else []:
+        if isinstance(condition, dict) and condition.get("type") == "Ready":
             return condition.get("status") == "True", str(condition.get("message") or condition.get("reason") or "")
     return False, ""
 
@@ -155,7 +157,8 @@ def serve_and_ask(api: client.ApiClient, spec: SmokeSpec, *, node: str | None, p
         while True:
             current = objects.get_namespaced_custom_object(GROUP, VERSION, spec.namespace, PLURAL, name,
                                                            _request_timeout=REQUEST_TIMEOUT_S)
-            ready, message = _ready(current.get("status") or {})
+            status = current.get("status") if isinstance(current, dict) else None
+            ready, message = _ready(status)
             if ready:
                 break
             problem = _predictor_problem(api, spec)
@@ -166,7 +169,7 @@ def serve_and_ask(api: client.ApiClient, spec: SmokeSpec, *, node: str | None, p
                                             f"): see `kubectl -n {spec.namespace} describe inferenceservice {name}`")
             sleep(poll_s)
         ready_s = time.monotonic() - started
-        url = str((current.get("status") or {}).get("url") or "")
+        url = str(status.get("url") or "") if isinstance(status, dict) else ""
         try:
             answer, latency = ask(api, spec)
         except (ApiException, ValueError) as exc:

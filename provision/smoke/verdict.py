@@ -10,6 +10,7 @@ import json
 import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, fields
+from decimal import ROUND_FLOOR, Decimal
 from enum import StrEnum
 from typing import Any
 
@@ -167,10 +168,12 @@ class Verdict:
     # `smoke-test --serve`: what the InferenceService answered (smoke/serve.py's Served, as a mapping).
     served: dict[str, Any] | None = None
     # Mean and peak GPU utilisation (%) of the run's GPUs while it trained, read from the DCGM exporter when the
-    # cluster runs it; None without it.
-    gpu_utilisation: dict[str, float] | None = None
-    # `smoke-test --pipeline`: the run's steps in order, each {"name", "state"} as Kubeflow Pipelines reports it.
-    pipeline_steps: tuple[dict[str, str], ...] = ()
+    # cluster runs it, and the metric it was read from (smoke/gpu_metrics.py's GpuUtilisation, as a mapping); None
+    # without it.
+    gpu_utilisation: dict[str, Any] | None = None
+    # `smoke-test --pipeline`: the run's steps in order, each {"name", "state"[, "seconds", "error"]} as Kubeflow
+    # Pipelines reports it.
+    pipeline_steps: tuple[dict[str, Any], ...] = ()
 
     @property
     def exit_code(self) -> int:
@@ -440,6 +443,12 @@ def _mark(accuracy: float) -> str:
     return text + "0" * (2 - len(text.partition(".")[2]))
 
 
+def accuracy_text(accuracy: float) -> str:
+    """An accuracy to four places, rounded down: 0.89999 is 0.8999, never 0.9000 beside a
+    threshold of 0.90."""
+    return str(Decimal(repr(accuracy)).quantize(Decimal("0.0001"), rounding=ROUND_FLOOR))
+
+
 def _speed_problem(metrics: TrainerMetrics, policy: Policy) -> str | None:
     """A GPU run whose steady-state speed per GPU is under its model's floor: accuracy alone passes a GPU that
     trains on a slow path (a throttled clock, a fallback kernel, PCIe-bound data)."""
@@ -463,7 +472,7 @@ def _judge_metrics(observation: Observation, policy: Policy) -> Verdict:
                       "(no JSON in the termination message or the log)", observation)
     hardware = f"{metrics.gpu_count}x {metrics.device}" if metrics.gpu_count else f"CPU x{metrics.world_size}"
     if metrics.test_accuracy < policy.min_accuracy:
-        detail = (f"test accuracy {metrics.test_accuracy:.4f} is under the threshold {_mark(policy.min_accuracy)} "
+        detail = (f"test accuracy {accuracy_text(metrics.test_accuracy)} is under the threshold {_mark(policy.min_accuracy)} "
                   f"after {metrics.epochs} epochs on {hardware}")
         return _verdict(observation, False, f"FAIL ({FailureKind.LOW_ACCURACY.value}): {detail}",
                         FailureKind.LOW_ACCURACY, detail, metrics, policy)

@@ -4,7 +4,9 @@
 # hashes this script, the flavour and the kernel release, so editing this file builds fresh bases.
 # usage: build-base.sh DEST KERNEL_RELEASE [FLAVOUR]     (about 1-2 min, about 300 MB)
 #   FLAVOUR: bookworm (default), trixie, sid: that Debian suite;
-#            rocky9, el8: a bookworm rootfs shaped like Rocky Linux 9 / 8 (see shape_rhel below).
+#            rocky9, el8: a bookworm rootfs shaped like Rocky Linux 9 / 8 (see shape_rhel below); rocky9's
+#            /usr/bin/python3 is a real CPython 3.9, EL9's interpreter (see el9_python below);
+#            ubuntu2204, ubuntu2404: a bookworm rootfs shaped like Ubuntu 22.04 / 24.04 (see shape_ubuntu below).
 set -euo pipefail
 DEST=$1
 KERNEL_RELEASE=$2
@@ -15,10 +17,17 @@ PACKAGES=systemd-sysv,dbus,openssh-server,python3,sudo,iproute2,iputils-ping,pro
 # product's stand-in RPMs for kubeadm's prerequisites name (the stand-ins own no files; these are the binaries),
 # firewalld with its Python bindings (polkitd needs a logind, which debootstrap does not pick itself), and SELinux's userland (the kernel here has no SELinux: always Disabled).
 RHEL_PACKAGES=rpm,dnf,python3-dnf,dnf-plugins-core,python3-selinux,selinux-utils,firewalld,python3-firewall,libpam-systemd,chrony,conntrack,ethtool,ipset,iptables,socat
+# What bullseye's Python 3.9 needs from bookworm beyond what bookworm's own python3 brings (el9_python).
+EL9_PYTHON_DEPS=libdb5.3,media-types,tzdata,libnsl2,libtirpc3,libreadline8,libsqlite3-0
+# bullseye's CPython 3.9 and the libraries bookworm no longer has (OpenSSL 1.1, libffi 7, mpdecimal).
+EL9_PYTHON_DEBS="python3.9 python3.9-minimal libpython3.9-minimal libpython3.9-stdlib libssl1.1 libffi7 libmpdec3"
 
 case $FLAVOUR in
   bookworm|trixie|sid) SUITE=$FLAVOUR ;;
-  rocky9|el8) SUITE=bookworm; PACKAGES=$PACKAGES,$RHEL_PACKAGES ;;
+  rocky9) SUITE=bookworm; PACKAGES=$PACKAGES,$RHEL_PACKAGES,$EL9_PYTHON_DEPS ;;
+  el8) SUITE=bookworm; PACKAGES=$PACKAGES,$RHEL_PACKAGES ;;
+  # Ubuntu's archive cannot be reached: Debian's userland, Ubuntu's identity, apt layout and archive keyring.
+  ubuntu2204|ubuntu2404) SUITE=bookworm ;;
   *) echo "build-base.sh: unknown flavour $FLAVOUR" >&2; exit 2 ;;
 esac
 
@@ -189,8 +198,107 @@ OSRELEASE
   chroot "$DEST" systemctl disable chrony.service firewalld.service >/dev/null 2>&1
 }
 
+# EL9 runs Ansible's modules, and everything else that says /usr/bin/python3, on Python 3.9. Here that is a real
+# CPython 3.9: Debian bullseye's packages (the last Debian release with 3.9), which run on bookworm with bullseye's
+# OpenSSL 1.1 and libffi 7. dnf's bindings (libdnf, rpm, ...) are bookworm's, built for its Python 3.11 only, so the
+# node's own Python tools keep 3.11: their shebangs name /usr/libexec/platform-python (a link to python3.11), the
+# first path Ansible's dnf module probes for the bindings when the module's interpreter lacks them (ansible-core
+# modules/dnf.py), and it respawns there. On a real EL9 node /usr/bin/python3 has the bindings and no respawn is
+# needed: the difference is in tests/lab/README.md.
+# install_from_suite SUITE PACKAGE...: another Debian suite's packages (downloaded here through a private apt state,
+# their signatures checked against Debian's keyring), installed into the rootfs with its dpkg.
+install_from_suite() {
+  local suite=$1 state debs
+  shift
+  state=$(mktemp -d)
+  debs=$DEST/tmp/cblab-$suite-debs
+  mkdir -p "$state/lists/partial" "$state/cache/archives/partial" "$debs"
+  echo "deb [signed-by=/usr/share/keyrings/debian-archive-keyring.gpg] $MIRROR $suite main" > "$state/sources.list"
+  local opts=(-o "Dir::Etc::SourceList=$state/sources.list" -o Dir::Etc::SourceParts=/dev/null
+              -o "Dir::State::Lists=$state/lists" -o "Dir::Cache=$state/cache" -o APT::Sandbox::User=root
+              -o Debug::NoLocking=1 -o Acquire::Check-Valid-Until=false)
+  apt-get -q "${opts[@]}" update >/dev/null
+  (cd "$debs" && apt-get -q "${opts[@]}" download "$@" >/dev/null)
+  rm -rf "$state"
+  chroot "$DEST" sh -c "dpkg -i /tmp/cblab-$suite-debs/*.deb" >/dev/null
+  rm -rf "$debs"
+}
+
+el9_python() {
+  # shellcheck disable=SC2086
+  install_from_suite bullseye $EL9_PYTHON_DEBS
+  mkdir -p "$DEST/usr/libexec"
+  ln -s /usr/bin/python3.11 "$DEST/usr/libexec/platform-python"
+  # Every Debian script written for /usr/bin/python3 (dnf, firewalld, firewall-cmd, ...) keeps its Python.
+  find "$DEST/usr/bin" "$DEST/usr/sbin" "$DEST/usr/lib" "$DEST/usr/libexec" "$DEST/usr/share" -type f -perm -u+x \
+      -exec awk 'FNR == 1 && /^#! ?\/usr\/bin\/python3( |$)/ { print FILENAME } { nextfile }' {} + |
+    while read -r script; do sed -i '1s|^#! \?/usr/bin/python3|#!/usr/libexec/platform-python|' "$script"; done
+  ln -sfn python3.9 "$DEST/usr/bin/python3"
+  chroot "$DEST" /usr/bin/python3 -c 'import sys, ssl, ctypes, sqlite3, json; assert sys.version_info[:2] == (3, 9)'
+}
+
+# Ubuntu-shaped flavours: what Ansible's facts and the product read (os-release, lsb-release, debian_version as
+# Ubuntu writes it) and Ubuntu's apt layout, naming an archive the lab cannot reach, as on a machine whose
+# archive is behind a firewall; Ubuntu's archive keyring (Debian's ubuntu-keyring package) where Ubuntu keeps it.
+shape_ubuntu() {
+  local version=$1 point=$2 codename=$3 name=$4
+  # Debian packages Ubuntu's archive keys from trixie on.
+  install_from_suite trixie ubuntu-keyring
+  rm -f "$DEST/etc/os-release"
+  cat > "$DEST/usr/lib/os-release" <<OSRELEASE
+PRETTY_NAME="Ubuntu $point LTS"
+NAME="Ubuntu"
+VERSION_ID="$version"
+VERSION="$point LTS ($name)"
+VERSION_CODENAME=$codename
+ID=ubuntu
+ID_LIKE=debian
+HOME_URL="https://www.ubuntu.com/"
+SUPPORT_URL="https://help.ubuntu.com/"
+BUG_REPORT_URL="https://bugs.launchpad.net/ubuntu/"
+PRIVACY_POLICY_URL="https://www.ubuntu.com/legal/terms-and-policies/privacy-policy"
+UBUNTU_CODENAME=$codename
+OSRELEASE
+  ln -s ../usr/lib/os-release "$DEST/etc/os-release"
+  printf 'DISTRIB_ID=Ubuntu\nDISTRIB_RELEASE=%s\nDISTRIB_CODENAME=%s\nDISTRIB_DESCRIPTION="Ubuntu %s LTS"\n' \
+    "$version" "$codename" "$point" > "$DEST/etc/lsb-release"
+  # Ubuntu's base-files writes the Debian release it branched from.
+  case $codename in jammy) echo "bookworm/sid" ;; *) echo "trixie/sid" ;; esac > "$DEST/etc/debian_version"
+  rm -f "$DEST"/etc/apt/trusted.gpg.d/debian-archive-*
+  rm -f "$DEST/etc/apt/sources.list" "$DEST"/etc/apt/sources.list.d/*
+  if [ "$codename" = jammy ]; then
+    cp "$DEST/usr/share/keyrings/ubuntu-archive-keyring.gpg" "$DEST/etc/apt/trusted.gpg.d/ubuntu-keyring-2018-archive.gpg"
+    {
+      for suite in jammy jammy-updates jammy-backports; do
+        echo "deb http://archive.ubuntu.com/ubuntu/ $suite main restricted universe multiverse"
+      done
+      echo "deb http://security.ubuntu.com/ubuntu/ jammy-security main restricted universe multiverse"
+    } > "$DEST/etc/apt/sources.list"
+  else
+    echo "# Ubuntu sources have moved to /etc/apt/sources.list.d/ubuntu.sources" > "$DEST/etc/apt/sources.list"
+    cat > "$DEST/etc/apt/sources.list.d/ubuntu.sources" <<SOURCES
+Types: deb
+URIs: http://archive.ubuntu.com/ubuntu/
+Suites: $codename $codename-updates $codename-backports
+Components: main restricted universe multiverse
+Signed-By: /usr/share/keyrings/ubuntu-archive-keyring.gpg
+
+Types: deb
+URIs: http://security.ubuntu.com/ubuntu/
+Suites: $codename-security
+Components: main restricted universe multiverse
+Signed-By: /usr/share/keyrings/ubuntu-archive-keyring.gpg
+SOURCES
+  fi
+  # What bookworm's lists held is not Ubuntu's: apt starts with none, as on a fresh image before `apt-get update`.
+  rm -rf "$DEST"/var/lib/apt/lists/*
+  mkdir -p "$DEST/var/lib/apt/lists/partial"
+}
+
 case $FLAVOUR in
-  rocky9) shape_rhel 9 9.6 "Blue Onyx" ;;
+  rocky9) el9_python; shape_rhel 9 9.6 "Blue Onyx" ;;
+  ubuntu2204) shape_ubuntu 22.04 22.04.5 jammy "Jammy Jellyfish" ;;
+  ubuntu2404) shape_ubuntu 24.04 24.04.3 noble "Noble Numbat" ;;
   el8)
     shape_rhel 8 8.10 "Green Obsidian"
     # EL8's system tools run on platform-python, the one interpreter with the dnf bindings; the Python a current

@@ -3,7 +3,8 @@ the upgrade's benchmark (bench/upgrade.py).
 
 The nodes are real (tests/lab/lab.py); Kubernetes on them is the lab's stand-ins (tests/lab/kube_acting.py) installed
 from the stand-in repositories (tests/lab/repos.py: one repository per minor, pushed to every node and named by
-mirrors.kubernetes_repo as a file:// mirror), held as prepare holds them, the cluster formed by the stand-in
+mirrors.kubernetes_repo as a file:// mirror; apt on Debian flavours, dnf on RHEL-shaped ones), held as prepare
+holds them (apt-mark hold, dnf versionlock), the cluster formed by the stand-in
 `kubeadm init` and `join`. The API is the stand-in API server (tests/lab/cluster_api.py), whose admin kubeconfig is
 where `up` leaves the operator's. `bootstrap` runs as a user runs it: `python -m provision`, a process of its own.
 """
@@ -29,7 +30,7 @@ from provision.kube.kubeconfig import admin_kubeconfig_path
 from tests.lab import kube_acting
 from tests.lab.cluster_api import ExecApiServer, FakeCluster
 from tests.lab.lab import Lab
-from tests.lab.repos import OFFLINE_DIR, build_kubernetes_repos, write_config
+from tests.lab.repos import OFFLINE_DIR, build_kubernetes_repos, build_kubernetes_rpm_repos, write_config
 from tests.support.refusal import Outcome
 
 # What the stand-in repositories publish: minor -> its patches (the newest is what a bare minor installs).
@@ -134,9 +135,15 @@ class KubeLab:
                                  nodes or self.nodes))
 
     def packages(self, name: str) -> dict[str, str]:
-        """kubeadm, kubelet, kubectl -> the version installed on the node (with its hold: 'hold' or 'install')."""
-        out = self.lab.node(name).ssh("dpkg-query -W -f '${Package} ${Version} ${db:Status-Want}\\n' kubeadm kubelet "
-                                      "kubectl").stdout
+        """kubeadm, kubelet, kubectl -> the version installed on the node (with its hold: 'hold' or 'install'; on
+        dnf nodes 'hold' is a version lock on exactly that version)."""
+        node = self.lab.node(name)
+        if self.lab.flavour.rhel_shaped:
+            out = node.ssh("rpm -q --qf '%{NAME} %{VERSION}-%{RELEASE}\\n' kubeadm kubelet kubectl").stdout
+            locked = node.ssh("dnf -q versionlock list").stdout.split()
+            return {package: f"{version} {'hold' if f'{package}-0:{version}.*' in locked else 'install'}"
+                    for package, version in (line.split() for line in out.splitlines())}
+        out = node.ssh("dpkg-query -W -f '${Package} ${Version} ${db:Status-Want}\\n' kubeadm kubelet kubectl").stdout
         return {package: f"{version} {want}" for package, version, want in (line.split() for line in out.splitlines())}
 
     def running_kubelet(self, name: str) -> str | None:
@@ -148,7 +155,8 @@ def write_inventory(lab: Lab, control_planes: Sequence[str], workers: Sequence[s
     lines = ["[control_plane]", *(f"{n} ansible_host={lab.node(n).ip}" for n in control_planes), "", "[workers]",
              *(f"{n} ansible_host={lab.node(n).ip}" for n in workers), "", "[all:vars]", "ansible_user=tester",
              "ansible_become=true", f"ansible_ssh_private_key_file={lab.key_path}",
-             f"ansible_python_interpreter={lab.flavour.python}", ""]
+             # RHEL-shaped flavours name none: the product chooses it from preflight's probe and the platform table.
+             *([f"ansible_python_interpreter={lab.flavour.python}"] if lab.flavour.python_in_inventory else []), ""]
     lab.inventory_path.write_text("\n".join(lines))
     return lab.inventory_path
 
@@ -161,6 +169,20 @@ def _push(lab: Lab, tree: Path, names: Sequence[str]) -> None:
         subprocess.run(ssh, input=archive, check=True, capture_output=True, timeout=300)
     with ThreadPoolExecutor(max_workers=8) as pool:
         list(pool.map(push, names))
+
+
+def _install_rpm(release: str) -> str:
+    """_install on a dnf node: the minor's repository as the packages role lists it (signatures checked), the
+    release installed and version-locked."""
+    minor = ".".join(release.split(".")[:2])
+    repo = f"{REPOSITORY}/v{minor}/rpm/"
+    listing = (f"[cb-kubernetes]\nname=Kubernetes (cluster-bootstrap setting mirrors.kubernetes_repo)\nbaseurl={repo}\n"
+               f"gpgcheck=1\ngpgkey={repo}repodata/repomd.xml.key\nrepo_gpgcheck=1\ntimeout=20\n")
+    return (f"set -e; printf '%s' '{listing}' > /etc/yum.repos.d/cb-kubernetes.repo; "
+            f"dnf -q -y install kubeadm-{release} kubelet-{release} kubectl-{release} >/dev/null; "
+            "dnf -q versionlock add kubeadm kubelet kubectl >/dev/null; "
+            "systemctl daemon-reload; systemctl enable kubelet >/dev/null 2>&1; "
+            f"cat > /usr/local/bin/crictl <<'CBEOF'\n{kube_acting.CRICTL}CBEOF\nchmod 755 /usr/local/bin/crictl")
 
 
 def _install(release: str) -> str:
@@ -185,7 +207,8 @@ def form_cluster(lab: Lab, work: Path, control_planes: Sequence[str], workers: S
     with the admin kubeconfig in the state directory `work/state`. `sections` go into cluster.yaml."""
     write_inventory(lab, control_planes, workers)
     tree = work / "offline"
-    build_kubernetes_repos(tree, PUBLISHED)
+    rpm = lab.flavour.rhel_shaped
+    (build_kubernetes_rpm_repos if rpm else build_kubernetes_repos)(tree, PUBLISHED)
     (tree / "calico" / CALICO / "manifests").mkdir(parents=True)
     (tree / "calico" / CALICO / "manifests" / "calico.yaml").write_text("kind: List\nitems: []\n")
     everyone = [*control_planes, *workers]
@@ -198,7 +221,7 @@ def form_cluster(lab: Lab, work: Path, control_planes: Sequence[str], workers: S
                           container_runtime={"containerd_source": "docker", "install_docker": False},
                           smoke_test={"enabled": False}, verify={"timeout_s": 120}, **sections)
     kube = KubeLab(lab, tuple(control_planes), tuple(workers), config, work / "state", None)  # type: ignore[arg-type]
-    kube.run_everywhere(_install(release))
+    kube.run_everywhere((_install_rpm if rpm else _install)(release))
     first, *others = control_planes
     lab.node(first).ssh("kubeadm init --config /etc/kubernetes/kubeadm-config.yaml >/dev/null")
     kube.run_everywhere("kubeadm join --control-plane >/dev/null", others)

@@ -32,7 +32,7 @@ from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import rsa
 from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
 
-from tests.lab.lab import Lab, LabNode
+from tests.lab.lab import DEBIAN_TOOLS, Lab, LabNode
 from tests.lab.repos import debian_debs
 
 ETCD_SUITE = "trixie"
@@ -193,7 +193,9 @@ class LabEtcd:
             write_file(node, f"/root/{deb.name}", deb.read_bytes())
         names = " ".join(f"/root/{deb.name}" for deb in debs.values())
         # The package would start etcd with its own defaults at once: the policy says no (101) while it installs.
-        node.ssh("printf '#!/bin/sh\\nexit 101\\n' > /usr/sbin/policy-rc.d && chmod 755 /usr/sbin/policy-rc.d && "
+        # RHEL-shaped nodes keep dpkg out of PATH (tests/lab/README.md): Debian's etcd is installed with it all the same.
+        node.ssh(f"export PATH={DEBIAN_TOOLS}:$PATH; "
+                 "printf '#!/bin/sh\\nexit 101\\n' > /usr/sbin/policy-rc.d && chmod 755 /usr/sbin/policy-rc.d && "
                  f"(dpkg -s etcd-server >/dev/null 2>&1 || DEBIAN_FRONTEND=noninteractive dpkg -i {names} "
                  ">/dev/null) && rm -f /usr/sbin/policy-rc.d && systemctl stop etcd && "
                  f"rm -rf {DATA_DIR}/default {DATA_DIR}/member && install -d -o etcd -g etcd -m 0700 {DATA_DIR}",

@@ -26,6 +26,28 @@ from tests.lab.lab import Lab, unavailable_reason
 from tests.lab.repos import RPM_TOOLS, RpmTree, build_rpm_tree
 
 LAB_FIXTURES = ("lab_factory", "lab3", "rpm_tree", "etcd_cluster")
+# Test files that share one session-scoped lab: under pytest-xdist's `--dist loadfile` each file goes to a worker
+# of its own, and each worker would build its own lab; these go to one worker together (shared_lab_scheduler),
+# so they build it once. Each test leaves the shared lab as it found it (healthy), in any order.
+SHARED_LAB_FILES = {
+    "tests/test_etcd_snapshot_lab.py": "etcd_cluster",
+    "tests/test_etcd_restore_lab.py": "etcd_cluster",
+    "tests/test_etcd_recovery_lab.py": "etcd_cluster",
+}
+
+
+def shared_lab_scheduler(config: pytest.Config, log: object) -> object | None:
+    """`--dist loadfile`, except that the files of SHARED_LAB_FILES with the same lab are one unit of work."""
+    if config.getoption("dist", None) != "loadfile":
+        return None
+    from xdist.scheduler import LoadFileScheduling
+
+    class SharedLabScheduling(LoadFileScheduling):
+        def _split_scope(self, nodeid: str) -> str:
+            path = nodeid.split("::", 1)[0]
+            return f"shared-lab:{SHARED_LAB_FILES[path]}" if path in SHARED_LAB_FILES else path
+
+    return SharedLabScheduling(config, log)  # type: ignore[arg-type]
 
 
 @pytest.fixture(scope="session")

@@ -87,6 +87,8 @@ TESTER_UID = 1000
 HOST_SYSCTLS = {"net.ipv4.ip_forward": 1, "fs.inotify.max_user_instances": 8192}
 # el8 nodes: a venv without system site packages, so without the dnf bindings (build-base.sh makes it).
 EL8_PYTHON = "/opt/python3.11/bin/python3"
+# RHEL-shaped nodes: where build-base.sh moved apt and dpkg (out of PATH, as on a real RHEL-family node).
+DEBIAN_TOOLS = "/usr/lib/cblab/debian-bin"
 REQUIRED_TOOLS = ("systemd-nspawn", "debootstrap", "ip", "iptables", "ssh", "ssh-keyscan", "ssh-keygen")
 
 
@@ -107,6 +109,12 @@ class Flavour:
     # systemd 256+ refuses cgroup v1 and 258+ cannot run on it at all: such nodes get a cgroup2-only
     # /sys/fs/cgroup (this host's cgroup2 hierarchy has no controllers, so nothing there is limited).
     unified_cgroup: bool = False
+    # The platform table's row it stands for (os-release ID, release) and the version (major, minor) of the Python
+    # the product's modules run with there (docs/os-support.md's lab column; the lab tests assert it).
+    stands_for: tuple[str, str] = ("debian", "12")
+    python_version: tuple[int, int] = (3, 11)
+    # Where that Python reads its sitecustomize: the lab puts MODULE_RECORDER there ("": nothing is recorded).
+    python_site: str = ""
 
     @property
     def rhel_shaped(self) -> bool:
@@ -115,16 +123,63 @@ class Flavour:
 
 
 FLAVOURS = {flavour.name: flavour for flavour in (
-    Flavour("bookworm", "Debian", "Debian", "12", "apt"),
-    Flavour("trixie", "Debian", "Debian", "13", "apt", unified_cgroup=True),
+    Flavour("bookworm", "Debian", "Debian", "12", "apt", stands_for=("debian", "12"), python_version=(3, 11)),
+    Flavour("trixie", "Debian", "Debian", "13", "apt", unified_cgroup=True, stands_for=("debian", "13"),
+            python_version=(3, 13)),
     # Ansible reads sid's major version from /etc/debian_version.
-    Flavour("sid", "Debian", "Debian", "forky/sid", "apt", unified_cgroup=True),
-    Flavour("rocky9", "Rocky", "RedHat", "9", "dnf", python_in_inventory=False),
+    Flavour("sid", "Debian", "Debian", "forky/sid", "apt", unified_cgroup=True, stands_for=("debian", "sid"),
+            python_version=(3, 14)),
+    # /usr/bin/python3 is a real CPython 3.9 (EL9's); dnf keeps the base's Python 3.11 (build-base.sh el9_python).
+    Flavour("rocky9", "Rocky", "RedHat", "9", "dnf", python_in_inventory=False, stands_for=("rocky", "9"),
+            python_version=(3, 9), python_site="/etc/python3.9/sitecustomize.py"),
     # As on a real EL8 node managed by a current ansible-core: the interpreter Ansible uses is a newer Python
     # without dnf bindings; only /usr/libexec/platform-python has them. The product installs python3.12 (a stand-in
-    # from the lab's RPM tree); before that, ad-hoc calls use the base's venv of the same kind.
-    Flavour("el8", "Rocky", "RedHat", "8", "dnf", python=EL8_PYTHON, python_in_inventory=False),
+    # from the lab's RPM tree: a venv of Debian's 3.11); before that, ad-hoc calls use the base's venv of the same kind.
+    Flavour("el8", "Rocky", "RedHat", "8", "dnf", python=EL8_PYTHON, python_in_inventory=False,
+            stands_for=("rocky", "8"), python_version=(3, 11)),
+    # bookworm dressed as Ubuntu (build-base.sh shape_ubuntu): Debian's Python 3.11 (Ubuntu's 3.10 and 3.12 are in
+    # no archive this machine reaches), Ubuntu's identity and apt layout.
+    Flavour("ubuntu2204", "Ubuntu", "Debian", "22", "apt", stands_for=("ubuntu", "22.04"), python_version=(3, 11)),
+    Flavour("ubuntu2404", "Ubuntu", "Debian", "24", "apt", stands_for=("ubuntu", "24.04"), python_version=(3, 11)),
 )}
+
+
+# The node's Python records each module of the product it runs, with its own version, in MODULES_LOG: an audit hook
+# (PEP 578) sees the code of every module Ansible runs, whether AnsiballZ runs it or Mitogen imports it, and a
+# script run by path (the etcd snapshot timer's). Only cb_* files: the product's modules and module_utils.
+MODULES_LOG = "/var/log/cblab-python-modules.log"
+MODULE_RECORDER = f"""# cluster-bootstrap lab (tests/lab/lab.py): record the product's modules this interpreter runs.
+import sys as _sys
+
+
+def _cblab_record(event, args):
+    if event == "exec":
+        path = getattr(args[0], "co_filename", "")
+    elif event == "cpython.run_file":
+        path = str(args[0])
+    else:
+        return
+    name = path.rsplit("/", 1)[-1]
+    if name.startswith("cb_") and name.endswith(".py"):
+        try:
+            with open("{MODULES_LOG}", "a") as log:
+                log.write("%d.%d.%d %s\\n" % (tuple(_sys.version_info[:3]) + (name[:-3],)))
+        except OSError:
+            pass
+
+
+_sys.addaudithook(_cblab_record)
+"""
+
+
+def modules_run(node: LabNode) -> dict[str, set[str]]:
+    """The product's modules (and module_utils) the node's Python ran since the log was last cleared, each with the
+    Python versions it ran under (flavours with a python_site only)."""
+    found: dict[str, set[str]] = {}
+    for line in node.ssh(f"cat {MODULES_LOG} 2>/dev/null || true").stdout.splitlines():
+        version, _, name = line.partition(" ")
+        found.setdefault(name, set()).add(version)
+    return found
 
 
 def flavour_named(name: str) -> Flavour:
@@ -604,6 +659,11 @@ class LabNode:
         if self.lab.rpm_tree:
             for path, text in self.lab.rpm_tree.node_files(self.lab.repo_url, self.lab.flavour.major_version).items():
                 (self.root / path.lstrip("/")).write_text(text)
+        if self.lab.flavour.python_site:
+            site = self.root / self.lab.flavour.python_site.lstrip("/")
+            site.parent.mkdir(parents=True, exist_ok=True)
+            site.unlink(missing_ok=True)
+            site.write_text(MODULE_RECORDER)
         (etc / "resolv.conf").unlink(missing_ok=True)
         # Nothing answers DNS at the hub, so a lookup fails at once instead of hanging.
         (etc / "resolv.conf").write_text(f"nameserver {self.lab.hub_ip}\noptions timeout:1 attempts:1\n")

@@ -21,6 +21,7 @@ repository's stand-ins own only what Rocky's packages add around them (chronyd.s
 """
 from __future__ import annotations
 
+import contextlib
 import gzip
 import hashlib
 import os
@@ -35,6 +36,7 @@ from pathlib import Path
 
 import yaml
 
+from provision.inputs.platforms import PLATFORMS, Platform
 from provision.inputs.versions import (
     CONTAINER_TOOLKIT_DEFAULT,
     DRIVER_BRANCH_DEFAULT,
@@ -184,6 +186,7 @@ def _build_deb(work: Path, package: Package) -> Path:
         f"Package: {package.name}\nVersion: {version}\nArchitecture: amd64\nMaintainer: cluster-bootstrap tests "
         f"<tests@invalid>\nSection: admin\nPriority: optional\n"
         + (f"Provides: {', '.join(package.provides)}\n" if package.provides else "")
+        + (f"Depends: {', '.join(_deb_relation(r) for r in package.requires)}\n" if package.requires else "")
         + f"Description: {package.summary} for the cluster-bootstrap lab\n"
         " Prints its version and exits; stands in for the real package, which cannot be downloaded here.\n")
     package.stage(root)
@@ -193,6 +196,12 @@ def _build_deb(work: Path, package: Package) -> Path:
     return deb
 
 
+def _deb_relation(relation: str) -> str:
+    """An RPM relation in apt's syntax: `name = 1.2-1` -> `name (= 1.2-1)`, `name` as it is."""
+    name, *rest = relation.split()
+    return f"{name} ({rest[0]} {rest[1]})" if rest else name
+
+
 def _packages_entry(deb: Path) -> str:
     control = subprocess.run(["dpkg-deb", "-f", str(deb)], check=True, capture_output=True, text=True).stdout
     data = deb.read_bytes()
@@ -200,13 +209,28 @@ def _packages_entry(deb: Path) -> str:
             f"MD5sum: {hashlib.md5(data).hexdigest()}\nSHA256: {hashlib.sha256(data).hexdigest()}\n")
 
 
-def _release(directory: Path, files: list[str]) -> str:
-    lines = ["Origin: cluster-bootstrap lab", "Label: kubernetes placeholders", "Architectures: amd64",
+def _release(directory: Path, files: list[str], label: str) -> str:
+    lines = ["Origin: cluster-bootstrap lab", f"Label: {label}", "Architectures: amd64",
              f"Date: {formatdate(usegmt=True)}", "SHA256:"]
     for name in files:
         data = (directory / name).read_bytes()
         lines.append(f" {hashlib.sha256(data).hexdigest()} {len(data)} {name}")
     return "\n".join(lines) + "\n"
+
+
+def _publish_flat_apt_repo(repo: Path, debs: list[Path], key: SigningKey, label: str) -> None:
+    """A flat apt repository (`deb URI /`, as pkgs.k8s.io's and NVIDIA's are): the packages, Packages(.gz), a
+    Release signed inline (InRelease) and detached (Release.gpg), and the key beside them (Release.key)."""
+    repo.mkdir(parents=True, exist_ok=True)
+    for deb in debs:
+        shutil.copy2(deb, repo / deb.name)
+    packages = "\n".join(_packages_entry(repo / deb.name) for deb in debs)
+    (repo / "Packages").write_text(packages)
+    (repo / "Packages.gz").write_bytes(gzip.compress(packages.encode(), mtime=0))
+    (repo / "Release").write_text(_release(repo, ["Packages", "Packages.gz"], label))
+    key.export(repo / "Release.key")
+    key.run("--clearsign", "--output", str(repo / "InRelease"), str(repo / "Release"))
+    key.detach_sign(repo / "Release", ".gpg")
 
 
 def build_kubernetes_repo(dest: Path, minor: str = KUBERNETES_DEFAULT, patch: int = 0) -> Path:
@@ -229,15 +253,7 @@ def build_kubernetes_repos(dest: Path, published: dict[str, tuple[int, ...]]) ->
                     patch_work = work / f"{minor}.{number}"
                     patch_work.mkdir()
                     debs += [_build_deb(patch_work, package) for package in kubernetes_packages(minor, number, "deb")]
-                for deb in debs:
-                    shutil.copy2(deb, repo / deb.name)
-                packages = "\n".join(_packages_entry(repo / deb.name) for deb in debs)
-                (repo / "Packages").write_text(packages)
-                (repo / "Packages.gz").write_bytes(gzip.compress(packages.encode(), mtime=0))
-                (repo / "Release").write_text(_release(repo, ["Packages", "Packages.gz"]))
-                key.export(repo / "Release.key")
-                key.run("--clearsign", "--output", str(repo / "InRelease"), str(repo / "Release"))
-                key.detach_sign(repo / "Release", ".gpg")
+                _publish_flat_apt_repo(repo, debs, key, "kubernetes placeholders")
     _world_readable(dest)
     return dest / "kubernetes"
 
@@ -559,6 +575,39 @@ class RpmTree:
                 key_path: self.key.read_text()}
 
 
+def _rpmsign(key: SigningKey, rpms: list[Path]) -> None:
+    """Sign the packages in place (rpm --addsign) with the throwaway key."""
+    result = subprocess.run(
+        # Debian's rpm looks for gpg2, which Debian calls gpg; the key has no passphrase.
+        ["rpmsign", "--addsign", "--define", f"_gpg_name {key.uid}", "--define", f"_gpg_path {key.home}",
+         "--define", f"__gpg {shutil.which('gpg') or 'gpg'}",
+         "--define", "_gpg_sign_cmd_extra_args --batch --pinentry-mode loopback", *map(str, rpms)],
+        capture_output=True, text=True, timeout=600)
+    if result.returncode != 0:
+        raise LabError(f"rpmsign failed: {result.stderr.strip()[-500:]}")
+
+
+def build_kubernetes_rpm_repos(dest: Path, published: dict[str, tuple[int, ...]]) -> Path:
+    """The RPM side of build_kubernetes_repos: `<dest>/kubernetes/v<minor>/rpm/` for each minor, with the packages
+    of the patches `published` names for it (kubeadm, kubelet, kubectl, cri-tools, as pkgs.k8s.io's), every package
+    signed and every repomd.xml signed, the key as repodata/repomd.xml.key (where the roles fetch it), one key for
+    every minor; returns `<dest>/kubernetes`."""
+    missing = [tool for tool in RPM_TOOLS if shutil.which(tool) is None]
+    if missing:
+        raise LabError(f"the lab's RPM repositories need {', '.join(missing)} (apt-get install rpm createrepo-c)")
+    with tempfile.TemporaryDirectory() as scratch:
+        work = Path(scratch)
+        built = {minor: [_build_rpm(work / f"{minor}.{patch}", package) for patch in patches
+                         for package in kubernetes_packages(minor, patch, "rpm")]
+                 for minor, patches in published.items()}
+        with signing_key(work, "cluster-bootstrap lab Kubernetes RPM repositories <tests@invalid>") as key:
+            _rpmsign(key, [rpm for rpms in built.values() for rpm in rpms])
+            for minor, rpms in built.items():
+                _publish_repo(dest / "kubernetes" / f"v{minor}" / "rpm", rpms, key)
+    _world_readable(dest)
+    return dest / "kubernetes"
+
+
 def _publish_repo(directory: Path, rpms: list[Path], key: SigningKey, modules: str | None = None) -> None:
     """A dnf repository: the packages, createrepo_c's metadata, repomd.xml signed (.asc) and the key (.key)."""
     directory.mkdir(parents=True, exist_ok=True)
@@ -579,7 +628,7 @@ def _publish_repo(directory: Path, rpms: list[Path], key: SigningKey, modules: s
 def build_rpm_tree(dest: Path, *, kube_minor: str = KUBERNETES_DEFAULT, kube_patch: int = 0,
                    driver_branch: str = DRIVER_BRANCH_DEFAULT, toolkit_version: str = CONTAINER_TOOLKIT_DEFAULT,
                    kernel_release: str | None = None,
-                   releasevers: tuple[str, ...] = ("8", "9")) -> RpmTree:
+                   releasevers: tuple[str, ...] = ("8", "9"), nvidia_apt: tuple[str, ...] = ()) -> RpmTree:
     """Build the RPM side of the offline layout under dest (about 150 MB; each package file is stored once
     and hard-linked into every repository that lists it):
 
@@ -590,7 +639,9 @@ def build_rpm_tree(dest: Path, *, kube_minor: str = KUBERNETES_DEFAULT, kube_pat
         nvidia-container-toolkit/rpm/x86_64/, .../gpgkey           the toolkit
 
     Every package is signed (rpm --addsign) and every repomd.xml detached-signed, by one throwaway key that is
-    also published under each name the product's roles fetch it from."""
+    also published under each name the product's roles fetch it from. `nvidia_apt` (CUDA directories: debian12,
+    ubuntu2204, ...) adds NVIDIA's apt repositories beside the RPM ones (build_nvidia_apt_repos), signed by the
+    same key, as upstream signs the toolkit's rpm and deb channels with one key."""
     missing = [tool for tool in RPM_TOOLS if shutil.which(tool) is None]
     if missing:
         raise LabError(f"the lab's RPM repositories need {', '.join(missing)} (apt-get install rpm createrepo-c)")
@@ -611,15 +662,7 @@ def build_rpm_tree(dest: Path, *, kube_minor: str = KUBERNETES_DEFAULT, kube_pat
                   **{f"os-{repo}": packages for repo, packages in os_packages(kernel_release).items()}}
         built = {group: [_build_rpm(work, package) for package in packages] for group, packages in groups.items()}
         with signing_key(work, "cluster-bootstrap lab RPM repositories <tests@invalid>") as key:
-            every_rpm = [str(rpm) for rpms in built.values() for rpm in rpms]
-            result = subprocess.run(
-                # Debian's rpm looks for gpg2, which Debian calls gpg; the key has no passphrase.
-                ["rpmsign", "--addsign", "--define", f"_gpg_name {key.uid}", "--define", f"_gpg_path {key.home}",
-                 "--define", f"__gpg {shutil.which('gpg') or 'gpg'}",
-                 "--define", "_gpg_sign_cmd_extra_args --batch --pinentry-mode loopback", *every_rpm],
-                capture_output=True, text=True, timeout=600)
-            if result.returncode != 0:
-                raise LabError(f"rpmsign failed: {result.stderr.strip()[-500:]}")
+            _rpmsign(key, [rpm for rpms in built.values() for rpm in rpms])
             for rv in releasevers:
                 for repo in ("BaseOS", "AppStream", "extras"):
                     _publish_repo(dest / f"os/rockylinux/{rv}/{repo}/x86_64/os", built[f"os-{repo}"], key)
@@ -635,6 +678,9 @@ def build_rpm_tree(dest: Path, *, kube_minor: str = KUBERNETES_DEFAULT, kube_pat
             key.export(dest / "docker/rhel/gpg")
             key.export(dest / "nvidia-container-toolkit/gpgkey")
             key.export(dest / "RPM-GPG-KEY-cblab")
+            if nvidia_apt:
+                build_nvidia_apt_repos(dest, distributions=nvidia_apt, driver_branch=driver_branch,
+                                       toolkit_version=toolkit_version, kernel_release=kernel_release, key=key)
     _world_readable(dest)
     return RpmTree(dest, dest / "RPM-GPG-KEY-cblab", kube_minor, releasevers)
 
@@ -670,6 +716,72 @@ def build_docker_apt_repo(dest: Path, codename: str = "bookworm") -> Path:
             key.run("--clearsign", "--output", str(dists / "InRelease"), str(dists / "Release"))
     _world_readable(dest)
     return dest / "docker"
+
+
+def nvidia_deb_driver_packages(driver_branch: str) -> list[Package]:
+    """Placeholders for what NVIDIA's Debian/Ubuntu CUDA repository holds of a driver branch, as the nvidia role
+    installs it: `nvidia-open-<branch>` (the open kernel modules) or `cuda-drivers-<branch>` (the proprietary
+    ones), each pulling its DKMS kernel module package and the userspace with nvidia-smi. The DKMS packages build
+    nothing: building and loading the kernel module needs NVIDIA hardware and the node's real kernel headers."""
+    version = f"{driver_branch}.57.01"
+
+    def dkms(name: str) -> Package:
+        return Package(name, version, "1", f"{name} placeholder").add_text(
+            f"/usr/share/doc/{name}/README.cblab", "The kernel module DKMS would build here: it needs NVIDIA hardware "
+            "and the running kernel's real headers, which the lab has not.\n")
+
+    userspace = Package("nvidia-driver-cuda", version, "1", "NVIDIA driver userspace placeholder") \
+        .add_placeholder_binaries("/usr/bin/nvidia-smi")
+    return [dkms("nvidia-kernel-open-dkms"), dkms("nvidia-kernel-dkms"), userspace,
+            Package(f"nvidia-open-{driver_branch}", version, "1", "NVIDIA open driver metapackage placeholder",
+                    requires=[f"nvidia-kernel-open-dkms = {version}-1", f"nvidia-driver-cuda = {version}-1"]),
+            Package(f"cuda-drivers-{driver_branch}", version, "1", "CUDA driver metapackage placeholder",
+                    requires=[f"nvidia-kernel-dkms = {version}-1", f"nvidia-driver-cuda = {version}-1"])]
+
+
+def _cuda_key_name(distribution: str) -> str:
+    """The key file NVIDIA publishes in a CUDA repository directory (the platform table names it)."""
+    return next(row.cuda.key for row in PLATFORMS if isinstance(row, Platform) and row.cuda
+                and row.cuda.directory == distribution)
+
+
+def build_nvidia_apt_repos(dest: Path, *, distributions: tuple[str, ...] = ("debian12",),
+                           driver_branch: str = DRIVER_BRANCH_DEFAULT,
+                           toolkit_version: str = CONTAINER_TOOLKIT_DEFAULT,
+                           kernel_release: str | None = None, key: SigningKey | None = None) -> Path:
+    """NVIDIA's Debian/Ubuntu repositories in their own layout, signed (by `key`, or a throwaway key of their own),
+    as a mirror of developer.download.nvidia.com and of nvidia.github.io/libnvidia-container would hold them:
+
+        nvidia-cuda/<distribution>/x86_64/     flat (`deb URI /`): the driver branch's placeholders
+                                                (nvidia_deb_driver_packages), the key under the table's file name
+        nvidia-container-toolkit/deb/amd64/    flat: the toolkit's four packages at <toolkit_version>-1
+        nvidia-container-toolkit/gpgkey        the toolkit's key, beside the channel (`stable` links here, as
+                                                upstream's .../stable/deb/amd64/ with .../gpgkey one level up)
+        kernel-headers/                        flat: linux-headers-<kernel> for this host's kernel, which is not a
+                                                Debian kernel and so has none in Debian's archive (a placeholder)
+
+    Returns `dest`."""
+    kernel_release = kernel_release or os.uname().release
+    toolkit = nvidia_packages(driver_branch, toolkit_version)[1]
+    headers = Package(f"linux-headers-{kernel_release}", "6.1.0", "1", "kernel headers placeholder").add_text(
+        f"/usr/src/linux-headers-{kernel_release}/README.cblab", "Placeholder: no headers for this host's kernel.\n")
+    with tempfile.TemporaryDirectory() as scratch, contextlib.ExitStack() as stack:
+        work = Path(scratch)
+        key = key or stack.enter_context(signing_key(work, "cluster-bootstrap lab NVIDIA stand-in <tests@invalid>"))
+        driver_debs = [_build_deb(work, package) for package in nvidia_deb_driver_packages(driver_branch)]
+        for distribution in distributions:
+            repo = dest / "nvidia-cuda" / distribution / "x86_64"
+            _publish_flat_apt_repo(repo, driver_debs, key, "NVIDIA CUDA placeholders")
+            key.export(repo / _cuda_key_name(distribution))
+        toolkit_dir = dest / "nvidia-container-toolkit"
+        _publish_flat_apt_repo(toolkit_dir / "deb" / "amd64", [_build_deb(work, package) for package in toolkit],
+                               key, "NVIDIA container toolkit placeholders")
+        key.export(toolkit_dir / "gpgkey")
+        if not (toolkit_dir / "stable").exists():
+            (toolkit_dir / "stable").symlink_to(".")
+        _publish_flat_apt_repo(dest / "kernel-headers", [_build_deb(work, headers)], key, "kernel headers placeholder")
+    _world_readable(dest)
+    return dest
 
 
 # Where the lab puts the placeholder Kubernetes repository on its nodes (a file:// offline source).

@@ -6,8 +6,8 @@ One HTTP server on 127.0.0.1 plays a mirror of everything (as mirrors.aliyun.com
   signatures); `os/rockylinux/`: the lab's RPM tree (stand-ins, signed by a throwaway key);
 - `docker/debian/` (containerd.io around Debian's containerd 2 and runc), `docker/rhel/`, `kubernetes/v<minor>/deb|rpm`
   (placeholder kubeadm, kubelet, kubectl; kubeadm answers `config images list`): stand-ins from tests/lab/repos.py;
-- `nvidia-cuda/rhel9/`, `nvidia-container-toolkit/` (also as `.../stable/`, its upstream channel): the RPM tree's
-  NVIDIA stand-ins; NVIDIA's Debian repositories have none here;
+- `nvidia-cuda/rhel9/`, `nvidia-cuda/debian12/`, `nvidia-container-toolkit/` (rpm and deb; also as `.../stable/`,
+  its upstream channel): NVIDIA's repositories as stand-ins (tests/lab/repos.py), signed by the RPM tree's key;
 - `calico/<version>/manifests/calico.yaml`, `github-raw/...` (Volcano's installer): small manifests naming the images
   the real ones name, at this release's versions;
 - `cifar10/cifar-10-python.tar.gz`: a small stand-in archive (its md5 goes into the settings).
@@ -113,8 +113,7 @@ class Upstream:
             "mirrors": {"os_repo": f"{self.url}/os", "docker_repo": f"{self.url}/docker",
                         "kubernetes_repo": f"{self.url}/kubernetes", "calico_manifest": f"{self.url}/calico",
                         "github_raw": f"{self.url}/github-raw",
-                        # NVIDIA's repositories: the lab's RPM tree has them for the RHEL family (stand-ins); for
-                        # Debian there are none here, so a --gpu build for it stops at this server, by name.
+                        # NVIDIA's repositories: stand-ins in their own layouts, for the RHEL family and Debian 12.
                         "nvidia_cuda_repo": f"{self.url}/nvidia-cuda",
                         "nvidia_toolkit_repo": f"{self.url}/{TOOLKIT_CHANNEL.rstrip('/')}",
                         "cifar10_archive": f"{self.url}/cifar10/cifar-10-python.tar.gz"},
@@ -130,7 +129,7 @@ class Upstream:
 @contextmanager
 def serve_upstream(root: Path, *, minor: str = versions.KUBERNETES_DEFAULT) -> Iterator[Upstream]:
     """Build the stand-in tree under `root` and serve it (and Debian's archive) while the block runs."""
-    tree = build_rpm_tree(root / "tree", kube_minor=minor, releasevers=("9",))
+    tree = build_rpm_tree(root / "tree", kube_minor=minor, releasevers=("9",), nvidia_apt=("debian12",))
     build_kubernetes_repo(root / "tree", minor)
     build_docker_apt_repo(root / "tree")
     settings = parse_settings({"kubernetes": {"version": minor}})

@@ -5,28 +5,18 @@ from __future__ import annotations
 import shlex
 import time
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
-from provision.bundle.build import BuildRequest, build_bundle
-from provision.bundle.manifest import default_key_home, problem_lines, verify_directory
-from provision.bundle.serve import HTTP_PORT, REGISTRY_PORT, serve
+from provision.bundle.ports import HTTP_PORT, REGISTRY_PORT
+from provision.cli.option_table import checked, options_of
 from provision.cli.options import ConfigOption, Output, OutputOption
-from provision.cli.support import echo_json
-from provision.cli.views import console
 from provision.errors import BootstrapError, InputError
-from provision.inputs.addons import ADDON_ORDER, AddonName
-from provision.inputs.platforms import Platform, platform_named, supported_text
-from provision.inputs.settings import load_settings
-from provision.inputs.values import (
-    parse_fingerprint,
-    parse_host_address,
-    parse_kubernetes_version,
-    parse_local_path,
-    parse_platform_key,
-    parse_port,
-)
+from provision.inputs.addons import AddonName
+
+if TYPE_CHECKING:
+    from provision.inputs.platforms import Platform
 
 BUILD_HELP = """Build an offline bundle: every package (with its dependencies), image and manifest `up` fetches for
 these platforms and settings, in the layout offline.source reads, with a signed manifest of every file.
@@ -42,70 +32,43 @@ offline.bundle_fingerprint.
 Example:
     bootstrap bundle build --for debian-12,rocky-9 --gpu --addons volcano,trainer --kubernetes 1.36 -o /srv/bundle
 """
-
-
-def _platforms(value: str) -> list[Platform]:
-    found = []
-    for key in [part.strip() for part in value.split(",") if part.strip()]:
-        try:
-            parse_platform_key(key)
-        except ValueError as exc:
-            raise typer.BadParameter(str(exc)) from None
-        row = platform_named(key)
-        if row is None:
-            raise typer.BadParameter(f"{key} is not a platform this release knows: use one of "
-                                     f"{supported_text()}, written as debian-12, ubuntu-24.04, rocky-9")
-        if not isinstance(row, Platform):
-            raise typer.BadParameter(f"{key} is refused: {row.reason}: {row.fix}")
-        found.append(row)
-    if not found:
-        raise typer.BadParameter("name at least one platform, e.g. debian-12")
-    return found
-
-
-def _addons(value: str) -> list[str]:
-    names = [part.strip() for part in value.split(",") if part.strip()]
-    for name in names:
-        if name not in ADDON_ORDER:
-            raise typer.BadParameter(f"{name} is not an add-on: use {', '.join(ADDON_ORDER)}")
-    return names
-
-
-def _path(value: str) -> str:
-    return parse_local_path(value)
+BUILD = options_of("bundle build")
+VERIFY = options_of("bundle verify")
+SERVE = options_of("bundle serve")
 
 
 def register(app: typer.Typer) -> None:
     bundle_app = typer.Typer(help="An offline bundle: build it, verify it, serve it to the nodes.", no_args_is_help=True)
 
     @bundle_app.command("build", help=BUILD_HELP)
+    @checked("bundle build")
     def build(
-        platforms: Annotated[str, typer.Option("--for", help="Platforms, comma-separated (debian-12,rocky-9).",
-                                               show_default=False)],
-        out: Annotated[str, typer.Option("--out", "-o", parser=_path, help="The bundle's directory, or FILE.tar.",
-                                         show_default=False)],
-        gpu: Annotated[bool, typer.Option("--gpu", help="Also the NVIDIA driver, toolkit and device plugin.")] = False,
-        addons: Annotated[str | None, typer.Option(
+        platforms: Annotated[Any, BUILD.option("--for", help="Platforms, comma-separated (debian-12,rocky-9).",
+                                                          show_default=False)],
+        out: Annotated[Path, BUILD.option("--out", "-o", help="The bundle's directory (new, empty, or an earlier "
+                                          "build of it), or FILE.tar.", show_default=False)],
+        gpu: Annotated[bool, BUILD.option("--gpu", help="Also the NVIDIA driver, toolkit and device plugin.")] = False,
+        addons: Annotated[Any, BUILD.option(
             "--addons", help="Add-ons, comma-separated (default: the settings' addons.enabled).",
             show_default=False)] = None,
-        kubernetes: Annotated[str | None, typer.Option(
-            "--kubernetes", parser=parse_kubernetes_version, help="Kubernetes minor or release (default: the "
-            "settings').", show_default=False)] = None,
-        key: Annotated[str | None, typer.Option("--key", parser=_path, help="GnuPG home holding the signing key.",
-                                                show_default=False)] = None,
-        cache: Annotated[str | None, typer.Option(
-            "--cache", parser=_path, help="Keep downloads here by sha256, for later builds (default: inside the "
-            "bundle's .build/).", show_default=False)] = None,
+        kubernetes: Annotated[str | None, BUILD.option(
+            "--kubernetes", help="Kubernetes minor or release (default: the settings').", show_default=False)] = None,
+        key: Annotated[Path | None, BUILD.option("--key", help="GnuPG home holding the signing key.",
+                                                 show_default=False)] = None,
+        cache: Annotated[Path | None, BUILD.option(
+            "--cache", help="Keep downloads here by sha256, for later builds (default: inside the bundle's .build/).",
+            show_default=False)] = None,
         config: ConfigOption = None,
     ) -> None:
-        chosen = _platforms(platforms)
-        enabled: tuple[AddonName, ...] | None = None
-        if addons is not None:
-            enabled = tuple(name for name in ADDON_ORDER if name in _addons(addons))
-        request = BuildRequest(platforms=tuple(chosen), gpu=gpu, output=Path(out).expanduser().absolute(),
-                               key_home=Path(key).expanduser().absolute() if key else default_key_home(),
-                               addons=enabled, kubernetes=kubernetes,
-                               cache=Path(cache).expanduser().absolute() if cache else None)
+        from provision.bundle.build import BuildRequest, build_bundle
+        from provision.bundle.manifest import default_key_home
+        from provision.cli.console import console
+        from provision.inputs.settings import load_settings
+
+        chosen: list[Platform] = platforms
+        enabled: tuple[AddonName, ...] | None = addons
+        request = BuildRequest(platforms=tuple(chosen), gpu=gpu, output=out, key_home=key or default_key_home(),
+                               addons=enabled, kubernetes=kubernetes, cache=cache)
         settings = load_settings(config)
         started = time.monotonic()
 
@@ -123,25 +86,24 @@ def register(app: typer.Typer) -> None:
                       soft_wrap=True)
 
     @bundle_app.command("verify")
+    @checked("bundle verify")
     def verify(
-        directory: Annotated[str, typer.Argument(parser=_path, help="The bundle's directory.")],
-        key: Annotated[str | None, typer.Option(
-            "--key", parser=_path, help="The public key (ASCII-armoured) the bundle must be signed by.",
-            show_default=False)] = None,
-        fingerprint: Annotated[str | None, typer.Option(
-            "--fingerprint", parser=parse_fingerprint, help="The fingerprint of the key it must be signed by.",
-            show_default=False)] = None,
+        directory: Annotated[Path, VERIFY.argument("DIRECTORY", help="The bundle's directory.")],
+        key: Annotated[Path | None, VERIFY.option(
+            "--key", help="The public key (ASCII-armoured) the bundle must be signed by.", show_default=False)] = None,
+        fingerprint: Annotated[str | None, VERIFY.option(
+            "--fingerprint", help="The fingerprint of the key it must be signed by.", show_default=False)] = None,
         output: OutputOption = Output.text,
     ) -> None:
         """Check a bundle: its signature, then every file the manifest lists (present, same size and sha256), and
         no file it does not list. Each problem is named: missing, changed, extra, bad signature. Exit 2 on any."""
-        root = Path(directory).expanduser()
-        trusted = None
-        if key:
-            try:
-                trusted = Path(key).expanduser().read_bytes()
-            except OSError as exc:
-                raise InputError(f"--key {key}: {exc.strerror}: give the bundle's public key file") from None
+        from provision.bundle.manifest import MAX_KEY_BYTES, problem_lines, verify_directory
+        from provision.cli.console import console, echo_json
+        from provision.inputs.files import read_bytes
+
+        root = directory
+        trusted = read_bytes(key, "public key", "give the bundle's public key file (--key)", limit=MAX_KEY_BYTES) \
+            if key else None
         verdict = verify_directory(root, trusted_key=trusted, fingerprint=fingerprint)
         if output is Output.json:
             echo_json({"ok": verdict.ok, "problems": list(verdict.problems), "signed_by": verdict.fingerprint,
@@ -160,19 +122,26 @@ def register(app: typer.Typer) -> None:
                              "rebuild it or copy it again")
 
     @bundle_app.command("serve")
+    @checked("bundle serve")
     def serve_command(
-        directory: Annotated[str, typer.Argument(parser=_path, help="The bundle's directory.")],
-        address: Annotated[str, typer.Option("--address", parser=parse_host_address,
-                                             help="The address the nodes reach this machine on.")] = "127.0.0.1",
-        http_port: Annotated[int, typer.Option("--http-port", parser=parse_port)] = HTTP_PORT,
-        registry_port: Annotated[int, typer.Option("--registry-port", parser=parse_port)] = REGISTRY_PORT,
-        fingerprint: Annotated[str | None, typer.Option(
-            "--fingerprint", parser=parse_fingerprint, help="The fingerprint of the key it must be signed by.",
-            show_default=False)] = None,
+        directory: Annotated[Path, SERVE.argument("DIRECTORY", help="The bundle's directory.")],
+        address: Annotated[str, SERVE.option(
+            "--address", help="The IPv4 address the nodes reach this machine on; both servers listen there and "
+                              "nowhere else.")] = "127.0.0.1",
+        http_port: Annotated[int, SERVE.option("--http-port", help="The files' port.")] = HTTP_PORT,
+        registry_port: Annotated[int, SERVE.option("--registry-port", help="The registry's port.")] = REGISTRY_PORT,
+        fingerprint: Annotated[str | None, SERVE.option(
+            "--fingerprint", help="The fingerprint of the key it must be signed by.", show_default=False)] = None,
     ) -> None:
         """Serve a bundle to the nodes until interrupted: its repositories and files over HTTP, its images through
         a read-only registry (docker-registry). It is verified first; one that does not verify is not served."""
-        root = Path(directory).expanduser()
+        from provision.bundle.manifest import verify_directory
+        from provision.bundle.serve import serve
+        from provision.cli.console import console
+
+        if http_port == registry_port:
+            raise InputError(f"--http-port and --registry-port are both {http_port}: give the two servers two ports")
+        root = directory
         verdict = verify_directory(root, fingerprint=fingerprint)
         if not verdict.ok:
             raise InputError(f"{root} does not verify ({'; '.join(verdict.problems[:3])}): not serving it; "

@@ -7,6 +7,8 @@ from typing import Annotated
 import typer
 from typer._completion_shared import get_completion_script  # Typer is pinned to 0.29.x
 
+from provision.cli.option_table import checked
+
 # The variable the completion script sets when it asks `bootstrap` for candidates.
 COMPLETE_VAR = "_BOOTSTRAP_COMPLETE"
 
@@ -19,6 +21,7 @@ class Shell(StrEnum):
 
 def register(app: typer.Typer) -> None:
     @app.command("completion")
+    @checked("completion")
     def completion(shell: Annotated[Shell, typer.Argument(help="bash, zsh or fish.")]) -> None:
         """Print the shell completion script.
 

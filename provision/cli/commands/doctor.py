@@ -1,22 +1,21 @@
 """`bootstrap doctor`: what is wrong with a running cluster and the fix, from every node and from the API."""
 from __future__ import annotations
 
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
-from rich.console import Console
-from rich.table import Table
-from rich.text import Text
 
-from provision.cli.findings import MARK, STYLE, groups_document, render_findings
 from provision.cli.invocation import carry
+from provision.cli.option_table import checked
 from provision.cli.options import NodeOptions, Output, OutputOption, node_options
-from provision.cli.support import ask_become_password, echo_json, load_inputs
-from provision.cli.views import console as progress_console
-from provision.cli.views import literal_console
-from provision.diagnose.doctor import DoctorReport, run_doctor
 from provision.errors import BootstrapError
-from provision.findings import Finding, Status
+
+if TYPE_CHECKING:
+    from rich.console import Console
+    from rich.text import Text
+
+    from provision.diagnose.doctor import DoctorReport
+    from provision.findings import Finding
 
 HELP = """Find what is wrong on a running cluster, without changing anything, and say the fix.
 
@@ -42,14 +41,13 @@ COLUMNS = {"NODE": 24, "ROLE": 13, "STATUS": 9, "CHECKS": 28}
 API_ROW = "(API)"
 
 
-def worst(findings: list[Finding]) -> Status:
-    statuses = {f.status for f in findings}
-    order: tuple[Status, ...] = ("fail", "warn", "skip")
-    return next((s for s in order if s in statuses), "ok")
-
-
 def _status(findings: list[Finding]) -> Text:
-    status = worst(findings)
+    from rich.text import Text
+
+    from provision.cli.findings import MARK, STYLE
+    from provision.findings import worst
+
+    status = worst(f.status for f in findings)
     problems = sum(f.problem for f in findings)
     return Text(MARK[status] + (f" ({problems})" if problems > 1 else ""), style=STYLE[status])
 
@@ -64,6 +62,10 @@ def _counts(findings: list[Finding]) -> str:
 
 
 def render(report: DoctorReport, console: Console) -> None:
+    from rich.table import Table
+
+    from provision.cli.findings import render_findings
+
     """A row per node and one for the API, within 80 columns; each problem once below, with every node it holds
     for and its fix."""
     count = len(report.nodes)
@@ -91,6 +93,8 @@ def _checks(findings: tuple[Finding, ...] | list[Finding]) -> list[dict[str, str
 
 
 def report_document(report: DoctorReport) -> dict[str, Any]:
+    from provision.cli.findings import groups_document
+
     return {
         "healthy": report.healthy,
         "elapsed_s": round(report.elapsed_s, 1),
@@ -113,6 +117,10 @@ def problems_error(report: DoctorReport) -> BootstrapError:
 
 
 def doctor_report(nodes: NodeOptions, *, probe_dns: bool = False) -> DoctorReport:
+    from provision.cli.console import console as progress_console
+    from provision.cli.support import ask_become_password, load_inputs
+    from provision.diagnose.doctor import run_doctor
+
     cluster, settings = load_inputs(nodes)
     become_password = ask_become_password(nodes.ask_become_pass)
     with progress_console.status(f"checking {len(cluster.nodes)} nodes and the API ..."):
@@ -121,10 +129,13 @@ def doctor_report(nodes: NodeOptions, *, probe_dns: bool = False) -> DoctorRepor
 
 def register(app: typer.Typer) -> None:
     @app.command("doctor", help=HELP)
+    @checked("doctor")
     @node_options
     def doctor(nodes: NodeOptions, output: OutputOption = Output.text, probe_dns: Annotated[bool, typer.Option(
             "--probe-dns", help="Also resolve the API server's name from a one-shot pod (created in kube-system and "
                                 "deleted: the one thing the doctor then changes).")] = False) -> None:
+        from provision.cli.console import echo_json, literal_console
+
         report = doctor_report(nodes, probe_dns=probe_dns)
         if output is Output.json:
             echo_json(report_document(report))

@@ -2,6 +2,7 @@
 written, and never over files that exist."""
 from __future__ import annotations
 
+import json
 import os
 import shlex
 import tempfile
@@ -9,19 +10,18 @@ from dataclasses import replace
 from datetime import date
 from enum import StrEnum
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, Any
 
 import typer
-import yaml
 
 from provision.cli import invocation
-from provision.cli.views import console
+from provision.cli.option_table import checked, options_of
 from provision.errors import InputError
-from provision.inputs.files import shown
-from provision.inputs.inventory import address_problem
-from provision.inputs.settings import MirrorProfile, Settings
-from provision.inputs.validation import load_cluster
-from provision.inputs.values import LOCAL_PATH, USER_NAME, creatable_directory_problem
+
+# The JSON Schema of cluster.yaml written beside it (`bootstrap config schema`), and the modeline that points the
+# YAML language server (VS Code's YAML extension, Neovim's yamlls, ...) at it: editors complete and check the keys.
+SCHEMA_NAME = "cluster.schema.json"
+MODELINE = f"# yaml-language-server: $schema={SCHEMA_NAME}"
 
 HELP = """Write a commented hosts.ini and cluster.yaml for your machines, ready for `bootstrap up`.
 
@@ -35,24 +35,21 @@ Example:
 """
 
 
+OPTIONS = options_of("init")
+
+
+class ProfileChoice(StrEnum):
+    """settings.MirrorProfile's members (tests/test_cli_startup.py holds them equal), without importing the
+    settings models for `--help`."""
+
+    default = "default"
+    cn = "cn"
+
+
 class GpuChoice(StrEnum):
     auto = "auto"
     true = "true"
     false = "false"
-
-
-def _addresses(values: list[str] | None, option: str) -> list[str]:
-    """`--workers a,b --workers c` -> [a, b, c], each an address as an inventory's ansible_host must be (written
-    into hosts.ini: a space or a newline would add variables or sections of its own)."""
-    found = [part.strip(" ") for value in values or [] for part in value.split(",")]
-    if any(not part for part in found):
-        raise InputError(f"{option}: an empty address in the list: write addresses separated by commas, e.g. "
-                         "--workers 10.0.0.11,10.0.0.12")
-    for address in found:
-        problem = address_problem(address)
-        if problem:
-            raise InputError(f"{option} {shown(address)} {problem}")
-    return found
 
 
 def inventory_text(control_planes: list[str], workers: list[str], *, user: str, key: Path | None, port: int,
@@ -81,6 +78,10 @@ def inventory_text(control_planes: list[str], workers: list[str], *, user: str, 
 
 
 def settings_text(profile: str) -> str:
+    import yaml
+
+    from provision.inputs.settings import MirrorProfile, Settings
+
     defaults = Settings()
     chosen = {
         "kubernetes": {"version": defaults.kubernetes.version},
@@ -90,6 +91,7 @@ def settings_text(profile: str) -> str:
         "smoke_test": {"enabled": defaults.smoke_test.enabled},
     }
     header = (
+        f"{MODELINE}\n"
         f"# Cluster settings (written by `bootstrap init` on {date.today().isoformat()}). Every key has a working\n"
         "# default: `bootstrap config show --config cluster.yaml` prints all of them with the package and image\n"
         "# sources they resolve to, and docs/settings.md explains each one.\n"
@@ -98,6 +100,8 @@ def settings_text(profile: str) -> str:
         f"# mirrors.profile: {' or '.join(MirrorProfile)} (cn: Aliyun, Tsinghua, USTC and DaoCloud mirrors for every source).\n"
         "# ssh: host keys are always checked against known_hosts_file; for machines seen for the first time, check\n"
         "#   their keys and run with --accept-new-host-keys once (or ssh-keyscan them into the file).\n"
+        f"# {SCHEMA_NAME} beside this file is its JSON Schema (`bootstrap config schema`): editors with the YAML\n"
+        "#   language server complete and check the keys through the first line.\n"
     )
     return header + yaml.safe_dump(chosen, sort_keys=False)
 
@@ -111,8 +115,12 @@ def write_new(path: Path, text: str) -> None:
 
 def init_files(directory: Path, control_planes: list[str], workers: list[str], *, user: str, key: Path | None,
                port: int, gpu: str, profile: str) -> tuple[Path, Path]:
-    inventory, config = directory / "hosts.ini", directory / "cluster.yaml"
-    for path in (inventory, config):
+    from provision.cli.commands.config import settings_schema
+    from provision.inputs.validation import load_cluster
+    from provision.inputs.values import LOCAL_PATH, USER_NAME, creatable_directory_problem
+
+    inventory, config, schema = directory / "hosts.ini", directory / "cluster.yaml", directory / SCHEMA_NAME
+    for path in (inventory, config, schema):
         if path.exists() or path.is_symlink():
             raise InputError(f"{path} exists: `bootstrap init` never overwrites; move it away or pass --dir")
     if not directory.is_dir():
@@ -130,7 +138,7 @@ def init_files(directory: Path, control_planes: list[str], workers: list[str], *
     if key is not None:
         key = key.expanduser().absolute()
     texts = {inventory: inventory_text(control_planes, workers, user=user, key=key, port=port, gpu=gpu),
-             config: settings_text(profile)}
+             config: settings_text(profile), schema: json.dumps(settings_schema(), indent=2) + "\n"}
     # Checked as `config validate` would, from scratch copies: a refused init leaves nothing behind.
     with tempfile.TemporaryDirectory(prefix="bootstrap-init-") as scratch:
         for path, text in texts.items():
@@ -149,24 +157,29 @@ def init_files(directory: Path, control_planes: list[str], workers: list[str], *
 
 def register(app: typer.Typer) -> None:
     @app.command("init", help=HELP)
+    @checked("init")
     def init(
-        control_plane: Annotated[list[str] | None, typer.Option(
+        control_plane: Annotated[list[Any] | None, OPTIONS.option(
             "--control-plane", help="Address (IP or DNS name) of the control-plane machine.",
             show_default=False)] = None,
-        workers: Annotated[list[str] | None, typer.Option(
+        workers: Annotated[list[Any] | None, OPTIONS.option(
             "--workers", help="Worker addresses, separated by commas (repeatable).", show_default=False)] = None,
-        user: Annotated[str, typer.Option(help="SSH user on every machine (passwordless sudo, or use -K).")] = "root",
-        key: Annotated[Path | None, typer.Option(help="SSH private key file.", show_default=False)] = None,
-        port: Annotated[int, typer.Option(min=1, max=65535, help="SSH port.")] = 22,
-        gpu: Annotated[GpuChoice, typer.Option(help="auto, true or false for every machine.")] = GpuChoice.auto,
-        profile: Annotated[MirrorProfile, typer.Option(
-            help="Mirror profile (cn: Aliyun, Tsinghua, USTC, DaoCloud).")] = MirrorProfile.default,
-        directory: Annotated[Path, typer.Option("--dir", help="Where to write hosts.ini and cluster.yaml.")] = Path("."),
+        user: Annotated[str, OPTIONS.option(
+            "--user", help="SSH user on every machine (passwordless sudo, or use -K).")] = "root",
+        key: Annotated[Path | None, OPTIONS.option("--key", help="SSH private key file.", show_default=False)] = None,
+        port: Annotated[int, OPTIONS.option("--port", help="SSH port.")] = 22,
+        gpu: Annotated[GpuChoice, OPTIONS.option("--gpu", help="auto, true or false for every machine.")] = GpuChoice.auto,
+        profile: Annotated[ProfileChoice, OPTIONS.option(
+            "--profile", help="Mirror profile (cn: Aliyun, Tsinghua, USTC, DaoCloud).")] = ProfileChoice.default,
+        directory: Annotated[Path, OPTIONS.option("--dir", help="Where to write hosts.ini and cluster.yaml.")] = Path("."),
     ) -> None:
-        inventory, config = init_files(directory, _addresses(control_plane, "--control-plane"),
-                                       _addresses(workers, "--workers"), user=user, key=key,
+        # Each --workers (and --control-plane) is a list of addresses already (option_kinds.addresses).
+        inventory, config = init_files(directory, [a for given in control_plane or [] for a in given],
+                                       [a for given in workers or [] for a in given], user=user, key=key,
                                        port=port, gpu=gpu.value, profile=profile.value)
-        console.print(f"wrote {inventory} and {config}; next:")
+        from provision.cli.console import console
+
+        console.print(f"wrote {inventory} and {config} (with {SCHEMA_NAME}, for editors); next:")
         # With the state directory this run was given: the commands as printed are the run that comes next.
         chosen = replace(invocation.given(), inventory=inventory, config=config)
         for command in ("bootstrap preflight", "bootstrap up"):

@@ -2,30 +2,30 @@
 from __future__ import annotations
 
 import os
-import re
 import shlex
 import shutil
-from collections.abc import Callable
 from dataclasses import replace
 from pathlib import Path
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
-from rich.table import Table
-from rich.text import Text
 
 from provision.cli import invocation
+from provision.cli.option_table import checked, options_of
 from provision.cli.options import ConfigOption, VerboseOption, YesOption
-from provision.cli.views import console
 from provision.errors import BootstrapError, InputError
-from provision.inputs.files import shown
-from provision.inputs.settings import parse_settings, read_settings_document
-from provision.inputs.values import Shape, parse_ipv4_network
-from provision.lab.vagrant import Lab, LabFiles, LabOptions, lab_os_choices
+from provision.lab.boxes import lab_os_choices
+
+if TYPE_CHECKING:
+    from rich.text import Text
+
+    from provision.lab.vagrant import LabFiles
 
 
 def _base_settings(config: Path | None) -> dict[str, Any]:
     """The user's own cluster.yaml, checked, as the mapping the lab lays its keys over."""
+    from provision.inputs.settings import parse_settings, read_settings_document
+
     if config is None:
         return {}
     document = read_settings_document(config)
@@ -48,25 +48,21 @@ def _cluster_up(files: LabFiles, verbose: bool) -> Path:
 
 
 def _lab_line(text: str) -> Text:
+    from rich.text import Text
+
     return Text.assemble(("lab:", "bold"), f" {text}")
 
 
 def _vagrant_line(line: str) -> None:
+    from rich.text import Text
+
+    from provision.cli.console import console
+
     console.print(Text(f"  {line}", style="dim"), soft_wrap=True)
 
 
-# A Vagrant box name: owner/name (the Vagrantfile hands it to Vagrant as it is).
-BOX = Shape("a Vagrant box name", re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]*/[A-Za-z0-9][A-Za-z0-9._-]*", re.ASCII),
-            "owner/name of letters, digits, '.', '_', '-'", "debian/bookworm64", max_length=128)
-parse_box = BOX.parse
-
-
-def one_of(*choices: str) -> Callable[[str], str]:
-    def parse(value: str) -> str:
-        if value not in choices:
-            raise ValueError(f"{shown(value)} is not one of {', '.join(choices)}")
-        return value
-    return parse
+UP = options_of("lab up")
+SSH = options_of("lab ssh")
 
 
 def register(app: typer.Typer) -> None:
@@ -75,31 +71,33 @@ def register(app: typer.Typer) -> None:
                           no_args_is_help=True)
 
     @lab_app.command("up")
+    @checked("lab up")
     def up(
-        workers: Annotated[int | None, typer.Option(min=0, help="Workers besides the control plane (LAB_WORKERS).",
-                                                    show_default=False)] = None,
-        cpus: Annotated[int | None, typer.Option(min=1, help="CPUs per machine (LAB_CPUS).",
+        workers: Annotated[int | None, UP.option("--workers", help="Workers besides the control plane (LAB_WORKERS).",
                                                  show_default=False)] = None,
-        memory: Annotated[int | None, typer.Option(min=512, help="Memory per machine in MiB (LAB_MEMORY).",
-                                                   show_default=False)] = None,
-        os_name: Annotated[str | None, typer.Option(
+        cpus: Annotated[int | None, UP.option("--cpus", help="CPUs per machine (LAB_CPUS).", show_default=False)] = None,
+        memory: Annotated[int | None, UP.option("--memory", help="Memory per machine in MiB (LAB_MEMORY).",
+                                                show_default=False)] = None,
+        os_name: Annotated[str | None, UP.option(
             "--os", help=f"{', '.join(lab_os_choices())} (LAB_OS).", show_default=False)] = None,
-        box: Annotated[str | None, typer.Option(help="A box name that replaces the one --os picks (LAB_BOX).",
-                                                show_default=False, parser=parse_box)] = None,
-        provider: Annotated[str | None, typer.Option(help="libvirt or virtualbox (LAB_PROVIDER).",
-                                                     show_default=False, parser=one_of("libvirt", "virtualbox"))] = None,
-        libvirt_driver: Annotated[str | None, typer.Option(
-            help="kvm, or qemu on hosts without hardware virtualisation (LAB_LIBVIRT_DRIVER).",
-            show_default=False, parser=one_of("kvm", "qemu"))] = None,
-        network: Annotated[str | None, typer.Option(
-            help="The private network, e.g. 192.168.56.0/24 (LAB_NETWORK).", show_default=False,
-            parser=parse_ipv4_network)] = None,
+        box: Annotated[str | None, UP.option("--box", help="A box name that replaces the one --os picks (LAB_BOX).",
+                                             show_default=False)] = None,
+        provider: Annotated[str | None, UP.option("--provider", help="libvirt or virtualbox (LAB_PROVIDER).",
+                                                  show_default=False)] = None,
+        libvirt_driver: Annotated[str | None, UP.option(
+            "--libvirt-driver", help="kvm, or qemu on hosts without hardware virtualisation (LAB_LIBVIRT_DRIVER).",
+            show_default=False)] = None,
+        network: Annotated[str | None, UP.option(
+            "--network", help="The private network, e.g. 192.168.56.0/24 (LAB_NETWORK).", show_default=False)] = None,
         config: ConfigOption = None,
-        machines_only: Annotated[bool, typer.Option(
+        machines_only: Annotated[bool, UP.option(
             "--machines-only", help="Stop once the machines answer SSH: write the inventory and settings only.")] = False,
         verbose: VerboseOption = False,
     ) -> None:
         """Make the machines (`vagrant up`), write their inventory, then run `bootstrap up` on them (CPU smoke test)."""
+        from provision.cli.console import console
+        from provision.lab.vagrant import Lab, LabOptions
+
         options = LabOptions(workers=workers, cpus=cpus, memory_mb=memory, os=os_name, box=box, provider=provider,
                              libvirt_driver=libvirt_driver, network=network)
         base = _base_settings(config)
@@ -122,16 +120,26 @@ def register(app: typer.Typer) -> None:
                       soft_wrap=True)
 
     @lab_app.command("down")
+    @checked("lab down")
     def down(yes: YesOption = False) -> None:
         """Destroy the lab's machines and remove its inventory, known_hosts and settings."""
+        from provision.cli.console import console
+        from provision.lab.vagrant import Lab
+
         if not yes and not typer.confirm("Destroy the lab machines?", default=False):
             raise typer.Exit(1)
         Lab().down(on_line=_vagrant_line)
         console.print(_lab_line("machines destroyed, generated files removed"))
 
     @lab_app.command("status")
+    @checked("lab status")
     def status() -> None:
         """Each lab machine's state (as Vagrant reports it) and private address."""
+        from rich.table import Table
+
+        from provision.cli.console import console
+        from provision.lab.vagrant import Lab
+
         table = Table(box=None, pad_edge=False)
         for column in ("machine", "state", "address"):
             table.add_column(column)
@@ -140,8 +148,12 @@ def register(app: typer.Typer) -> None:
         console.print(table)
 
     @lab_app.command("ssh", context_settings={"allow_extra_args": True, "ignore_unknown_options": True})
-    def ssh(ctx: typer.Context, name: Annotated[str, typer.Argument(help="A lab machine, e.g. lab-control-plane.")]) -> None:
+    @checked("lab ssh")
+    def ssh(ctx: typer.Context, name: Annotated[str, SSH.argument("NAME", help="A lab machine, e.g. lab-control-plane.")]
+            ) -> None:
         """Log in to a lab machine (or run the command after NAME) with its recorded host key checked."""
+        from provision.lab.vagrant import Lab
+
         argv = Lab().ssh_argv(name, list(ctx.args))
         if shutil.which(argv[0]) is None:
             raise InputError("ssh (the OpenSSH client) is not installed: install openssh-client")

@@ -1,14 +1,16 @@
 """`bootstrap prepare`: prepare every node (OS, containerd and Docker, Kubernetes packages, NVIDIA stack)."""
 from __future__ import annotations
 
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 
+from provision.cli import complete
+from provision.cli.option_table import checked, options_of
 from provision.cli.options import NodeOptions, node_options
-from provision.cli.support import load_inputs, run_pipeline
-from provision.cli.views import console, print_result
-from provision.nodes.prepare import PrepareResult
+
+if TYPE_CHECKING:
+    from provision.nodes.prepare import PrepareResult
 
 HELP = """Prepare the nodes for kubeadm; the first phase of `bootstrap up`, safe to run again at any time.
 
@@ -33,11 +35,15 @@ Example:
     bootstrap prepare --inventory hosts.ini --config cluster.yaml
 """
 
-LimitOption = Annotated[list[str] | None, typer.Option(
-    "--limit", "-l", help="Prepare only these inventory hosts (repeat the option for several).", show_default=False)]
+LimitOption = Annotated[list[str] | None, options_of("prepare").option(
+    "--limit", "-l", help="Prepare only these inventory hosts (repeat the option for several).", show_default=False,
+    autocompletion=complete.nodes)]
 
 
 def run_prepare_command(nodes: NodeOptions, *, limit: list[str] | None = None) -> PrepareResult:
+    from provision.cli.support import load_inputs, run_pipeline
+    from provision.cli.views import console, print_result
+
     cluster, settings = load_inputs(nodes)
     for name in limit or []:
         cluster.node(name)  # an unknown name is refused before any SSH connection
@@ -55,6 +61,7 @@ def run_prepare_command(nodes: NodeOptions, *, limit: list[str] | None = None) -
 
 def register(app: typer.Typer) -> None:
     @app.command("prepare", help=HELP)
+    @checked("prepare")
     @node_options
     def prepare_command(nodes: NodeOptions, limit: LimitOption = None) -> None:
         run_prepare_command(nodes, limit=limit)

@@ -2,16 +2,17 @@
 `kubeadm reset -f`, then every trace a kubeadm cluster leaves on the nodes."""
 from __future__ import annotations
 
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 
+from provision.cli import complete
+from provision.cli.option_table import checked, options_of
 from provision.cli.options import NodeOptions, Output, OutputOption, YesOption, node_options
-from provision.cli.support import load_inputs, run_pipeline
-from provision.cli.views import console
 from provision.errors import InputError
-from provision.inputs.inventory import Cluster
-from provision.phases import RESET_PHASES
+
+if TYPE_CHECKING:
+    from provision.inputs.inventory import Cluster
 
 WHAT_RESET_REMOVES = ("kubeadm reset (a control plane's etcd member removed first), /etc/kubernetes with kube-vip and "
                       "the local API proxy, /var/lib/kubelet, /var/lib/etcd, CNI and Calico state, KUBE-*/cali-* "
@@ -50,6 +51,10 @@ def first_control_plane_problem(cluster: Cluster) -> str:
 
 
 def reset_nodes(nodes: NodeOptions, names: list[str] | None, *, yes: bool, title: str, output: Output) -> None:
+    from provision.cli.console import console
+    from provision.cli.support import load_inputs, run_pipeline
+    from provision.phases import RESET_PHASES
+
     cluster, settings = load_inputs(nodes)
     targets = tuple(cluster.node(name).name for name in names) if names else tuple(n.name for n in cluster.nodes)
     staying = [n for n in cluster.control_planes if n.name not in targets]
@@ -67,11 +72,13 @@ def reset_nodes(nodes: NodeOptions, names: list[str] | None, *, yes: bool, title
 
 def register(app: typer.Typer) -> None:
     @app.command("reset")
+    @checked("reset")
     @node_options
     def reset(
         nodes: NodeOptions,
-        names: Annotated[list[str] | None, typer.Argument(
-            help="Nodes to reset (default: every node in the inventory).", show_default=False)] = None,
+        names: Annotated[list[str] | None, options_of("reset").argument(
+            "NAMES", help="Nodes to reset (default: every node in the inventory).", show_default=False,
+            autocompletion=complete.nodes)] = None,
         yes: YesOption = False,
         output: OutputOption = Output.text,
     ) -> None:
@@ -84,6 +91,7 @@ def register(app: typer.Typer) -> None:
                     title=f"bootstrap reset: {', '.join(names) if names else 'every node'}")
 
     @app.command("down")
+    @checked("down")
     @node_options
     def down(nodes: NodeOptions, yes: YesOption = False, output: OutputOption = Output.text) -> None:
         """Tear the whole cluster down: every node reset, this machine's kubeconfig and context removed."""

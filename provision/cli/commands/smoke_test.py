@@ -6,35 +6,35 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import asdict
 from pathlib import Path
-from typing import Annotated, Literal
+from typing import TYPE_CHECKING, Annotated, Literal
 
 import typer
-from rich.live import Live
-from rich.table import Table
-from rich.text import Text
 
 from provision.cli import invocation
+from provision.cli.option_table import checked, options_of
 from provision.cli.options import ConfigOption
-from provision.cli.views import literal_console, smoke_log_lines, smoke_view
 from provision.errors import InputError
-from provision.inputs.settings import load_settings, with_overrides
-from provision.inputs.values import LOCAL_PATH, creatable_directory_problem
-from provision.smoke.choices import assumed_offer, choose
-from provision.smoke.driver import CACHE_NAMESPACE, SmokeProgress, build_spec, new_namespace, run_smoke_test
-from provision.smoke.manifests import RUN_LABEL, Scheduler, Workload, render, to_yaml
-from provision.smoke.observation import Mode
-from provision.smoke.serve import Served
-from provision.smoke.verdict import Verdict
+from provision.smoke.kinds import Scheduler, Workload
 
-console = literal_console(stderr=True)
+if TYPE_CHECKING:
+    from provision.smoke.driver import SmokeProgress
+    from provision.smoke.observation import Mode
+    from provision.smoke.verdict import Verdict
 
-KubeconfigOption = Annotated[Path, typer.Option(
+OPTIONS = options_of("smoke-test")
+
+KubeconfigOption = Annotated[Path, OPTIONS.option(
     "--kubeconfig", help="Kubeconfig of the cluster to test.", envvar="KUBECONFIG")]
 
 
 @contextmanager
 def live_view() -> Iterator[Callable[[SmokeProgress], None]]:
     """Log lines scroll above a live table of the pods; without a terminal, the lines and stages only."""
+    from rich.live import Live
+
+    from provision.cli.console import console
+    from provision.cli.views import smoke_log_lines, smoke_view
+
     if not console.is_terminal:
         last_stage = ""
 
@@ -56,6 +56,14 @@ def live_view() -> Iterator[Callable[[SmokeProgress], None]]:
 
 
 def print_verdict(verdict: Verdict) -> None:
+    from rich.table import Table
+    from rich.text import Text
+
+    from provision.cli.console import console
+    from provision.smoke.driver import CACHE_NAMESPACE
+    from provision.smoke.manifests import RUN_LABEL
+    from provision.smoke.serve import Served
+
     colour = "green" if verdict.passed else "red"
     console.print(Text(verdict.summary, style=f"bold {colour}"), soft_wrap=True)
     metrics = verdict.metrics
@@ -85,10 +93,12 @@ def print_verdict(verdict: Verdict) -> None:
         console.print(Served(**verdict.served).line(), soft_wrap=True, markup=False)
     if verdict.gpu_utilisation:
         console.print(f"GPU utilisation while training: {verdict.gpu_utilisation['mean']:.0f}% mean, "
-                      f"{verdict.gpu_utilisation['peak']:.0f}% peak (DCGM exporter)", markup=False)
+                      f"{verdict.gpu_utilisation['peak']:.0f}% peak (DCGM exporter, "
+                      f"{verdict.gpu_utilisation['metric']})", markup=False)
     if verdict.pipeline_steps:
         for step in verdict.pipeline_steps:
-            console.print(f"  step {step['name']}: {step['state']}", markup=False)
+            took = f" ({step['seconds']:.0f}s)" if "seconds" in step else ""
+            console.print(f"  step {step['name']}: {step['state']}{took}", markup=False)
     for warning in verdict.warnings:
         console.print(Text.assemble(("warning:", "yellow"), f" {warning}"), soft_wrap=True)
     if not verdict.passed and verdict.log_tail:
@@ -113,6 +123,8 @@ def print_verdict(verdict: Verdict) -> None:
 def save_directory_problem(path: Path) -> str | None:
     """Why `--save` cannot hold the results (a file, or a place this user cannot create a folder in): said before
     training, not after it."""
+    from provision.inputs.values import LOCAL_PATH, creatable_directory_problem
+
     problem = LOCAL_PATH.problem(str(path))
     if problem:
         return problem
@@ -123,45 +135,60 @@ def save_directory_problem(path: Path) -> str | None:
 
 def register(app: typer.Typer) -> None:
     @app.command("smoke-test")
+    @checked("smoke-test")
     def smoke_test(
         kubeconfig: KubeconfigOption = Path("~/.kube/config"),
         config: ConfigOption = None,
-        gpus: Annotated[int | None, typer.Option("--gpus", min=1, help="GPUs per node (default: smoke_test.gpus).")] = None,
-        nodes: Annotated[int | None, typer.Option(
-            "--nodes", min=1, help="Nodes to train on (default: smoke_test.nodes).")] = None,
-        cpu: Annotated[bool, typer.Option("--cpu", help="Train on CPU (for clusters without GPUs).")] = False,
-        keep: Annotated[bool, typer.Option("--keep", help="Leave the namespace, Job and pods for inspection.")] = False,
-        image: Annotated[str | None, typer.Option("--image", help="Trainer image (default: smoke_test.image).")] = None,
-        epochs: Annotated[int | None, typer.Option("--epochs", min=1, help="Training epochs.")] = None,
-        timeout: Annotated[int | None, typer.Option("--timeout", min=60, help="Seconds before the Job is stopped.")] = None,
-        workload: Annotated[Workload | None, typer.Option(
+        gpus: Annotated[int | None, OPTIONS.option("--gpus", help="GPUs per node (default: smoke_test.gpus).")] = None,
+        nodes: Annotated[int | None, OPTIONS.option(
+            "--nodes", help="Nodes to train on (default: smoke_test.nodes).")] = None,
+        cpu: Annotated[bool, OPTIONS.option("--cpu", help="Train on CPU (for clusters without GPUs).")] = False,
+        keep: Annotated[bool, OPTIONS.option("--keep", help="Leave the namespace, Job and pods for inspection.")] = False,
+        image: Annotated[str | None, OPTIONS.option("--image", help="Trainer image (default: smoke_test.image).")] = None,
+        epochs: Annotated[int | None, OPTIONS.option("--epochs", help="Training epochs.")] = None,
+        timeout: Annotated[int | None, OPTIONS.option("--timeout", help="Seconds before the Job is stopped.")] = None,
+        workload: Annotated[Workload | None, OPTIONS.option(
             "--workload", help="What runs the training (default: smoke_test.workload; auto: a TrainJob when Kubeflow "
                                "Trainer is installed, else a Job).")] = None,
-        scheduler: Annotated[Scheduler | None, typer.Option(
+        scheduler: Annotated[Scheduler | None, OPTIONS.option(
             "--scheduler", help="default, or volcano: the pods are one gang (default: smoke_test.scheduler; auto: "
                                 "Volcano when installed).")] = None,
-        save: Annotated[Path | None, typer.Option(
-            "--save", metavar="DIR", help="Copy the trained model and its metrics here (with the trainer's code, "
+        save: Annotated[Path | None, OPTIONS.option(
+            "--save", metavar="DIR", help="Copy the trained model and its metrics here, a new or empty folder (with the "
+            "trainer's code, "
             "for `python -m trainer.infer --model DIR/model.pt --image PICTURE`). Not --output: that is the format.",
             show_default=False)] = None,
-        serve: Annotated[bool, typer.Option(
+        serve: Annotated[bool, OPTIONS.option(
             "--serve", help="Then serve the trained model with KServe (an InferenceService; the kserve add-on), send "
             "it one picture over HTTP, report its class and score, and remove the service.")] = False,
-        pipeline: Annotated[bool, typer.Option(
+        pipeline: Annotated[bool, OPTIONS.option(
             "--pipeline", help="Instead, run the smoke test as a Kubeflow pipeline (the pipelines add-on): prepare "
             "data, train, evaluate, and with KServe deploy; compiled with the kfp SDK, submitted, followed to the "
             "end, each step reported.")] = False,
-        print_manifests: Annotated[Workload | None, typer.Option(
+        print_manifests: Annotated[Workload | None, OPTIONS.option(
             "--print-manifests", metavar="job|pytorchjob|trainjob",
             help="Print the objects the test would create (a Job, a Kubeflow PyTorchJob or TrainJob) and exit; "
                  "with --scheduler volcano, as a gang.")] = None,
-        output: Annotated[Literal["text", "json"], typer.Option(
+        output: Annotated[Literal["text", "json"], OPTIONS.option(
             "--output", "-o", help="text: the verdict for people; json: the verdict as one JSON document on stdout "
             "(the live view stays on stderr).")] = "text",
     ) -> None:
         """Train CIFAR-10 on the cluster's GPUs and judge the run: PASS with accuracy and time, or FAIL with
         the cause read from the API. Exit code 0 on PASS, 1 on FAIL (or when --save could not copy the model)."""
+        from provision.inputs.settings import load_settings, with_overrides
+        from provision.smoke.choices import assumed_offer, choose
+        from provision.smoke.driver import build_spec, new_namespace, run_smoke_test
+        from provision.smoke.manifests import render, to_yaml
+        from provision.smoke.options import SmokeOptions, combination_problem
+
         invocation.remember(config=config, kubeconfig=kubeconfig)
+        # Options that another one makes meaningless are refused first, before any file is read.
+        problem = combination_problem(SmokeOptions(
+            gpus=gpus, nodes=nodes, cpu=cpu, keep=keep, workload=workload, scheduler=scheduler,
+            save=str(save) if save is not None else None, serve=serve, pipeline=pipeline,
+            print_manifests=print_manifests, output=output))
+        if problem:
+            raise InputError(problem)
         # Each option that stands for a setting is checked exactly as the setting is (an image with a fixed tag,
         # ...), before anything is rendered or any cluster is asked.
         settings = with_overrides(load_settings(config), {
@@ -187,7 +214,8 @@ def register(app: typer.Typer) -> None:
 
             with live_view() as on_progress:
                 verdict = run_pipeline_smoke_test(kubeconfig.expanduser(), settings, cpu=cpu, image=image,
-                                                  epochs=epochs, deploy=serve, on_progress=on_progress)
+                                                  epochs=epochs, timeout_s=timeout, deploy=serve,
+                                                  on_progress=on_progress)
         else:
             with live_view() as on_progress:
                 verdict = run_smoke_test(kubeconfig.expanduser(), settings, gpus=gpus, nodes=nodes, cpu=cpu,

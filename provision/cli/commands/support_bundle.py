@@ -5,18 +5,20 @@ import io
 import json
 from datetime import datetime
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 
-from provision.cli.commands.doctor import render, report_document
+from provision.cli.option_table import checked, options_of
 from provision.cli.options import NodeOptions, node_options
-from provision.cli.support import ask_become_password, load_inputs
-from provision.cli.views import console, literal_console
-from provision.diagnose.bundle import MIB, BundleResult, Limits, check_output_path, collect_bundle, shown_size
-from provision.diagnose.doctor import run_doctor
-from provision.inputs.values import parse_local_path
-from provision.kube.kubeconfig import admin_kubeconfig_path
+
+if TYPE_CHECKING:
+    from provision.diagnose.bundle import BundleResult
+
+# What the archive holds at most unless the options say otherwise: diagnose/bundle.py's Limits() (named here so that
+# `--help` shows them without importing the collector; tests/test_cli_startup.py holds them equal).
+DEFAULT_FILE_KIB = 1024
+DEFAULT_TOTAL_MIB = 100
 
 HELP = """Collect what a maintainer needs to tell what went wrong into one archive, with every secret removed.
 
@@ -37,7 +39,12 @@ Example:
 """
 
 
+OPTIONS = options_of("support-bundle")
+
+
 def summary(result: BundleResult) -> list[str]:
+    from provision.diagnose.bundle import MIB, shown_size
+
     limits = result.limits
     cut = sum(e.cut for e in result.entries)
     lines = [f"wrote {result.path} ({shown_size(result.archive_bytes)}: {len(result.entries)} files, "
@@ -52,18 +59,25 @@ def summary(result: BundleResult) -> list[str]:
 
 def register(app: typer.Typer) -> None:
     @app.command("support-bundle", help=HELP)
+    @checked("support-bundle")
     @node_options
     def support_bundle(
         nodes: NodeOptions,
-        out: Annotated[Path | None, typer.Option(
-            "--out", "-o", metavar="FILE", show_default=False, parser=lambda value: Path(parse_local_path(value)),
+        out: Annotated[Path | None, OPTIONS.option(
+            "--out", "-o", metavar="FILE", show_default=False,
             help="The archive to write (default: cluster-bootstrap-support-<time>.tar.gz here); never overwritten.")] = None,
-        max_file_kib: Annotated[int, typer.Option(
-            "--max-file-kib", min=16, max=1024 * 1024, help="Each file is cut at this size.")] = Limits().file_bytes // 1024,
-        max_total_mib: Annotated[int, typer.Option(
-            "--max-total-mib", min=1, max=64 * 1024, help="Files past this total are left out (and listed).")] =
-            Limits().total_bytes // MIB,
+        max_file_kib: Annotated[int, OPTIONS.option(
+            "--max-file-kib", help="Each file is cut at this size.")] = DEFAULT_FILE_KIB,
+        max_total_mib: Annotated[int, OPTIONS.option(
+            "--max-total-mib", help="Files past this total are left out (and listed).")] = DEFAULT_TOTAL_MIB,
     ) -> None:
+        from provision.cli.commands.doctor import render, report_document
+        from provision.cli.console import console, literal_console
+        from provision.cli.support import ask_become_password, load_inputs
+        from provision.diagnose.bundle import MIB, Limits, check_output_path, collect_bundle
+        from provision.diagnose.doctor import run_doctor
+        from provision.kube.kubeconfig import admin_kubeconfig_path
+
         path = check_output_path((out or Path(f"cluster-bootstrap-support-{datetime.now():%Y%m%d-%H%M%S}.tar.gz"))
                                  .expanduser().absolute())
         cluster, settings = load_inputs(nodes)

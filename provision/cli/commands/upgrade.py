@@ -3,23 +3,25 @@ minor at a time. The plan is read from what the cluster runs and shown first (`-
 refusal comes before any change; a failed or killed upgrade, re-run, goes on where it stopped."""
 from __future__ import annotations
 
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
 from provision.cli.invocation import carry
+from provision.cli.option_table import checked, options_of
 from provision.cli.options import NodeOptions, Output, OutputOption, YesOption, node_options
-from provision.cli.support import echo_json, load_inputs, new_context, show_result
-from provision.cli.views import PhaseView, console
 from provision.errors import InputError
-from provision.inputs.inventory import Cluster
-from provision.inputs.settings import Settings
-from provision.inputs.upgrade import UpgradeOptions, UpgradePlan, describe_plan, parse_target
-from provision.phases import PipelineResult, plan_upgrade_run, run_upgrade
+
+if TYPE_CHECKING:
+    from provision.inputs.inventory import Cluster
+    from provision.inputs.settings import Settings
+    from provision.inputs.upgrade import UpgradeOptions, UpgradePlan
 
 
 def plan_lines(plan: UpgradePlan, cluster: Cluster, settings: Settings, options: UpgradeOptions) -> list[str]:
     """The whole plan in order, for people: the checks, the snapshot, each step, the smoke test."""
+    from provision.inputs.upgrade import describe_plan
+
     steps = describe_plan(plan, cluster.control_plane.name)
     if plan.nothing_to_do:
         return steps
@@ -45,17 +47,18 @@ def _document(plan: UpgradePlan | None, versions: Any, *, dry_run: bool) -> dict
 
 def register(app: typer.Typer) -> None:
     @app.command("upgrade")
+    @checked("upgrade")
     @node_options
     def upgrade(
         nodes: NodeOptions,
-        to: Annotated[str | None, typer.Option(
+        to: Annotated[str | None, options_of("upgrade").option(
             "--to", help="The Kubernetes version to move to: a minor (1.37: its newest patch) or a release (1.37.1). "
                          "Default: kubernetes.version in cluster.yaml.", show_default=False)] = None,
         step: Annotated[bool, typer.Option(
             "--step", help="Reach a target more than one minor ahead through each minor between (kubeadm upgrades "
                            "one minor at a time; without --step such a target is refused).")] = False,
-        parallel: Annotated[int, typer.Option(
-            "--parallel", min=1, max=100, help="Workers drained and upgraded at a time.")] = 1,
+        parallel: Annotated[int, options_of("upgrade").option(
+            "--parallel", help="Workers drained and upgraded at a time.")] = 1,
         dry_run: Annotated[bool, typer.Option("--dry-run", help="Read the cluster, show the plan, change nothing.")] = False,
         skip_etcd_snapshot: Annotated[bool, typer.Option(
             "--skip-etcd-snapshot", help="You took an etcd snapshot yourself: do not take one first.")] = False,
@@ -65,12 +68,21 @@ def register(app: typer.Typer) -> None:
         """Upgrade the running cluster: control planes one at a time (kubeadm upgrade apply, then node), then each
         worker drained, upgraded and uncordoned; Calico, the device plugin and add-ons follow; verify and the smoke
         test close. See docs/upgrade.md."""
+        from provision.cli.console import console, echo_json
+        from provision.cli.support import load_inputs, new_context, show_result
+        from provision.cli.views import PhaseView
+        from provision.inputs.upgrade import UpgradeOptions, parse_target, step_settings
         from provision.kube.kubeconfig import admin_kubeconfig_path
+        from provision.phases import PipelineResult, plan_upgrade_run, run_upgrade
 
         cluster, settings = load_inputs(nodes)
         config = str(nodes.config) if nodes.config else "cluster.yaml"
         target = parse_target(to, settings) if to is not None else parse_target(
             settings.kubernetes.version, settings, source=f"{config}: kubernetes.version")
+        # An add-on or Calico release the docs say does not run on a minor the upgrade reaches is refused here,
+        # before anything is read from the cluster or any play runs (each step checks its own again).
+        for minor in range(min(settings.kubernetes.minor_number + 1, target.minor), target.minor + 1):
+            step_settings(settings, f"1.{minor}")
         if not admin_kubeconfig_path(cluster).exists():
             raise InputError(f"no cluster formed from {nodes.inventory} on this machine (no admin kubeconfig): "
                              "`bootstrap up` forms one; upgrade is for a running cluster")

@@ -31,6 +31,38 @@ DISK_LIMITS = {"/var/lib/containerd": (80, 85), "/var/lib/kubelet": (85, 90), "/
 INODE_LIMITS = (90, 95)
 KUBE_CERTS_FIX = ("renew them with `bootstrap certs renew`: `kubeadm certs renew all` on each control plane, one at "
                   "a time, its static pods restarted, the admin kubeconfig here refreshed (docs/upgrade.md)")
+# What `kubeadm certs renew all` leaves alone, each with what does renew it: the CAs (kubeadm never renews a CA; it is
+# rotated by hand, kubernetes.io tasks/tls/manual-rotation-of-ca-certificates) and the kubelet's client
+# certificate (the kubelet rotates it itself while it is valid, its renewal request approved by the controller
+# manager; once expired, kubeadm's troubleshooting guide, "Kubelet client certificate rotation fails", mints a new
+# kubelet.conf with `kubeadm kubeconfig user`).
+CA_NAMES = ("ca.crt", "front-proxy-ca.crt")
+KUBELET_CLIENT = "/var/lib/kubelet/pki/kubelet-client-current.pem"
+CA_FIX = ("a CA is not renewed by `kubeadm certs renew`: rotate it as kubernetes.io's \"Manual Rotation of CA "
+          "Certificates\" (tasks/tls/manual-rotation-of-ca-certificates) says, on every node, then `bootstrap certs "
+          "renew`")
+
+
+def kubelet_client_fix(node: str) -> str:
+    return (f"the kubelet renews its client certificate itself while it is valid: `systemctl restart kubelet` on "
+            f"{node} and approve its request if it waits (`kubectl get csr`); once expired, make it a new kubelet.conf "
+            f"on a control plane (`kubeadm kubeconfig user --org system:nodes --client-name system:node:{node}`, "
+            "kubeadm's troubleshooting guide, \"Kubelet client certificate rotation fails\"), install it on "
+            f"{node} and restart the kubelet")
+
+
+def certs_fix(node: str, paths: Iterable[str]) -> str:
+    """The fix that renews these certificates: kubeadm's renewal for what it renews, the CA rotation for a CA,
+    the kubelet's own rotation for its client certificate."""
+    fixes = []
+    chosen = list(paths)
+    if any(path.rsplit("/", 1)[-1] in CA_NAMES for path in chosen):
+        fixes.append(CA_FIX)
+    if any(path == KUBELET_CLIENT for path in chosen):
+        fixes.append(kubelet_client_fix(node))
+    if any(path.rsplit("/", 1)[-1] not in CA_NAMES and path != KUBELET_CLIENT for path in chosen):
+        fixes.append(KUBE_CERTS_FIX)
+    return "; ".join(fixes)
 PREPARE = "`bootstrap prepare` puts prepare's settings back"
 
 
@@ -402,12 +434,13 @@ def check_certs(node: str, health: NodeHealth, now: datetime, renew_before_days:
               for path, after in dated.items()]
     expired = [f"{r.path} (expired {r.not_after:%Y-%m-%d})" for r in judged if r.status == "expired"]
     soon = [f"{r.path} ({r.days_left} days, {r.not_after:%Y-%m-%d})" for r in judged if r.status == "warn"]
+    due = [r.path for r in judged if r.status in ("expired", "warn")]
     if expired:
         return _finding("certs", node, "fail", f"expired: {', '.join(expired)}" +
-                        (f"; expiring: {', '.join(soon)}" if soon else ""), KUBE_CERTS_FIX)
+                        (f"; expiring: {', '.join(soon)}" if soon else ""), certs_fix(node, due))
     if soon:
         return _finding("certs", node, "warn", f"expiring within {renew_before_days} days: {', '.join(soon)}",
-                        KUBE_CERTS_FIX)
+                        certs_fix(node, due))
     return _finding("certs", node, "ok", f"{len(health.certs)} valid past {renew_before_days} days")
 
 

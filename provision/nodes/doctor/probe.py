@@ -1,6 +1,6 @@
-"""The doctor's probe: one POSIX sh script, run once per node through sudo over one SSH connection, that reads
-what the doctor judges on a node of a running cluster, and changes nothing. Its output, sections headed `@@name`
-as preflight's probe prints them, is read into NodeHealth here; the judging is checks.py's.
+"""The doctor's probe: one POSIX sh script, run once per node through sudo by the probe runner (nodes/probe.py),
+that reads what the doctor judges on a node of a running cluster, and changes nothing. Its output, in the runner's
+sections, is read into NodeHealth here; the judging is checks.py's.
 
 The package source is fetched from the node itself (its index file, with curl, a few seconds at most): whether
 this machine reaches it says nothing about whether the node does.
@@ -12,14 +12,15 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 
 from provision.nodes.preflight.probe import (
+    NVIDIA_GPUS,
     NVIDIA_VENDOR,
+    PCI_DEVICES,
     SHARED_SECTIONS,
-    parse_node_time,
     parse_os_release,
     parse_selinux,
     parse_swaps,
-    read_sections,
 )
+from provision.nodes.probe import Clock, ended, parse_node_time, read_sections, sectioned
 from provision.render.node_paths import ADMIN_CONF, KUBELET_CONF, KUBERNETES_DIR, SUPER_ADMIN_CONF
 
 # What the doctor watches for space: containerd's images and snapshots, the kubelet's pods and volumes, etcd's data.
@@ -34,9 +35,17 @@ KUBELET_KUBECONFIG = KUBELET_CONF
 SOURCE_TIMEOUT_S = 8
 JOURNAL_LINES = 5
 
-SCRIPT = r"""
-section() { echo "@@$1"; }
-section os-release; cat /etc/os-release 2>/dev/null
+# One df for every path that exists (not one df, tail and subshell each): `PATH <its df row>` lines, the paths in
+# the order given, since df prints a row per argument in that order.
+DISK_ROWS = r"""disk_rows() {
+  flag=$1; set --
+  for p in $disk_paths; do [ -d "$p" ] && set -- "$@" "$p"; done
+  [ $# -gt 0 ] || return 0
+  df "$flag" "$@" 2>/dev/null | { read -r _; for p in "$@"; do read -r row && echo "$p $row"; done; }
+}
+"""
+
+SCRIPT = r"""section os-release; cat /etc/os-release 2>/dev/null
 section hostname; hostname
 """ + SHARED_SECTIONS + r"""section selinux_config; grep -E '^[[:space:]]*SELINUX=' /etc/selinux/config 2>/dev/null
 section hosts; cat /etc/hosts 2>/dev/null
@@ -46,19 +55,25 @@ section iptables; command -v iptables-save >/dev/null 2>&1 && iptables-save -t f
 section nft; command -v nft >/dev/null 2>&1 && nft -j list ruleset 2>/dev/null
 section firewalld
 if command -v firewall-cmd >/dev/null 2>&1 && [ "$(firewall-cmd --state 2>/dev/null)" = running ]; then
-  echo "ports $(firewall-cmd --list-ports 2>/dev/null)"
-  echo "services $(firewall-cmd --list-services 2>/dev/null)"
+  # The zone named: without it firewall-cmd prints a warning on stdout, before the list, when no interface is in
+  # the default zone (Docker's docker0 in zone docker does that), as os_prep's firewalld tasks also name it.
+  zone=$(firewall-cmd --get-default-zone 2>/dev/null)
+  echo "ports $(firewall-cmd --zone="$zone" --list-ports 2>/dev/null)"
+  echo "services $(firewall-cmd --zone="$zone" --list-services 2>/dev/null)"
 fi
 section ufw; command -v ufw >/dev/null 2>&1 && ufw status 2>/dev/null
-section containerd_active; systemctl is-active containerd 2>/dev/null
+# One systemctl for both units: their blocks, in the order asked, with an empty line between.
+units=$(systemctl show containerd kubelet -p LoadState -p ActiveState -p SubState -p NRestarts -p Result 2>/dev/null)
+nl='
+'
+section containerd_active
+for kv in ${units%%"$nl$nl"*}; do case $kv in ActiveState=*) echo "${kv#ActiveState=}" ;; esac; done
 section containerd_dump; command -v containerd >/dev/null 2>&1 && timeout 20 containerd config dump 2>/dev/null
-section kubelet; systemctl show kubelet -p LoadState -p ActiveState -p SubState -p NRestarts -p Result 2>/dev/null
+section kubelet; [ -n "$units" ] && echo "${units#*"$nl$nl"}"
 section kubelet_joined; [ -f "$kubelet_kubeconfig" ] && echo yes
 section kubelet_journal; journalctl -u kubelet -n "$journal_lines" -o cat --no-pager 2>/dev/null
-section disk
-for p in $disk_paths; do [ -d "$p" ] && echo "$p $(df -P "$p" 2>/dev/null | tail -n 1)"; done
-section inodes
-for p in $disk_paths; do [ -d "$p" ] && echo "$p $(df -Pi "$p" 2>/dev/null | tail -n 1)"; done
+section disk; disk_rows -P
+section inodes; disk_rows -Pi
 section certs
 for f in $cert_globs; do
   [ -f "$f" ] && echo "$f|$(openssl x509 -noout -enddate -in "$f" 2>/dev/null | cut -d= -f2)"
@@ -69,13 +84,10 @@ for f in $kubeconfig_certs; do
   [ -n "$data" ] && echo "$f|$(echo "$data" | base64 -d 2>/dev/null | openssl x509 -noout -enddate 2>/dev/null | cut -d= -f2)"
 done
 section nvidia_pci
-gpus=0
-for d in /sys/bus/pci/devices/*; do
-  [ "$(cat "$d/vendor" 2>/dev/null)" = "0x$nvidia_vendor" ] || continue
-  case "$(cat "$d/class")" in 0x03*) echo "${d##*/}"; gpus=$((gpus + 1));; esac
-done
+gpus=$(nvidia_gpus address)
+[ -n "$gpus" ] && echo "$gpus"
 section nvidia_driver; head -n 1 /proc/driver/nvidia/version 2>/dev/null
-if [ "$gpus" -gt 0 ]; then
+if [ -n "$gpus" ]; then
   section nvidia_smi
   if command -v nvidia-smi >/dev/null 2>&1; then
     out=$(timeout 15 nvidia-smi -L 2>&1); echo "rc $?"; printf '%s\n' "$out" | head -n 20
@@ -92,7 +104,6 @@ if command -v curl >/dev/null 2>&1; then
 else
   echo "no-curl"
 fi
-section end
 """
 
 
@@ -101,12 +112,13 @@ def probe_script(sources: dict[str, str]) -> str:
     settings', validated as URLs, and are quoted here all the same)."""
     words = " ".join(f"{kind}={url}" for kind, url in sources.items())
     head = {
-        "nvidia_vendor": NVIDIA_VENDOR, "disk_paths": " ".join(DISK_PATHS), "cert_globs": " ".join(CERT_GLOBS),
+        "nvidia_vendor": NVIDIA_VENDOR, "pci_devices": PCI_DEVICES, "disk_paths": " ".join(DISK_PATHS),
+        "cert_globs": " ".join(CERT_GLOBS),
         "kubeconfig_certs": " ".join(KUBECONFIG_CERTS), "kubelet_kubeconfig": KUBELET_KUBECONFIG,
         "journal_lines": str(JOURNAL_LINES), "source_timeout": str(SOURCE_TIMEOUT_S), "sources": words,
     }
     # cert_globs is expanded by the loop (unquoted there): quoting it here keeps it from expanding early.
-    return "".join(f"{name}={shlex.quote(value)}\n" for name, value in head.items()) + SCRIPT
+    return sectioned("".join(f"{name}={shlex.quote(value)}\n" for name, value in head.items()) + NVIDIA_GPUS + DISK_ROWS + SCRIPT)
 
 
 @dataclass(frozen=True)
@@ -208,11 +220,10 @@ def _sources(lines: list[str]) -> tuple[SourceFetch, ...] | None:
     return tuple(sorted(found, key=lambda f: f.kind))
 
 
-def parse_health(text: str) -> NodeHealth:
-    """The probe's output -> NodeHealth. Raises ValueError when the output is cut short."""
-    sections = read_sections(text)
-    if "end" not in sections:
-        raise ValueError("the probe's output ended early")
+def parse_health(text: str, clock: Clock | None = None) -> NodeHealth:
+    """The probe's output -> NodeHealth, with the node's clock against this machine's where the runner timed it.
+    Raises ValueError when the output is cut short."""
+    sections = ended(read_sections(text))
     swaps_active, fstab_swaps = parse_swaps(sections)
     config = _first(sections.get("selinux_config", []))
     resolv = sections.get("resolv", [])
@@ -257,5 +268,7 @@ def parse_health(text: str) -> NodeHealth:
         nvidia_smi=smi_result,
         xid=tuple(line for line in sections.get("xid", []) if line.strip()),
         sources=_sources(sections.get("sources", [])),
+        clock_offset_s=clock.offset_s if clock else 0.0,
+        clock_uncertainty_s=clock.uncertainty_s if clock else 0.0,
         sections=frozenset(sections),
     )

@@ -1,17 +1,16 @@
-"""The doctor on the nodes: every node probed in parallel, one SSH connection and one command each, then judged.
+"""The doctor on the nodes: every node probed in parallel by the probe runner (nodes/probe.py: one SSH connection
+and one command each), then judged.
 
 A node that cannot be reached (or whose sudo refuses) is one finding of its own; the other nodes are judged all
 the same.
 """
 from __future__ import annotations
 
-import time
 from collections.abc import Mapping
-from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from datetime import datetime
 
-from provision.findings import Finding
+from provision.findings import Finding, NodeFindings
 from provision.inputs.inventory import Cluster, Node
 from provision.inputs.settings import Settings
 from provision.inputs.sources import resolve_sources
@@ -33,7 +32,7 @@ from provision.nodes.doctor.checks import (
     required_ports,
 )
 from provision.nodes.doctor.probe import NodeHealth, parse_health, probe_script
-from provision.nodes.ssh import SshError, SshShell
+from provision.nodes.probe import NodeProbe, probe_nodes
 from provision.render.playbook_vars import sandbox_image
 
 PROBE_TIMEOUT_S = 60
@@ -42,11 +41,7 @@ KUBERNETES_REPO_SETTING = "mirrors.kubernetes_repo (or offline.source)"
 
 
 @dataclass(frozen=True)
-class NodeDoctorReport:
-    name: str
-    role: str
-    address: str
-    findings: tuple[Finding, ...]
+class NodeDoctorReport(NodeFindings):
     # The node was probed (reached, sudo worked, the probe's output read); its GPUs on PCI.
     probed: bool = True
     gpus: int = 0
@@ -60,26 +55,11 @@ def kubernetes_index_urls(settings: Settings) -> dict[str, str]:
     return {"deb": f"{base}/deb/InRelease", "rpm": f"{base}/rpm/repodata/repomd.xml"}
 
 
-def _probe(node: Node, settings: Settings, become_password: str | None, script: str) -> NodeHealth | Finding:
-    shell = SshShell(node, settings.ssh, become_password)
-    try:
-        started = time.time()
-        result = shell.run(script, sudo=True, timeout_s=PROBE_TIMEOUT_S)
-        finished = time.time()
-    except SshError as exc:
-        return Finding("ssh", node.name, "fail", f"not checked: {exc.problem}", exc.fix)
-    finally:
-        shell.close()
-    try:
-        health = parse_health(result.stdout)
-    except ValueError as exc:
-        return Finding("probe", node.name, "fail", f"not checked: {exc} ({result.first_error_line()})",
-                       "run it again with the node reachable and /bin/sh working")
-    if health.node_time_s is None:
-        return health
-    # The node read its clock somewhere within the round trip: assume halfway, within half of it.
-    return replace(health, clock_offset_s=health.node_time_s - (started + finished) / 2,
-                   clock_uncertainty_s=(finished - started) / 2)
+def health_probe(settings: Settings) -> NodeProbe[NodeHealth]:
+    """The doctor's probe: one read-only script for every node, read into NodeHealth with the node's clock."""
+    script = probe_script(kubernetes_index_urls(settings))
+    return NodeProbe("probe", lambda _: script, lambda reading: parse_health(reading.stdout, reading.clock),
+                     timeout_s=PROBE_TIMEOUT_S, unprobed="not checked: ")
 
 
 def expected_gpus(node: Node, health: NodeHealth, counted: Mapping[NodeName, int] | None) -> int:
@@ -112,26 +92,22 @@ def run_node_checks(cluster: Cluster, settings: Settings, *, counted_gpus: Mappi
                     become_password: str | None = None, now: datetime | None = None,
                     max_parallel: int = 32) -> list[NodeDoctorReport]:
     """Probe and judge every node of the inventory, in inventory order."""
-    script = probe_script(kubernetes_index_urls(settings))
-
-    def probe(node: Node) -> tuple[NodeHealth | Finding, float]:
-        started = time.monotonic()
-        return _probe(node, settings, become_password, script), time.monotonic() - started
-
-    with ThreadPoolExecutor(max_workers=max(1, min(max_parallel, len(cluster.nodes)))) as pool:
-        probed = dict(zip([n.name for n in cluster.nodes], pool.map(probe, cluster.nodes), strict=True))
-    healths: dict[str, NodeHealth] = {name: found for name, (found, _) in probed.items() if isinstance(found, NodeHealth)}
+    probed = probe_nodes(cluster.nodes, health_probe(settings), settings.ssh, become_password=become_password,
+                         max_parallel=max_parallel)
+    healths = {name: p.value for name, p in probed.items() if p.value is not None}
     clocks = check_clocks(healths)
     moment = now or datetime.now().astimezone()
     reports = []
     for node in cluster.nodes:
-        found, seconds = probed[node.name]
-        if isinstance(found, Finding):
-            reports.append(NodeDoctorReport(node.name, node.role, node.address, (found,), probed=False,
-                                            probe_s=seconds))
+        outcome = probed[node.name]
+        health = outcome.value
+        if health is None:
+            reports.append(NodeDoctorReport(node.name, node.role, node.address, outcome.reach, probed=False,
+                                            probe_s=outcome.elapsed_s))
             continue
-        gpus = expected_gpus(node, found, counted_gpus)
-        findings = [clocks[node.name], *judge_node(node, found, cluster, settings, gpus=gpus, now=moment)]
+        gpus = expected_gpus(node, health, counted_gpus)
+        findings = [*outcome.reach, clocks[node.name],
+                    *judge_node(node, health, cluster, settings, gpus=gpus, now=moment)]
         reports.append(NodeDoctorReport(node.name, node.role, node.address, tuple(findings), gpus=gpus,
-                                        probe_s=seconds))
+                                        probe_s=outcome.elapsed_s))
     return reports

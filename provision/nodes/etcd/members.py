@@ -49,6 +49,27 @@ def quorum_problem(survey: EtcdSurvey, leaving: str) -> str | None:
             f"{way_back}")
 
 
+def replace_problems(survey: EtcdSurvey, leaving: str, *, first: bool, endpoint: str) -> list[str]:
+    """Why `node replace` cannot take `leaving` out and join it again (empty: it can), judged before the drain.
+
+    The first control plane is replaced like the others where etcd runs under systemd (etcd's own join), and under
+    kubeadm where the control-plane endpoint is a VIP: joins are minted on the next control plane and every node
+    reaches the API through the VIP. Without a VIP the cluster reaches the API at the first control plane's own
+    address (kubeadm's controlPlaneEndpoint and kube-public/cluster-info name it), which is gone while it is
+    rebuilt; kubespray's way applies (docs/etcd.md)."""
+    problems = []
+    quorum = quorum_problem(survey, leaving)
+    if quorum:
+        problems.append(quorum)
+    elif helper(survey, leaving) is None:
+        problems.append("no other etcd member answers healthy to remove it through: bring one back first")
+    if first and survey.kind() == "static_pod" and endpoint != "vip":
+        problems.append(f"{leaving} is the first control plane and the API is reached at its own address (endpoint "
+                        f"{endpoint}): list another control plane first in the inventory and run `bootstrap up "
+                        f"--only control_plane`, then replace {leaving} (docs/etcd.md)")
+    return problems
+
+
 def helper(survey: EtcdSurvey, leaving: str) -> str | None:
     """The healthy member, other than the one leaving, through which the membership changes (inventory order)."""
     return next((name for name in survey.healthy(exclude=(leaving,)) if survey.reports[name].etcdctl), None)

@@ -10,18 +10,19 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field
 
-from provision.errors import BootstrapError
 from provision.inputs.inventory import Cluster
 from provision.inputs.versions import parse_version
-from provision.nodes.documents import module_documents
+from provision.nodes.documents import module_documents, validated
 from provision.nodes.runner import PlaybookResult
 from provision.render.node_paths import STATIC_POD_DIR
 
 # The module's SCHEMA, bumped together with it; and the key its document comes back under.
 ETCD_REPORT_SCHEMA = 1
 ETCD_REPORT_KEY = "cb_etcd"
+# etcd's --quota-backend-bytes when none is set.
+DEFAULT_QUOTA_BYTES = 2 << 30
 
 
 @dataclass(frozen=True)
@@ -40,6 +41,8 @@ class NodeLayout:
     snapshot_dir: str = "/var/lib/etcd-snapshots"
     # Where a restore stages the snapshot on each member.
     staging_dir: str = "/var/lib/etcd-snapshots/restore"
+    # kubeadm's certificates: copied off with each snapshot sent to a store, put back by a restore --from one.
+    pki_dir: str = "/etc/kubernetes/pki"
     # The snapshot timer: its units, the script its service runs (module_utils/cb_etcd.py) and its configuration.
     timer_unit: str = "cb-etcd-snapshot.timer"
     service_unit: str = "cb-etcd-snapshot.service"
@@ -69,6 +72,11 @@ class Member(_Document):
     learner: bool
 
 
+class Alarm(_Document):
+    member_id: str  # hex
+    alarm: str  # NOSPACE, CORRUPT
+
+
 class Health(_Document):
     healthy: bool
     error: str | None = None
@@ -81,6 +89,8 @@ class MemberState(_Document):
     members: list[Member] | None = None
     health: Health | None = None
     keys: int | None = None  # keys in its own store (serializable read)
+    nodes: list[str] | None = None  # the Kubernetes Node objects in its store, when asked (after a restore)
+    alarms: list[Alarm] | None = None  # the cluster's active alarms (`alarm list`)
     cluster_id: str | None = None
     member_id: str | None = None
     errors: list[str] = Field(default_factory=list)
@@ -94,6 +104,17 @@ class MemberState(_Document):
     def db_size(self) -> int | None:
         size = (self.status or {}).get("dbSize")
         return int(size) if size is not None else None
+
+    @property
+    def db_size_in_use(self) -> int | None:
+        size = (self.status or {}).get("dbSizeInUse")
+        return int(size) if size is not None else None
+
+    @property
+    def is_leader(self) -> bool:
+        header = (self.status or {}).get("header") or {}
+        leader = (self.status or {}).get("leader")
+        return leader is not None and leader == header.get("member_id")
 
     @property
     def version(self) -> str | None:
@@ -210,6 +231,12 @@ class EtcdReport(_Document):
             return [self.tools.etcdctl, "snapshot", "restore"]
         return None
 
+    @property
+    def quota_bytes(self) -> int:
+        """The member's --quota-backend-bytes, or etcd's default (2 GiB: etcd's docs, "Space quota")."""
+        value = self.flags.get("quota-backend-bytes", "")
+        return int(value) if value.isascii() and value.isdigit() and int(value) > 0 else DEFAULT_QUOTA_BYTES
+
     def how_stopped(self) -> str:
         return "its static pod's manifest moved aside" if self.kind == "static_pod" else f"`systemctl stop {LAYOUT.unit}`"
 
@@ -255,28 +282,21 @@ class EtcdSurvey:
 
 
 def parse_report(host: str, document: Any) -> EtcdReport:
-    try:
-        return EtcdReport.model_validate(document)
-    except ValidationError as exc:
-        first = exc.errors()[0]
-        where = ".".join(str(part) for part in first["loc"])
-        raise BootstrapError(f"etcd: {host} sent a report of its etcd that this version of cluster-bootstrap cannot "
-                             f"read ({where}: {first['msg']}); the playbooks and the Python package must come from "
-                             "the same release") from None
+    return validated(EtcdReport, document, phase="etcd", who=host, what="its etcd")
 
 
 def read_survey(playbook: PlaybookResult, cluster: Cluster) -> EtcdSurvey:
     """The probe's run read into a survey: a report from each control plane that sent one, and for the others
     (unreachable, or failed) their first cause."""
-    documents = module_documents(playbook.run_dir, ETCD_REPORT_KEY)
+    sent_by = module_documents(playbook.run_dir, ETCD_REPORT_KEY)
     failed = playbook.failed_hosts
     survey = EtcdSurvey(order=[n.name for n in cluster.control_planes])
     for node in cluster.control_planes:
         if node.host in failed:
             # The cause alone: the judges put the node's name before it.
             survey.unreachable[node.name] = failed[node.host].describe().removeprefix(f"{node.host}: ")
-        elif node.host in documents:
-            survey.reports[node.name] = parse_report(node.host, documents[node.host])
+        elif node.host in sent_by:
+            survey.reports[node.name] = parse_report(node.host, sent_by[node.host])
         else:
             survey.unreachable[node.name] = "sent no report of its etcd"
     return survey

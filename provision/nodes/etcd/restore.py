@@ -12,10 +12,12 @@ etcd docs advise, so that no client's watch or cache mistakes the restored past 
 """
 from __future__ import annotations
 
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 
 from provision.nodes.etcd.report import LAYOUT, EtcdReport, EtcdSurvey
+from provision.nodes.etcd.results import StagedCopy
 from provision.nodes.etcd.snapshot import LocalSnapshot, identity_problems, space_problem
 
 # The revision jump (etcdutl snapshot restore --bump-revision, with --mark-compacted): Kubernetes' and etcd's own
@@ -76,7 +78,8 @@ class RestorePlan:
 
     def member_arguments(self) -> dict[str, dict[str, object]]:
         """cb_etcd_restore's arguments for each member, by node name."""
-        return {m.node: {"restore_argv": m.restore_argv, "snapshot": self.staged, "data_dir": m.data_dir,
+        return {m.node: {"restore_argv": m.restore_argv, "snapshot": self.staged, "sha256": self.snapshot.record.sha256,
+                         "data_dir": m.data_dir,
                          "name": m.name, "initial_cluster": self.initial_cluster, "peer_urls": m.peer_urls,
                          "token": self.token, "restore_id": self.restore_id, "bump_revision": self.bump_revision,
                          "uid": m.uid, "gid": m.gid} for m in self.members}
@@ -84,6 +87,16 @@ class RestorePlan:
 
 def new_restore_id(now: datetime | None = None) -> str:
     return (now or datetime.now(UTC)).strftime("%Y%m%dT%H%M%SZ")
+
+
+def restore_id_for(unfinished: Mapping[str, str] | None, snapshot: LocalSnapshot) -> str | None:
+    """The id a restore of `snapshot` carries on under: the unfinished restore's (recorded in the cluster's state)
+    when it restored this very snapshot (the same SHA-256), else None: a new restore. A record of another snapshot
+    (or one from before records named their snapshot's SHA-256) is not carried on: what that restore left on the
+    members is moved aside like any data in place."""
+    if unfinished and unfinished.get("sha256") == snapshot.record.sha256 and unfinished.get("id"):
+        return unfinished["id"]
+    return None
 
 
 def restore_refusals(snapshot: LocalSnapshot, survey: EtcdSurvey, targets: list[str]) -> list[str]:
@@ -203,4 +216,45 @@ def restored_problems(plan: RestorePlan, survey: EtcdSurvey) -> list[str]:
                             f"{plan.expected_revision}")
     if len(clusters) > 1:
         problems.append(f"the members formed {len(clusters)} clusters, not one")
+    return problems
+
+
+def api_problems(namespaces: Iterable[str], served: Iterable[str], held: list[str] | None,
+                 inventory: Iterable[str]) -> tuple[list[str], list[str]]:
+    """After the API servers are back: what they fail to serve of what the restored store holds (the namespace
+    kube-system, every Node the snapshot holds), and the inventory's nodes the snapshot does not hold (they joined
+    after it; their kubelet registers them again when restarted). `held` None: the store's Nodes were not read,
+    and only kube-system is asked for."""
+    problems = []
+    if "kube-system" not in set(namespaces):
+        problems.append("does not serve the namespace kube-system")
+    if held is None:
+        return problems, []
+    serving = set(served)
+    missing = [name for name in held if name not in serving]
+    if missing:
+        problems.append(f"does not serve the Nodes the snapshot holds: {', '.join(missing)}")
+    return problems, [name for name in inventory if name not in held]
+
+
+def staging_problems(plan: RestorePlan, readings: Mapping[str, StagedCopy | None],
+                     causes: Mapping[str, str]) -> list[str]:
+    """Each member's reading of its staged copy (cb_etcd_snapshot_status, by node name) against the snapshot's
+    record: the file the plan staged, its size and SHA-256, and what `snapshot status` read from it (revision, keys,
+    hash, database size). A member without a reading is named, with its cause where the playbook gave one."""
+    record = plan.snapshot.record
+    expected = {"path": plan.staged, "size": record.size, "sha256": record.sha256, "revision": record.revision,
+                "keys": record.total_key, "hash": record.hash, "database size": record.total_size}
+    problems = []
+    for name in plan.nodes:
+        copy = readings.get(name)
+        if copy is None:
+            problems.append(f"{name} sent no reading of its copy ({causes.get(name, 'no report')})")
+            continue
+        read = {"path": copy.path, "size": copy.size, "sha256": copy.sha256, "revision": copy.status.revision,
+                "keys": copy.status.total_key, "hash": copy.status.hash, "database size": copy.status.total_size}
+        differ = [f"{what} {read[what]!r}, the record's {expected[what]!r}" for what in expected
+                  if read[what] != expected[what]]
+        if differ:
+            problems.append(f"the copy on {name} is not the snapshot its record describes ({'; '.join(differ)})")
     return problems

@@ -18,9 +18,9 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 from provision.errors import BootstrapError, InputError
 from provision.inputs.files import shown
@@ -42,6 +42,26 @@ SHA256_RE = re.compile(r"[0-9a-f]{64}", re.ASCII)
 SPACE_MARGIN = 64 << 20
 
 
+# A record comes from disks and other machines: read bounded (a record is a few hundred bytes), every value typed.
+MAX_RECORD_BYTES = 64 << 10
+_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,252}", re.ASCII)
+_HEX_ID = re.compile(r"[0-9a-f]{1,16}", re.ASCII)
+_ETCD_VERSION = re.compile(r"[0-9]{1,4}\.[0-9]{1,4}\.[0-9]{1,4}", re.ASCII)
+_UINT64 = 1 << 64
+
+
+def _shaped(pattern: re.Pattern[str], what: str) -> Any:
+    def check(value: str) -> str:
+        if not pattern.fullmatch(value):
+            raise ValueError(f"{shown(value[:80])} is not {what}")
+        return value
+    return AfterValidator(check)
+
+
+RecordName = Annotated[str, _shaped(_NAME, "a node or member name")]
+Count = Annotated[int, Field(ge=0, lt=_UINT64, strict=True)]
+
+
 class SnapshotRecord(BaseModel):
     """What a snapshot's record (`<name>.json`) says about it."""
 
@@ -49,24 +69,25 @@ class SnapshotRecord(BaseModel):
 
     schema_version: Literal[1] = Field(alias="schema")
     name: str
-    cluster: str
-    node: str | None = None  # the control plane it was taken on
-    member: str | None  # the etcd member that served it
-    members: list[str]  # etcd's members then
-    ca_sha256: str | None  # the cluster's identity: its etcd CA certificate's SHA-256
-    etcd_cluster_id: str | None
-    etcd_version: str | None
+    cluster: RecordName
+    node: RecordName | None = None  # the control plane it was taken on
+    member: RecordName | None  # the etcd member that served it
+    members: list[RecordName] = Field(max_length=100)  # etcd's members then
+    # The cluster's identity: its etcd CA certificate's SHA-256.
+    ca_sha256: Annotated[str, _shaped(SHA256_RE, "a SHA-256")] | None
+    etcd_cluster_id: Annotated[str, _shaped(_HEX_ID, "an etcd cluster id")] | None
+    etcd_version: Annotated[str, _shaped(_ETCD_VERSION, "an etcd version")] | None
     taken_at: datetime
     # What `snapshot status` read from it on the node.
-    revision: int
-    total_key: int
-    hash: int
-    total_size: int
+    revision: Count
+    total_key: Count
+    hash: Count
+    total_size: Count
     # The file.
-    size: int
+    size: Count
     sha256: str
     # Keys in the store at the snapshot's revision (None when the member had compacted past it already).
-    live_keys: int | None
+    live_keys: Count | None
 
     @field_validator("name")
     @classmethod
@@ -163,17 +184,45 @@ def snapshot_problems(record: SnapshotRecord, facts: FileFacts) -> list[str]:
     return problems
 
 
+def record_problem(error: Any) -> str:
+    """pydantic's first complaint in the tool's words: where, and what is wrong (no pydantic internals or links)."""
+    where = ".".join(str(part) for part in error.get("loc", ())) or "the record"
+    message = str(error.get("msg", "not valid")).removeprefix("Value error, ")
+    return f"{where}: {message}"[:200]
+
+
+def parse_record(text: bytes, where: Path | str) -> SnapshotRecord:
+    """A record's bytes, judged whole: InputError in one line for any structure that is not a record."""
+    try:
+        document = json.loads(text.decode("utf-8"))
+    except (ValueError, RecursionError):
+        raise InputError(f"{where}: not a snapshot record (not JSON text): take a new snapshot with `bootstrap etcd "
+                         "snapshot`") from None
+    if not isinstance(document, dict):
+        raise InputError(f"{where}: not a snapshot record (not a JSON object): take a new snapshot with `bootstrap "
+                         "etcd snapshot`")
+    try:
+        return SnapshotRecord.model_validate(document)
+    except ValidationError as exc:
+        raise InputError(f"{where}: not a snapshot record this version reads ({record_problem(exc.errors()[0])}): "
+                         "take a new snapshot with `bootstrap etcd snapshot`") from None
+    except RecursionError:
+        raise InputError(f"{where}: not a snapshot record (nested too deep)") from None
+
+
 def read_record(path: Path) -> SnapshotRecord:
-    """The record beside a snapshot; InputError naming the file and the fix when it is missing or unreadable."""
+    """The record beside a snapshot, read bounded; InputError naming the file and the fix when it is missing, too
+    large, or not a record."""
     where = record_path(path)
-    if not where.is_file():
+    if where.is_symlink() or not where.is_file():
         raise InputError(f"{path}: no record beside it ({where.name}): restore takes snapshots `bootstrap etcd "
                          "snapshot` made, whose record names the cluster they came from; take one with it")
-    try:
-        record = SnapshotRecord.model_validate(json.loads(where.read_text()))
-    except (ValueError, ValidationError) as exc:
-        raise InputError(f"{where}: not a snapshot record this version reads ({' '.join(str(exc).split())[:200]}): "
-                         "take a new snapshot with `bootstrap etcd snapshot`") from None
+    with where.open("rb") as handle:
+        text = handle.read(MAX_RECORD_BYTES + 1)
+    if len(text) > MAX_RECORD_BYTES:
+        raise InputError(f"{where}: larger than a snapshot record ({MAX_RECORD_BYTES >> 10} KiB at most): take a new "
+                         "snapshot with `bootstrap etcd snapshot`")
+    record = parse_record(text, where)
     if record.name != path.name:
         raise InputError(f"{where}: records {record.name}, not {path.name}: a snapshot keeps the name it was "
                          "taken under (rename it back)")
@@ -188,6 +237,11 @@ def load_snapshot(path: Path) -> LocalSnapshot:
     if not path.name.endswith(DB_SUFFIX):
         raise InputError(f"{path}: a snapshot is a .db file with its .json record beside it")
     record = read_record(path)
+    # The size first: a file that is not the record's is refused before it is read whole.
+    size = path.stat().st_size
+    if size != record.size:
+        raise InputError(f"{path} fails its check: it is {size} bytes and its record says {record.size}: the copy is "
+                         "incomplete; restore another snapshot (`bootstrap etcd snapshots` lists them)")
     problems = snapshot_problems(record, file_facts(path))
     if problems:
         raise InputError(f"{path} fails its check: {'; '.join(problems)}; restore another snapshot "

@@ -1,12 +1,12 @@
-"""Judging a node's facts: pure functions, a fact in, a Finding (problem or not, detail, fix) out; then one
-policy, `severity()`, turns a problem into "fail" (blocks `up`) or "warn" (shown, lets `up` go on)."""
+"""Judging a node's facts: pure functions, a fact in, a Finding (provision/findings.py: ok, or a problem with its
+fix) out; then preflight's BlockingPolicy, PREFLIGHT_POLICY, settles each problem as "fail" (blocks `up`) or
+"warn" (shown, lets `up` go on)."""
 from __future__ import annotations
 
 import ipaddress
-from collections.abc import Iterable
 from dataclasses import dataclass
-from typing import Literal
 
+from provision.findings import BlockingPolicy, Finding, ok, problem
 from provision.inputs import versions
 from provision.inputs.gpu_sharing import Advertised, advertised, mig_problem
 from provision.inputs.inventory import Node
@@ -24,8 +24,6 @@ from provision.inputs.settings import Settings
 from provision.nodes.nic import check_links
 from provision.nodes.preflight.probe import NVIDIA_VENDOR, NodeFacts, VipFacts
 
-Status = Literal["ok", "warn", "fail"]
-
 # kubeadm's own minimums for a control plane.
 MIN_CPUS = 2
 MIN_MEMORY_MB = 1700
@@ -41,46 +39,20 @@ CLUSTER_INTERFACE_PREFIXES = ("cali",)
 
 # --- which problems block: the one place that decides ------------------------------------------------------
 
-# A problem found by one of these stops `up` on any node. The compatibility rules come in pairs where the
-# settings can accept the risk: containerd_1x (Kubernetes 1.35) and cgroup_v1_allowed (kubelet.allow_cgroup_v1)
-# are the warned halves of containerd and cgroup.
-BLOCKING = frozenset({"ssh", "sudo", "facts", "os", "python", "isa", "hostname", "product_uuid", "mac", "ports", "clock",
-                      "gpu", "containerd", "cgroup", "kernel", "gpu_driver", "smoke_image", "vip", "proxy_port",
-                      "gpu_mig", "networks"})
-# These stop `up` only on the control plane (kubeadm init refuses); on a worker they are a warning.
-BLOCKING_ON_CONTROL_PLANE = frozenset({"cpu", "memory"})
+# A problem found by one of these stops `up` on any node; cpu and memory only on the control plane (kubeadm init
+# refuses), on a worker they are a warning. The compatibility rules come in pairs where the settings can accept the
+# risk: containerd_1x (Kubernetes 1.35) and cgroup_v1_allowed (kubelet.allow_cgroup_v1) are the warned halves of
+# containerd and cgroup. `ssh`, `sudo` and `facts` are the probe runner's (nodes/probe.py): a node not probed.
+PREFLIGHT_POLICY = BlockingPolicy(
+    blocking=frozenset({"ssh", "sudo", "facts", "os", "python", "isa", "hostname", "product_uuid", "mac", "ports",
+                        "clock", "gpu", "containerd", "cgroup", "kernel", "gpu_driver", "smoke_image", "vip",
+                        "proxy_port", "gpu_mig", "networks"}),
+    on_control_plane=frozenset({"cpu", "memory"}))
 
 
-def severity(check: str, node: Node) -> Status:
-    """What a problem found by `check` on `node` means: "fail" blocks, "warn" is shown and lets `up` go on."""
-    if check in BLOCKING or (check in BLOCKING_ON_CONTROL_PLANE and node.is_control_plane):
-        return "fail"
-    return "warn"
-
-
-# --- results -----------------------------------------------------------------------------------------------
-
-@dataclass(frozen=True)
-class CheckResult:
-    name: str
-    status: Status
-    detail: str
-    fix: str = ""
-
-
-@dataclass(frozen=True)
-class Finding:
-    """A check's verdict before the policy gives it a status: was there a problem, what, and its fix."""
-
-    name: str
-    problem: bool
-    detail: str
-    fix: str = ""
-
-
-def worst(statuses: Iterable[Status]) -> Status:
-    found = set(statuses)
-    return "fail" if "fail" in found else "warn" if "warn" in found else "ok"
+def judge(node: Node, finding: Finding) -> Finding:
+    """A judge's finding about `node`, settled by preflight's policy."""
+    return PREFLIGHT_POLICY.settle(finding, node.name, node.is_control_plane)
 
 
 # --- judging facts (pure functions) --------------------------------------------------------------------------
@@ -90,21 +62,21 @@ def check_os(facts: NodeFacts, ansible_core: str) -> Finding:
     a system the controller's ansible-core cannot manage is refused here, before anything changes."""
     row = platform_for(facts.os_release)
     if isinstance(row, Refusal):
-        return Finding("os", True, f"{row.name}: {row.reason}", row.fix)
+        return problem("os", f"{row.name}: {row.reason}", row.fix)
     refusal = controller_refusal(row, ansible_core)
     if refusal:
-        return Finding("os", True, f"{row.name}: {refusal.split(': ', 1)[0]}", refusal.rsplit(": ", 1)[1])
+        return problem("os", f"{row.name}: {refusal.split(': ', 1)[0]}", refusal.rsplit(": ", 1)[1])
     # In the node's own words (its os-release), as the preflight table shows it.
     release = facts.os_release
-    return Finding("os", False, f"{release.get('NAME', row.name)} {release.get('VERSION_ID', '')}".strip())
+    return ok("os", f"{release.get('NAME', row.name)} {release.get('VERSION_ID', '')}".strip())
 
 
 def check_support(facts: NodeFacts) -> Finding:
     """A system the table supports with a warning (it runs, but say why it may not keep working)."""
     row = platform_for(facts.os_release)
     if isinstance(row, Platform) and row.support == "warned":
-        return Finding("support", True, f"{row.name}: {row.note.split(': ')[0]}", row.note.split(": ", 1)[-1])
-    return Finding("support", False, row.support_level)
+        return problem("support", f"{row.name}: {row.note.split(': ')[0]}", row.note.split(": ", 1)[-1])
+    return ok("support", row.support_level)
 
 
 def check_python(facts: NodeFacts) -> tuple[Finding, NodePython | None]:
@@ -112,44 +84,44 @@ def check_python(facts: NodeFacts) -> tuple[Finding, NodePython | None]:
     installed by prepare before anything else runs."""
     row = platform_for(facts.os_release)
     if not isinstance(row, Platform):
-        return Finding("python", False, "not checked (system refused)"), None
+        return ok("python", "not checked (system refused)"), None
     chosen = choose_python(row, {found.path: found for found in facts.pythons})
     if isinstance(chosen, PythonProblem):
-        return Finding("python", True, chosen.detail, chosen.fix), None
+        return problem("python", chosen.detail, chosen.fix), None
     if chosen.install:
-        return Finding("python", False, f"{chosen.interpreter}: prepare installs {chosen.install} first"), chosen
+        return ok("python", f"{chosen.interpreter}: prepare installs {chosen.install} first"), chosen
     found = facts.python(chosen.interpreter)
     version = f" ({'.'.join(map(str, found.version))})" if found else ""
-    return Finding("python", False, f"{chosen.interpreter}{version}"), chosen
+    return ok("python", f"{chosen.interpreter}{version}"), chosen
 
 
 def check_isa(facts: NodeFacts) -> Finding:
     """EL10 is built for x86-64-v3 (AlmaLinux 10 also for v2): the CPU must have that level's features."""
     row = platform_for(facts.os_release)
     if not isinstance(row, Platform) or row.x86_64_level < 2 or facts.arch != "x86_64":
-        return Finding("isa", False, facts.arch or "unknown")
+        return ok("isa", facts.arch or "unknown")
     if not facts.cpu_flags:
-        return Finding("isa", False, "not checked (no CPU flags in /proc/cpuinfo)")
+        return ok("isa", "not checked (no CPU flags in /proc/cpuinfo)")
     missing = missing_cpu_flags(row, facts.arch, facts.cpu_flags)
     level = f"x86-64-v{row.x86_64_level}"
     if not missing:
-        return Finding("isa", False, level)
+        return ok("isa", level)
     way_out = "AlmaLinux 10's x86_64_v2 build or an EL9 release" if row.x86_64_level == 3 else "an EL9 release"
-    return Finding("isa", True, f"{row.name} needs {level}; this CPU lacks {', '.join(sorted(missing))}",
+    return problem("isa", f"{row.name} needs {level}; this CPU lacks {', '.join(sorted(missing))}",
                    f"give the VM the host's CPU model (host-passthrough), or install {way_out}")
 
 
 def check_cpu(facts: NodeFacts) -> Finding:
     if facts.cpus >= MIN_CPUS:
-        return Finding("cpu", False, f"{facts.cpus} CPUs")
-    return Finding("cpu", True, f"{facts.cpus} CPU(s), at least {MIN_CPUS} needed",
+        return ok("cpu", f"{facts.cpus} CPUs")
+    return problem("cpu", f"{facts.cpus} CPU(s), at least {MIN_CPUS} needed",
                    f"give the machine at least {MIN_CPUS} CPUs")
 
 
 def check_memory(facts: NodeFacts) -> Finding:
     if facts.memory_mb >= MIN_MEMORY_MB:
-        return Finding("memory", False, f"{facts.memory_mb} MB")
-    return Finding("memory", True, f"{facts.memory_mb} MB of memory, at least {MIN_MEMORY_MB} MB needed",
+        return ok("memory", f"{facts.memory_mb} MB")
+    return problem("memory", f"{facts.memory_mb} MB of memory, at least {MIN_MEMORY_MB} MB needed",
                    f"give the machine at least {MIN_MEMORY_MB} MB of memory")
 
 
@@ -162,16 +134,16 @@ def check_ports(facts: NodeFacts, node: Node) -> Finding:
     wanted = CONTROL_PLANE_PORTS if node.is_control_plane else WORKER_PORTS
     taken = {lst.port: lst for lst in facts.listeners if lst.port in wanted}
     if not taken:
-        return Finding("ports", False, "free")
+        return ok("ports", "free")
     foreign = {port: lst for port, lst in taken.items() if lst.process not in KUBE_PROCESSES}
     if not foreign and part_of_cluster(facts):
         holders = sorted({lst.process for lst in taken.values() if lst.process})
-        return Finding("ports", False, f"already part of the cluster ({', '.join(holders) or 'kubeconfig present'})")
+        return ok("ports", f"already part of the cluster ({', '.join(holders) or 'kubeconfig present'})")
     culprits = foreign or taken
     described = ", ".join(f"{port} ({lst.process or 'unknown process'}"
                           f"{f' pid {lst.pid}' if lst.pid else ''})" for port, lst in sorted(culprits.items()))
     first = min(culprits)
-    return Finding("ports", True, f"in use: {described}",
+    return problem("ports", f"in use: {described}",
                    f"stop what listens there (`ss -ltnp 'sport = :{first}'` on the node shows it), or run "
                    "`bootstrap reset` if it is left from an earlier cluster")
 
@@ -186,18 +158,18 @@ def check_networks(facts: NodeFacts, settings: Settings) -> Finding:
             if name in CLUSTER_INTERFACES or name.startswith(CLUSTER_INTERFACE_PREFIXES):
                 continue
             if address.network.overlaps(cidr):
-                return Finding("networks", True, f"interface {name} has {address.with_prefixlen}, which overlaps "
+                return problem("networks", f"interface {name} has {address.with_prefixlen}, which overlaps "
                                                  f"kubernetes.{key} {cidr}: cluster traffic and this network would "
                                                  "collide",
                                f"set kubernetes.{key} in cluster.yaml to a range none of your nodes use (e.g. {example})")
-    return Finding("networks", False, "no node network overlaps the pod or service CIDR")
+    return ok("networks", "no node network overlaps the pod or service CIDR")
 
 
 def check_clock(facts: NodeFacts, limit_s: float = CLOCK_SKEW_LIMIT_S) -> Finding:
     offset = facts.clock_offset_s
     if abs(offset) - facts.clock_uncertainty_s <= limit_s:
-        return Finding("clock", False, f"{offset:+.1f} s")
-    return Finding("clock", True, f"{offset:+.0f} s off this machine's clock (limit {limit_s:.0f} s)",
+        return ok("clock", f"{offset:+.1f} s")
+    return problem("clock", f"{offset:+.0f} s off this machine's clock (limit {limit_s:.0f} s)",
                    "set the time and keep it in sync: `timedatectl set-ntp true` (chrony or systemd-timesyncd)")
 
 
@@ -205,14 +177,14 @@ def check_swap(facts: NodeFacts) -> Finding:
     places = [f"active: {', '.join(facts.swaps_active)}"] if facts.swaps_active else []
     places += [f"/etc/fstab: {line}" for line in facts.fstab_swaps]
     if not places:
-        return Finding("swap", False, "off")
-    return Finding("swap", True, "; ".join(places), "prepare turns swap off and comments out its /etc/fstab line")
+        return ok("swap", "off")
+    return problem("swap", "; ".join(places), "prepare turns swap off and comments out its /etc/fstab line")
 
 
 def check_selinux(facts: NodeFacts) -> Finding:
     if facts.selinux != "enforcing":
-        return Finding("selinux", False, facts.selinux or "absent")
-    return Finding("selinux", True, "enforcing", "prepare sets SELinux to permissive (kubeadm's pods need it)")
+        return ok("selinux", facts.selinux or "absent")
+    return problem("selinux", "enforcing", "prepare sets SELinux to permissive (kubeadm's pods need it)")
 
 
 def check_gpu(facts: NodeFacts, node: Node) -> tuple[Finding, int]:
@@ -222,13 +194,13 @@ def check_gpu(facts: NodeFacts, node: Node) -> tuple[Finding, int]:
         "Kernel Module" in facts.nvidia_driver else ("driver loaded" if facts.nvidia_driver else "no driver yet")
     if node.gpu == "false":
         ignored = f" ({count} found, not used)" if count else ""
-        return Finding("gpu", False, f"gpu=false in the inventory{ignored}"), 0
+        return ok("gpu", f"gpu=false in the inventory{ignored}"), 0
     if count == 0:
         if node.gpu == "true":
-            return Finding("gpu", True, "gpu=true in the inventory, but no NVIDIA GPU was found",
+            return problem("gpu", "gpu=true in the inventory, but no NVIDIA GPU was found",
                            f"check `lspci -d {NVIDIA_VENDOR}:` on the node, or set gpu=auto / gpu=false for it"), 0
-        return Finding("gpu", False, "none"), 0
-    return Finding("gpu", False, f"{count} NVIDIA GPU{'s' if count > 1 else ''} ({driver})"), count
+        return ok("gpu", "none"), 0
+    return ok("gpu", f"{count} NVIDIA GPU{'s' if count > 1 else ''} ({driver})"), count
 
 
 def check_vip(vip: str, facts: VipFacts | None, holders: dict[str, str]) -> Finding:
@@ -237,28 +209,28 @@ def check_vip(vip: str, facts: VipFacts | None, holders: dict[str, str]) -> Find
     planes (`holders`: node -> interface, a re-run on a formed cluster)."""
     fix_subnet = "pick control_plane.vip from the control planes' own subnet (ARP does not cross a router)"
     if facts is None or facts.interface is None:
-        return Finding("vip", True, f"no route to the VIP {vip}", fix_subnet)
+        return problem("vip", f"no route to the VIP {vip}", fix_subnet)
     if holders:
         where = ", ".join(f"{name} ({interface})" for name, interface in sorted(holders.items()))
-        return Finding("vip", False, f"{vip} held by {where}: kube-vip")
+        return ok("vip", f"{vip} held by {where}: kube-vip")
     if facts.route_via:
-        return Finding("vip", True, f"{vip} is reached through the router {facts.route_via} (on {facts.route_dev}), "
+        return problem("vip", f"{vip} is reached through the router {facts.route_via} (on {facts.route_dev}), "
                                     "not on this node's own network", fix_subnet)
     if facts.answered_by:
-        return Finding("vip", True, f"{vip} is taken: {facts.answered_by} answers for it on {facts.route_dev}",
+        return problem("vip", f"{vip} is taken: {facts.answered_by} answers for it on {facts.route_dev}",
                        "pick a free address for control_plane.vip (outside every DHCP range), or free this one")
-    return Finding("vip", False, f"{vip} free, on {facts.interface}")
+    return ok("vip", f"{vip} free, on {facts.interface}")
 
 
 def check_proxy_port(facts: NodeFacts, port: int) -> Finding:
     """The local API proxy's port (endpoint proxy) is free, or held by the proxy itself (a formed cluster)."""
     holders = [lst for lst in facts.listeners if lst.port == port and lst.process != "haproxy"]
     if not holders:
-        return Finding("proxy_port", False, f"{port} free" if not any(
+        return ok("proxy_port", f"{port} free" if not any(
             lst.port == port for lst in facts.listeners) else f"{port}: the local API proxy")
     holder = holders[0]
     who = f"{holder.process or 'an unknown process'}{f' (pid {holder.pid})' if holder.pid else ''}"
-    return Finding("proxy_port", True, f"{port}, where the local API proxy listens, is held by {who}",
+    return problem("proxy_port", f"{port}, where the local API proxy listens, is held by {who}",
                    f"stop it (`ss -ltnp 'sport = :{port}'` on the node shows it), or give the cluster a VIP "
                    "(control_plane.vip), which needs no port on the nodes")
 # --- the compatibility rules between a node and the versions chosen (provision/inputs/versions.py) ---------------
@@ -294,7 +266,7 @@ def check_containerd(facts: NodeFacts, settings: Settings) -> Finding:
     foreign = sorted(name for name in facts.runtime_packages if PACKAGE_SOURCE.get(name, source) != source)
     if foreign:
         other = "distribution" if source == "docker" else "docker"
-        return Finding("containerd", True, f"{', '.join(foreign)} installed, but container_runtime.containerd_source "
+        return problem("containerd", f"{', '.join(foreign)} installed, but container_runtime.containerd_source "
                                            f"resolves to {source} ({wanted}), which cannot be installed beside it",
                        f"set container_runtime.containerd_source: {other} to keep them, or remove them first "
                        f"(`apt-get purge {' '.join(foreign)}` on the node)")
@@ -305,20 +277,20 @@ def check_containerd(facts: NodeFacts, settings: Settings) -> Finding:
     else:
         found = distribution_containerd(facts)
         if found is None:
-            return Finding("containerd", True, "container_runtime.containerd_source is distribution, but the "
+            return problem("containerd", "container_runtime.containerd_source is distribution, but the "
                                                "distribution offers no containerd package",
                            "set container_runtime.containerd_source: auto (Docker's containerd.io)")
         version, origin = found, "the distribution's, to be installed"
     verdict = versions.containerd_verdict(kube.minor_number, version)
     detail = f"{verdict.detail} ({origin})"
     if verdict.status == "ok":
-        return Finding("containerd", False, detail)
+        return ok("containerd", detail)
     two = "set container_runtime.containerd_source: docker (Docker's containerd.io, 2.x)"
     if origin == "installed":
         two = "upgrade the node's containerd to 2.x (Docker's containerd.io), or remove it so prepare installs it"
     if verdict.status == "warn":
-        return Finding("containerd_1x", True, detail, f"before moving to Kubernetes 1.36: {two}")
-    return Finding("containerd", True, detail, f"{two}, or set kubernetes.version: '1.35' (the last minor for "
+        return problem("containerd_1x", detail, f"before moving to Kubernetes 1.36: {two}")
+    return problem("containerd", detail, f"{two}, or set kubernetes.version: '1.35' (the last minor for "
                                               "containerd 1.x)")
 
 
@@ -327,16 +299,16 @@ def check_cgroup(facts: NodeFacts, settings: Settings) -> Finding:
     minor = settings.kubernetes.minor_number
     if facts.cgroup_version != 1 or minor < versions.CGROUP_V1_REFUSED_FROM:
         shown = {1: "v1", 2: "v2"}.get(facts.cgroup_version or 0, "not read")
-        return Finding("cgroup", False, f"cgroup {shown}")
+        return ok("cgroup", f"cgroup {shown}")
     kubelet = settings.kubelet
     if kubelet.switch_to_cgroup_v2:
-        return Finding("cgroup_v2_switch", True, "cgroup v1: prepare switches the node to cgroup v2 "
+        return problem("cgroup_v2_switch", "cgroup v1: prepare switches the node to cgroup v2 "
                                                  "(kubelet.switch_to_cgroup_v2) and reboots it")
     if kubelet.allow_cgroup_v1:
-        return Finding("cgroup_v1_allowed", True, f"cgroup v1, run with failCgroupV1: false because "
+        return problem("cgroup_v1_allowed", f"cgroup v1, run with failCgroupV1: false because "
                                                   f"kubelet.allow_cgroup_v1 is true: unsupported by Kubernetes 1.{minor}",
                        "move the node to cgroup v2 (kubelet.switch_to_cgroup_v2: true), then set allow_cgroup_v1 false")
-    return Finding("cgroup", True, f"cgroup v1 (legacy or hybrid hierarchy), which the kubelet of Kubernetes 1.{minor} "
+    return problem("cgroup", f"cgroup v1 (legacy or hybrid hierarchy), which the kubelet of Kubernetes 1.{minor} "
                                    "refuses (failCgroupV1, KEP-5573)",
                    "switch the node to cgroup v2 with kubelet.switch_to_cgroup_v2: true (prepare sets "
                    "systemd.unified_cgroup_hierarchy=1 and reboots it), or accept cgroup v1 with "
@@ -348,8 +320,8 @@ def check_kernel(facts: NodeFacts, settings: Settings) -> Finding:
     kernel = facts.kernel or "not read"
     release = versions.parse_version(facts.kernel or "")
     if settings.kubernetes.kube_proxy_mode != "nftables" or not release or release >= versions.NFTABLES_MINIMUM_KERNEL:
-        return Finding("kernel", False, f"Linux {kernel}")
-    return Finding("kernel", True, f"Linux {kernel}: kube-proxy's nftables mode needs Linux "
+        return ok("kernel", f"Linux {kernel}")
+    return problem("kernel", f"Linux {kernel}: kube-proxy's nftables mode needs Linux "
                                    f"{versions.shown_version(versions.NFTABLES_MINIMUM_KERNEL)} or newer",
                    "set kubernetes.kube_proxy_mode: iptables, or upgrade the node's kernel")
 
@@ -373,27 +345,27 @@ def check_gpu_versions(facts: NodeFacts, settings: Settings, node: Node) -> list
     for device in sorted(set(facts.gpu_device_ids)):
         generation = versions.gpu_generation(device)
         if generation is None:
-            findings.append(Finding("gpu_generation", True, f"NVIDIA device 0x{device:04x} is in no generation the "
+            findings.append(problem("gpu_generation", f"NVIDIA device 0x{device:04x} is in no generation the "
                                                             "versions table knows: its driver branch is not checked",
                                     "update cluster-bootstrap, or check the GPU's support in NVIDIA's driver notes"))
         else:
             generations[generation.name] = generation
     for generation in generations.values():
-        problem = versions.driver_problem(generation, branch)
-        if problem:
-            findings.append(Finding("gpu_driver", True, problem.split(": ")[0], problem.split(": ", 1)[1]))
+        refused = versions.driver_problem(generation, branch)
+        if refused:
+            findings.append(problem("gpu_driver", refused.split(": ")[0], refused.split(": ", 1)[1]))
     image = settings.smoke_test.image
     cuda = versions.image_cuda_major(image)
     oldest = min(generations.values(), key=lambda g: g.cuda_major, default=None)
     if "image" in settings.smoke_test.model_fields_set and cuda and oldest and cuda > oldest.cuda_major:
         fitting = versions.smoke_image_for([oldest.name])
-        findings.append(Finding("smoke_image", True, f"smoke_test.image {image} is built for CUDA {cuda}, which "
+        findings.append(problem("smoke_image", f"smoke_test.image {image} is built for CUDA {cuda}, which "
                                                      f"{oldest.name} GPUs cannot run (CUDA {oldest.cuda_major} at most)",
                                 f"leave smoke_test.image out (these GPUs get {fitting})" if fitting
                                 else f"set smoke_test.image to a CUDA {oldest.cuda_major} image"))
-    if generations and not any(f.problem for f in findings if f.name in ("gpu_driver", "smoke_image")):
+    if generations and not any(f.problem for f in findings if f.check in ("gpu_driver", "smoke_image")):
         flavour = versions.module_flavour(list(generations.values()))
-        findings.append(Finding("gpu_driver", False, f"{', '.join(generations)} on driver {branch} ({flavour} module)"))
+        findings.append(ok("gpu_driver", f"{', '.join(generations)} on driver {branch} ({flavour} module)"))
     return findings
 
 
@@ -404,13 +376,13 @@ def check_gpu_sharing(facts: NodeFacts, settings: Settings, node: Node,
     if gpu_count == 0:
         return None, None
     gpu = settings.gpu
-    problem = mig_problem(gpu, facts.gpu_device_ids)
-    if problem:
-        return Finding("gpu_mig", True, problem[0], problem[1]), None
+    refused = mig_problem(gpu, facts.gpu_device_ids)
+    if refused:
+        return problem("gpu_mig", refused[0], refused[1]), None
     offered = advertised(gpu, facts.gpu_device_ids, gpu_count)
     if not gpu.mig.enabled and gpu.sharing == "none":
         return None, offered
-    return Finding("gpu_mig" if gpu.mig.enabled else "gpu_sharing", False,
+    return ok("gpu_mig" if gpu.mig.enabled else "gpu_sharing",
                    f"{offered.detail}: {offered.count} {offered.resource} schedulable"), offered
 
 
@@ -442,27 +414,21 @@ def check_unique(facts_by_node: dict[str, NodeFacts]) -> dict[str, list[Finding]
                       if len(holders[value]) > 1}
             if shared:
                 detail = "; ".join(f"{value} also on {', '.join(others)}" for value, others in sorted(shared.items()))
-                findings[name].append(Finding(check, True, f"{check} {detail}", fixes[check]))
+                findings[name].append(problem(check, f"{check} {detail}", fixes[check]))
             else:
                 shown = ", ".join(sorted(per_node[name])) or "not exposed"
-                findings[name].append(Finding(check, False, shown if check != "mac" else f"{len(per_node[name])} unique"))
+                findings[name].append(ok(check, shown if check != "mac" else f"{len(per_node[name])} unique"))
     return findings
 
 
-def judge(node: Node, finding: Finding) -> CheckResult:
-    if not finding.problem:
-        return CheckResult(finding.name, "ok", finding.detail)
-    return CheckResult(finding.name, severity(finding.name, node), finding.detail, finding.fix)
-
-
 def check_network(facts: NodeFacts, *, multi_node: bool, min_gbps: float) -> Finding:
-    problem, detail, fix = check_links(facts.links, multi_node=multi_node, min_gbps=min_gbps)
-    return Finding("network", problem, detail, fix)
+    found, detail, fix = check_links(facts.links, multi_node=multi_node, min_gbps=min_gbps)
+    return problem("network", detail, fix) if found else ok("network", detail)
 
 
 @dataclass(frozen=True)
 class NodeVerdict:
-    checks: list[CheckResult]
+    checks: list[Finding]
     gpu_count: int
     python: NodePython | None  # the interpreter Ansible will run there (None when the node is refused)
     # What the device plugin will advertise there (None without GPUs, or when its GPUs refuse the MIG settings).
@@ -493,6 +459,6 @@ def evaluate(nodes: list[Node], facts_by_node: dict[str, NodeFacts], ansible_cor
         if sharing is not None:
             findings.append(sharing)
         checks = [judge(node, f) for f in findings]
-        usable = os_finding.name not in {c.name for c in checks if c.status == "fail"}
+        usable = os_finding.check not in {c.check for c in PREFLIGHT_POLICY.blocked(checks)}
         results[node.name] = NodeVerdict(checks, gpu_count, python if usable else None, offered)
     return results

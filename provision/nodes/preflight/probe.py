@@ -13,10 +13,12 @@ from provision.inputs import versions
 from provision.inputs.platforms import PythonFound, probed_interpreters
 from provision.nodes.nic import PROBE_SECTION as NIC_PROBE_SECTION
 from provision.nodes.nic import Links, parse_links
+from provision.nodes.probe import Clock, ended, parse_node_time, read_sections, sectioned
 from provision.render.node_paths import ADMIN_CONF, KUBELET_CONF
 
 # PCI vendor id of NVIDIA; a GPU is a device of that vendor in the display class (0x03xxxx).
 NVIDIA_VENDOR = "10de"
+PCI_DEVICES = "/sys/bus/pci/devices"
 
 
 @dataclass(frozen=True)
@@ -100,10 +102,24 @@ for name in ("dnf", "selinux"):
         pass
 print("%d.%d %s" % (sys.version_info[0], sys.version_info[1], " ".join(found)))"""
 
-# Sections the doctor's probe reads too, and reads the same way (parse_node_time, parse_swaps, parse_selinux): the
-# node's clock, its swap (active, and set up in fstab) and SELinux's mode.
-SHARED_SECTIONS = r"""section time; date +%s.%N
-section swaps; tail -n +2 /proc/swaps 2>/dev/null
+# The NVIDIA display controllers on PCI (the doctor's probe lists them too): `nvidia_gpus address` prints each one's
+# PCI address, `nvidia_gpus device` its device id. Read with the shell's own `read`, not a process per file: a node
+# has dozens of PCI functions.
+NVIDIA_GPUS = r"""nvidia_gpus() {
+  for d in "$pci_devices"/*; do
+    read -r vendor 2>/dev/null < "$d/vendor" || continue
+    read -r class 2>/dev/null < "$d/class" || continue
+    [ "$vendor" = "0x$nvidia_vendor" ] || continue
+    case "$class" in
+      0x03*) if [ "$1" = device ]; then read -r id < "$d/device" && echo "$id"; else echo "${d##*/}"; fi ;;
+    esac
+  done
+}
+"""
+
+# Sections the doctor's probe reads too, and reads the same way (parse_swaps, parse_selinux): its swap (active, and
+# set up in fstab) and SELinux's mode. (The node's clock is in every probe: nodes/probe.py's SECTION_HEAD.)
+SHARED_SECTIONS = r"""section swaps; tail -n +2 /proc/swaps 2>/dev/null
 section fstab; grep -v '^[[:space:]]*#' /etc/fstab 2>/dev/null
 section selinux
 if command -v getenforce >/dev/null 2>&1; then getenforce
@@ -111,10 +127,11 @@ elif [ -r /sys/fs/selinux/enforce ]; then cat /sys/fs/selinux/enforce; fi
 """
 
 # Runs as root through sudo; POSIX sh; every section is optional so a missing tool only empties its section.
-PROBE_SCRIPT = (f"nvidia_vendor={NVIDIA_VENDOR}\ninterpreters={shlex.quote(' '.join(probed_interpreters()))}\n"
-                f"kube_configs={shlex.quote(f'{ADMIN_CONF} {KUBELET_CONF}')}\n"
-                f"python_probe={shlex.quote(PYTHON_PROBE)}\n") + r"""
-section() { echo "@@$1"; }
+PROBE_SCRIPT = sectioned(
+    f"nvidia_vendor={NVIDIA_VENDOR}\npci_devices={PCI_DEVICES}\n"
+    f"interpreters={shlex.quote(' '.join(probed_interpreters()))}\n"
+    f"kube_configs={shlex.quote(f'{ADMIN_CONF} {KUBELET_CONF}')}\n"
+    f"python_probe={shlex.quote(PYTHON_PROBE)}\n" + NVIDIA_GPUS + r"""
 section os-release; cat /etc/os-release 2>/dev/null
 section hostname; hostname
 section product_uuid; cat /sys/class/dmi/id/product_uuid 2>/dev/null
@@ -129,11 +146,7 @@ section cpus; nproc 2>/dev/null || grep -c '^processor' /proc/cpuinfo
 section meminfo; grep '^MemTotal:' /proc/meminfo
 if command -v ss >/dev/null 2>&1; then section listen; ss -ltnp 2>/dev/null | tail -n +2
 else section proc_net_tcp; cat /proc/net/tcp /proc/net/tcp6 2>/dev/null; fi
-""" + SHARED_SECTIONS + r"""section nvidia_pci
-for d in /sys/bus/pci/devices/*; do
-  [ "$(cat "$d/vendor" 2>/dev/null)" = "0x$nvidia_vendor" ] || continue
-  case "$(cat "$d/class")" in 0x03*) echo "${d##*/}";; esac
-done
+""" + SHARED_SECTIONS + r"""section nvidia_pci; nvidia_gpus address
 section lspci; command -v lspci >/dev/null 2>&1 && lspci -mm -d "$nvidia_vendor:" 2>/dev/null
 section nvidia_driver; head -n 1 /proc/driver/nvidia/version 2>/dev/null
 section arch; uname -m
@@ -160,11 +173,7 @@ if [ -n "$vip" ]; then
 fi
 section kernel; uname -r
 section cgroup_fs; stat -fc %T /sys/fs/cgroup 2>/dev/null
-section nvidia_pci_ids
-for d in /sys/bus/pci/devices/*; do
-  [ "$(cat "$d/vendor" 2>/dev/null)" = "0x$nvidia_vendor" ] || continue
-  case "$(cat "$d/class")" in 0x03*) cat "$d/device";; esac
-done
+section nvidia_pci_ids; nvidia_gpus device
 section containerd_version; containerd --version 2>/dev/null
 section runtime_packages
 if command -v dpkg-query >/dev/null 2>&1; then
@@ -175,24 +184,13 @@ elif command -v rpm >/dev/null 2>&1; then
 fi
 section containerd_candidate; apt-cache policy containerd 2>/dev/null | awk '$1 == "Candidate:" {print $2}'
 section addresses; ip -o -4 address show 2>/dev/null
-""" + NIC_PROBE_SECTION + "section end\n"
+""" + NIC_PROBE_SECTION)
 
 
 def probe_script(vip: str | None = None) -> str:
     """The probe; with the control-plane VIP (an IPv4 address, validated by the settings) it also reads what the
     node sees of it."""
     return f"vip={vip or ''}\n" + PROBE_SCRIPT
-
-
-def read_sections(text: str) -> dict[str, list[str]]:
-    found: dict[str, list[str]] = {}
-    current: list[str] | None = None
-    for line in text.splitlines():
-        if line.startswith("@@"):
-            current = found.setdefault(line[2:].strip(), [])
-        elif current is not None:
-            current.append(line.rstrip())
-    return found
 
 
 def parse_os_release(lines: Iterable[str]) -> dict[str, str]:
@@ -270,18 +268,6 @@ def parse_pythons(lines: Iterable[str]) -> tuple[PythonFound, ...]:
     return tuple(found)
 
 
-def _float_or_none(text: str) -> float | None:
-    try:
-        return float(text)
-    except ValueError:
-        return None
-
-
-def parse_node_time(sections: dict[str, list[str]]) -> float | None:
-    """The node's clock (`date +%s.%N`), or None where it printed none."""
-    return next((t for t in map(_float_or_none, sections.get("time", [])) if t is not None), None)
-
-
 def parse_swaps(sections: dict[str, list[str]]) -> tuple[tuple[str, ...], tuple[str, ...]]:
     """(the active swap areas, fstab's swap lines with their spaces collapsed)."""
     active = tuple(line.split()[0] for line in sections.get("swaps", []) if line.strip())
@@ -297,11 +283,10 @@ def parse_selinux(sections: dict[str, list[str]]) -> str | None:
     return {"1": "enforcing", "0": "permissive"}.get(lines[0], lines[0]) if lines else None
 
 
-def parse_facts(text: str) -> NodeFacts:
-    """The probe's output -> facts. Raises ValueError when the output is cut short."""
-    sections = read_sections(text)
-    if "end" not in sections:
-        raise ValueError("the probe's output ended early")
+def parse_facts(text: str, clock: Clock | None = None) -> NodeFacts:
+    """The probe's output -> facts, with the node's clock against this machine's where the runner timed it. Raises
+    ValueError when the output is cut short."""
+    sections = ended(read_sections(text))
     default_iface = next(iter(sections.get("default_iface", [])), "")
     macs = {}
     for line in sections.get("interfaces", []):
@@ -338,6 +323,8 @@ def parse_facts(text: str) -> NodeFacts:
         kube_configs=tuple(line.strip() for line in sections.get("kube", []) if line.strip()),
         links=parse_links(sections, default_iface),
         node_time_s=parse_node_time(sections),
+        clock_offset_s=clock.offset_s if clock else 0.0,
+        clock_uncertainty_s=clock.uncertainty_s if clock else 0.0,
         vip=parse_vip(sections),
         kernel=_first(sections.get("kernel")),
         cgroup_version={"cgroup2fs": 2, "tmpfs": 1}.get(_first(sections.get("cgroup_fs")) or ""),

@@ -1,36 +1,31 @@
-"""Running preflight: every node probed over SSH in parallel (uniqueness is judged against every reachable
-node), progress reported as it goes, and the verdicts gathered into one PreflightReport."""
+"""Running preflight: every node probed by the probe runner (nodes/probe.py; uniqueness is judged against every
+reachable node), progress reported as it goes, and the findings gathered into one PreflightReport."""
 from __future__ import annotations
 
-import threading
 import time
 from collections.abc import Callable
-from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 
 from ansible.release import __version__ as ANSIBLE_CORE
 
-from provision.findings import Finding as NodeFinding
+from provision.findings import Finding, NodeFindings
 from provision.inputs.gpu_sharing import Advertised
 from provision.inputs.inventory import Cluster, Node
 from provision.inputs.platforms import NodePython, Platform, platform_for, release_of
 from provision.inputs.settings import Settings
 from provision.nodes.preflight.checks import (
-    CheckResult,
-    Finding,
-    Status,
+    PREFLIGHT_POLICY,
     check_proxy_port,
     check_vip,
     containerd_source,
     evaluate,
     gpu_generations,
     judge,
-    worst,
 )
 from provision.nodes.preflight.probe import NodeFacts, parse_facts, probe_script
+from provision.nodes.probe import NodeProbe, Probed, probe_nodes
 from provision.nodes.runner import RunProgress
 from provision.nodes.sources_check import NodeTarget
-from provision.nodes.ssh import SshError, SshShell
 from provision.nodes.tally import HostTally
 from provision.render.endpoint import PROXY_PORT, endpoint_mode
 
@@ -38,21 +33,9 @@ PROBE_TIMEOUT_S = 60
 
 
 @dataclass(frozen=True)
-class Problem:
-    node: str
-    check: CheckResult
+class PreflightNode(NodeFindings):
+    """One node's findings, and what preflight read there that later phases take from it."""
 
-    def describe(self) -> str:
-        fix = f"; fix: {self.check.fix}" if self.check.fix else ""
-        return f"{self.node}: {self.check.name}: {self.check.detail}{fix}"
-
-
-@dataclass(frozen=True)
-class NodeReport:
-    name: str
-    role: str
-    address: str
-    checks: tuple[CheckResult, ...]
     gpu_count: int = 0
     # The interpreter Ansible runs on the node (None when it was not reached or its system is refused).
     python: NodePython | None = None
@@ -66,42 +49,32 @@ class NodeReport:
     # What the device plugin will advertise there once the gpu settings are applied (None: no GPUs, or refused).
     advertised: Advertised | None = None
 
-    def check(self, name: str) -> CheckResult | None:
-        return next((c for c in self.checks if c.name == name), None)
-
-    @property
-    def status(self) -> Status:
-        return worst(c.status for c in self.checks)
-
 
 @dataclass(frozen=True)
 class PreflightReport:
-    nodes: tuple[NodeReport, ...]
+    nodes: tuple[PreflightNode, ...]
     elapsed_s: float
     # Control plane (node name) -> the interface kube-vip announces the VIP on there (probed ones; none without
     # a VIP).
     vip_interfaces: dict[str, str] = field(default_factory=dict)
 
-    def _problems(self, status: Status) -> list[Problem]:
-        return [Problem(n.name, c) for n in self.nodes for c in n.checks if c.status == status]
+    @property
+    def blocking(self) -> list[Finding]:
+        """What stops `up`, as PREFLIGHT_POLICY settled it."""
+        return PREFLIGHT_POLICY.blocked(f for n in self.nodes for f in n.findings)
 
     @property
-    def blocking(self) -> list[Problem]:
-        return self._problems("fail")
-
-    @property
-    def warnings(self) -> list[Problem]:
-        return self._problems("warn")
+    def warnings(self) -> list[Finding]:
+        return [f for n in self.nodes for f in n.findings if f.status == "warn"]
 
     @property
     def ok(self) -> bool:
         return not self.blocking
 
     @property
-    def findings(self) -> list[NodeFinding]:
-        """The problems as findings (blocking first), for telling each once with every node it holds for."""
-        return [NodeFinding(p.check.name, p.node, p.check.status, p.check.detail, p.check.fix)
-                for p in self.blocking + self.warnings]
+    def findings(self) -> list[Finding]:
+        """The problems (blocking first), for telling each once with every node it holds for."""
+        return self.blocking + self.warnings
 
     @property
     def gpu_counts(self) -> dict[str, int]:
@@ -129,57 +102,21 @@ class PreflightReport:
         """Node -> the interpreter the playbooks run there (written into each run's inventory)."""
         return {n.name: n.python for n in self.nodes if n.python is not None}
 
-    def node(self, name: str) -> NodeReport:
+    def node(self, name: str) -> PreflightNode:
         return next(n for n in self.nodes if n.name == name)
 
 
-@dataclass
-class _Probe:
-    node: Node
-    checks: list[CheckResult] = field(default_factory=list)
-    facts: NodeFacts | None = None
+def facts_probe(vip: str | None) -> NodeProbe[NodeFacts]:
+    """Preflight's probe: the facts script (on control planes also what they see of the VIP), read into NodeFacts
+    with the node's clock."""
+    return NodeProbe("facts", lambda node: probe_script(vip if node.is_control_plane else None),
+                     lambda reading: parse_facts(reading.stdout, reading.clock), timeout_s=PROBE_TIMEOUT_S)
 
 
-def _probe(node: Node, settings: Settings, become_password: str | None, script: str) -> _Probe:
-    outcome = _Probe(node)
-    shell = SshShell(node, settings.ssh, become_password)
-    try:
-        try:
-            shell.open()
-        except SshError as exc:
-            outcome.checks.append(judge(node, Finding("ssh", True, exc.problem, exc.fix)))
-            return outcome
-        outcome.checks.append(CheckResult("ssh", "ok", f"as {node.user}"))
-        try:
-            shell.check_sudo()
-        except SshError as exc:
-            outcome.checks.append(judge(node, Finding("sudo", True, exc.problem, exc.fix)))
-            return outcome
-        outcome.checks.append(CheckResult("sudo", "ok", "sudo" if become_password is None else "sudo -K"))
-        started = time.time()
-        result = shell.run(script, sudo=True, timeout_s=PROBE_TIMEOUT_S)
-        finished = time.time()
-        try:
-            facts = parse_facts(result.stdout)
-        except ValueError as exc:
-            outcome.checks.append(judge(node, Finding("facts", True, f"could not read the node's facts: {exc} "
-                                                      f"({result.first_error_line()})", "run with the node reachable "
-                                                      "and /bin/sh working, then again")))
-            return outcome
-        if facts.node_time_s is not None:
-            # The node read its clock somewhere within the round trip: assume halfway, within half of it.
-            facts = replace(facts, clock_offset_s=facts.node_time_s - (started + finished) / 2,
-                            clock_uncertainty_s=(finished - started) / 2)
-        outcome.facts = facts
-    except SshError as exc:
-        outcome.checks.append(judge(node, Finding("facts", True, exc.problem, exc.fix)))
-    finally:
-        shell.close()
-    return outcome
-
-
-def sources_target(node: Node, facts: NodeFacts, settings: Settings, gpu_count: int) -> NodeTarget | None:
-    """What the node's package sources depend on, from its facts (None for a system the table refuses)."""
+def sources_target(node: Node, facts: NodeFacts, settings: Settings, gpu_count: int,
+                   python: NodePython | None = None) -> NodeTarget | None:
+    """What the node's package sources depend on, from its facts (None for a system the table refuses); asked for
+    with the interpreter Ansible will run there (the inventory's, else `python`, preflight's choice)."""
     platform = platform_for(facts.os_release)
     if not isinstance(platform, Platform):
         return None
@@ -188,7 +125,8 @@ def sources_target(node: Node, facts: NodeFacts, settings: Settings, gpu_count: 
     return NodeTarget(node, platform, arch=facts.arch or "x86_64",
                       codename=release.get("VERSION_CODENAME") or release.get("UBUNTU_CODENAME", ""),
                       release=release_of(release).split(".")[0], gpu=gpu,
-                      containerd_source=containerd_source(facts, settings.container_runtime.containerd_source))
+                      containerd_source=containerd_source(facts, settings.container_runtime.containerd_source),
+                      python=node.python_interpreter or (python.interpreter if python else None))
 
 
 def run_preflight(cluster: Cluster, settings: Settings, *, nodes: list[str] | None = None,
@@ -205,26 +143,21 @@ def run_preflight(cluster: Cluster, settings: Settings, *, nodes: list[str] | No
     progress = RunProgress(phase="preflight", hosts=[n.name for n in targets],
                            tally={n.name: HostTally() for n in targets})
     progress.task = "probing nodes"
-    lock = threading.Lock()
 
     mode = endpoint_mode(cluster, settings)
     vip = settings.control_plane.vip if mode == "vip" else None
     proxy = mode == "proxy"
-    script = probe_script(vip)
 
-    def probe(node: Node) -> _Probe:
-        outcome = _probe(node, settings, become_password, script if node.is_control_plane else probe_script())
-        if on_progress and node.name in target_names:
-            with lock:
-                tally = progress.tally[node.name]
-                tally.unreachable = any(c.name == "ssh" and c.status == "fail" for c in outcome.checks)
-                tally.ok = len(outcome.checks)
-                on_progress(progress)
-        return outcome
+    def probed(outcome: Probed[NodeFacts]) -> None:
+        if on_progress and outcome.node.name in target_names:
+            tally = progress.tally[outcome.node.name]
+            tally.unreachable = any(f.check == "ssh" and f.problem for f in outcome.reach)
+            tally.ok = len(outcome.reach)
+            on_progress(progress)
 
-    with ThreadPoolExecutor(max_workers=max(1, min(max_parallel, len(probed_nodes)))) as pool:
-        probes: dict[str, _Probe] = {p.node.name: p for p in pool.map(probe, probed_nodes)}
-    facts_by_node = {name: p.facts for name, p in probes.items() if p.facts is not None}
+    probes = probe_nodes(probed_nodes, facts_probe(vip), settings.ssh, become_password=become_password,
+                         max_parallel=max_parallel, on_probed=probed)
+    facts_by_node = {name: p.value for name, p in probes.items() if p.value is not None}
     smoke = settings.smoke_test
     judged = evaluate([n for n in targets if n.name in facts_by_node], facts_by_node, ansible_core, settings=settings,
                       multi_node=smoke.enabled and smoke.nodes > 1, min_link_gbps=smoke.min_link_gbps)
@@ -238,20 +171,20 @@ def run_preflight(cluster: Cluster, settings: Settings, *, nodes: list[str] | No
             checks = [*checks, judge(node, check_vip(vip, vip_facts.get(node.name), holders))]
         if proxy and node.name in facts_by_node:
             checks = [*checks, judge(node, check_proxy_port(facts_by_node[node.name], PROXY_PORT))]
-        all_checks = tuple(probes[node.name].checks + checks)
+        found = tuple(judge(node, f) for f in probes[node.name].reach) + tuple(checks)
         facts = facts_by_node.get(node.name)
         generations = gpu_generations(facts, node) if facts is not None and verdict and verdict.gpu_count else ()
         gpu_count = verdict.gpu_count if verdict else 0
-        reports.append(NodeReport(node.name, node.role, node.address, all_checks, gpu_count,
-                                  verdict.python if verdict else None, facts.links.link_gbps if facts else None,
-                                  gpu_generations=generations,
-                                  sources_target=sources_target(node, facts, settings, gpu_count) if facts else None,
-                                  advertised=verdict.advertised if verdict else None))
+        python = verdict.python if verdict else None
+        reports.append(PreflightNode(node.name, node.role, node.address, found, gpu_count, python,
+                                     facts.links.link_gbps if facts else None, gpu_generations=generations,
+                                     sources_target=sources_target(node, facts, settings, gpu_count, python)
+                                     if facts else None,
+                                     advertised=verdict.advertised if verdict else None))
         if on_progress:
-            with lock:
-                tally = progress.tally[node.name]
-                tally.ok = sum(c.status != "fail" for c in all_checks)
-                tally.failed = sum(c.status == "fail" for c in all_checks)
+            tally = progress.tally[node.name]
+            tally.failed = len(PREFLIGHT_POLICY.blocked(found))
+            tally.ok = len(found) - tally.failed
     if on_progress:
         progress.task = "done"
         on_progress(progress)

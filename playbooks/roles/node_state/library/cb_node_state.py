@@ -115,7 +115,7 @@ def parse_systemctl_show(text: str, units: list[str]) -> dict[str, dict[str, str
     """`systemctl show --property=... u1 u2` (one block per unit, in order, blank lines between)."""
     blocks = [block for block in re.split(r"\n\s*\n", text.strip()) if block.strip()] if text.strip() else []
     found = {}
-    for unit, block in zip(units, blocks, strict=False):
+    for unit, block in zip(units, blocks):
         values = dict(line.split("=", 1) for line in block.splitlines() if "=" in line)
         found[unit] = {"load": values.get("LoadState", ""), "active": values.get("ActiveState", ""),
                        "enabled": values.get("UnitFileState", ""), "pid": values.get("MainPID", "0")}
