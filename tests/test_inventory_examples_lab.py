@@ -7,16 +7,19 @@ key and known_hosts are the lab's. Everything else is the example as shipped: IN
 one other change: a node the example marks gpu=true is gpu=false here, since NVIDIA's repositories cannot be
 reached (tests/test_prepare_lab.py takes a GPU node up to that boundary).
 
-preflight and prepare run for real (the Kubernetes packages from the lab's signed placeholder repository, as
-tests/test_prepare_lab.py); control_plane, join and network run their plays on the nodes with kubeadm and kubectl
-stand-ins (tests/support/kube_stand_ins.py), as tests/test_phases_lab.py and tests/test_ha_lab.py do; the
-examples then go through reset, so the next one starts on clean nodes. The YAML example is the one that crashed
-at control_plane (a host name of Ansible's tagged string type, which yaml.safe_dump cannot write).
+The examples share one prepared set of nodes: every lab node is prepared once, under the lab's own names (the
+packages, containerd and the Kubernetes packages from the lab's signed placeholder repository, as
+tests/test_prepare_lab.py), and each example's own preflight and prepare then run for real on nodes that hold all of
+that already: its prepare renames them and installs nothing. control_plane, join and network run their plays on the
+nodes with kubeadm and kubectl stand-ins (tests/support/kube_stand_ins.py), as tests/test_phases_lab.py and
+tests/test_ha_lab.py do; the examples then go through reset, so the next one starts on nodes without a cluster. The
+YAML example is the one that crashed at control_plane (a host name of Ansible's tagged string type, which
+yaml.safe_dump cannot write).
 """
 from __future__ import annotations
 
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
@@ -101,6 +104,18 @@ def config(lab: Lab, tmp_path_factory: pytest.TempPathFactory) -> Path:
                         ssh={"connect_timeout_s": 60})
 
 
+@pytest.fixture(scope="module")
+def prepared(lab: Lab, config: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Lab]:
+    """Every node of the lab prepared once, as the lab's own inventory names them: what each example then finds."""
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv("BOOTSTRAP_STATE_DIR", str(tmp_path_factory.mktemp("prepared-state")))
+        cluster, settings = load_cluster(lab.inventory_path, config)
+        result = run_phases(select_phases(("preflight", "prepare")),
+                            PhaseContext(cluster=cluster, settings=settings, state=ClusterState.load(cluster)))
+        assert result.ok, result.error
+    yield lab
+
+
 @pytest.fixture(autouse=True)
 def isolated_state(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     monkeypatch.setenv("BOOTSTRAP_STATE_DIR", str(tmp_path / "state"))
@@ -120,13 +135,18 @@ def test_the_lab_copies_keep_each_examples_shape(lab: Lab, tmp_path: Path) -> No
 
 
 @pytest.mark.parametrize("example", EXAMPLES, ids=[p.name for p in EXAMPLES])
-def test_each_example_inventory_runs_through_every_phase(lab: Lab, config: Path, tmp_path: Path, example: Path) -> None:
+def test_each_example_inventory_runs_through_every_phase(prepared: Lab, config: Path, tmp_path: Path,
+                                                         example: Path) -> None:
+    lab = prepared
     cluster, settings = load_cluster(lab_copy(example, lab, tmp_path), config)
     ctx = PhaseContext(cluster=cluster, settings=settings, state=ClusterState.load(cluster))
     result = run_phases(select_phases(("preflight", "prepare")), ctx)
     assert result.ok, result.error
     for node in cluster.nodes:
         assert lab.node(_lab_name(lab, node.address)).ssh("hostname").stdout.strip() == node.name
+    # The nodes were prepared already: this prepare installed nothing, on any node.
+    assert ctx.results.prepare is not None
+    assert _transaction_states(ctx.results.prepare.playbook.run_dir) == {node.host: "skipped" for node in cluster.nodes}
 
     first = cluster.control_plane
     endpoint = f"{first.cluster_address or first.address}:6443"
@@ -148,6 +168,16 @@ def test_each_example_inventory_runs_through_every_phase(lab: Lab, config: Path,
     reset = run_phases(select_phases(RESET_PHASES), PhaseContext(cluster=cluster, settings=settings,
                                                                   state=ClusterState.load(cluster)))
     assert reset.ok, reset.error
+
+
+def _transaction_states(run_dir: Path) -> dict[str, str]:
+    """How prepare's one package transaction went on each host, from the run's own log."""
+    found = {}
+    for line in (run_dir / "run.log").read_text().splitlines():
+        host, state, task = [*line.split("\t"), "", ""][:3]
+        if task.startswith("Install every package in one transaction"):
+            found[host] = state
+    return found
 
 
 def _lab_name(lab: Lab, address: str) -> str:

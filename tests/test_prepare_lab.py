@@ -135,9 +135,13 @@ def test_a_second_prepare_changes_nothing_on_any_node(lab: Lab, lab_config: Path
         assert steps.get(gate) == "skipped", (gate, steps)
     for inside in ("Swap off", "Kernel modules", "Containerd for Kubernetes", "Kubelet service", "Sysctl"):
         assert inside not in steps, (inside, steps)
+    # Each judged once: the container runtime is not judged again as the nvidia role's dependency.
+    judged = [task for _state, task in results]
+    assert len([task for task in judged if task.startswith("The container runtime configured")]) == 1, judged
     # What reaches the node: the facts, the read and the report.
     assert [task for task, state in steps.items() if state != "skipped" and not task.startswith(
-        ("Find the node's row", "Check the node's system", "Check the GPU nodes"))] == [
+        ("Find the node's row", "Check the node's system", "Check the GPU nodes",
+         "The container runtime's parts that differ"))] == [
         "Read the facts the roles read", "Read the node's state", "Report the prepared state"]
 
 

@@ -19,9 +19,9 @@ from provision.nodes.documents import sent
 from provision.nodes.reports import NODE_REPORT_KEY, NodeReport
 from provision.nodes.runner import PlaybookResult, failure_line, failure_mark, nodes_error
 from provision.render.kubeadm_config import CRI_SOCKET
-from provision.render.playbook_vars import sandbox_image
+from provision.render.node_tables import KERNEL_MODULES, MODULES_LOAD_FILE, SYSCTLS
+from provision.render.prepare_files import sandbox_image
 
-SYSCTLS = ("net.bridge.bridge-nf-call-iptables", "net.bridge.bridge-nf-call-ip6tables", "net.ipv4.ip_forward")
 KUBE_PACKAGES = ("kubeadm", "kubelet", "kubectl")
 
 
@@ -44,13 +44,13 @@ def check_node(host: str, report: NodeReport, settings: Settings) -> list[str]:
         problems.append("swap is still on (swapon --show lists it)")
     if report.swap.fstab:
         problems.append("/etc/fstab still has an active swap line")
-    for module in ("overlay", "br_netfilter"):
+    for module in KERNEL_MODULES:
         if module not in report.modules_load:
-            problems.append(f"{module} is not in /etc/modules-load.d/cluster-bootstrap.conf")
-    for key in SYSCTLS:
+            problems.append(f"{module} is not in {MODULES_LOAD_FILE}")
+    for key, wanted in SYSCTLS.items():
         value = report.sysctls.get(key)
-        if value != "1":
-            problems.append(f"sysctl {key} is '{value or ''}', not 1")
+        if value != wanted:
+            problems.append(f"sysctl {key} is '{value or ''}', not {wanted}")
     if report.unit("containerd").active != "active":
         problems.append("containerd is not running: see `journalctl -u containerd` on the node")
     containerd = report.containerd

@@ -35,13 +35,8 @@ from provision.render.manifests import (
     runtimeclass_manifest,
 )
 from provision.render.node_paths import node_paths
-
-
-def sandbox_image(settings: Settings) -> str:
-    """The pause image kubeadm of the chosen minor uses, from the image repository: containerd pins the same one,
-    so it is pulled once."""
-    pause = versions.kubernetes_release(settings.kubernetes.minor_number).pause
-    return f"{resolve_sources(settings).image_repository}/pause:{pause}"
+from provision.render.node_tables import role_tables
+from provision.render.prepare_files import prepare_want, sandbox_image
 
 
 def playbook_vars(cluster: Cluster, settings: Settings) -> dict[str, Any]:
@@ -87,6 +82,9 @@ def playbook_vars(cluster: Cluster, settings: Settings) -> dict[str, Any]:
         "cb_platforms": role_rows(),
         # Where kubeadm and cluster-bootstrap keep things on a node (render/node_paths.py).
         "cb_paths": node_paths(),
+        # What prepare makes true on every node (render/node_tables.py), and the files it writes from them.
+        "cb_node_tables": role_tables(),
+        "cb_prepare": prepare_want(cluster, settings),
     }
 
 

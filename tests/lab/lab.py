@@ -12,6 +12,10 @@ own cgroups, machine-id, product_uuid, SSH host keys, and `root` plus a password
 who log in with the lab's own key. Host keys are collected with ssh-keyscan after boot (and compared with
 the keys written into the node) into the lab's known_hosts file, which cluster.yaml points at.
 
+A lab lives exactly as long as the process that brought it up (its owner, which holds the slot's lock): a reaper
+started with it, in a session of its own, waits for that lock and removes every trace of the slot the moment the
+owner is gone, however it went (down(), an exception, Ctrl-C, SIGTERM or SIGKILL of a whole pytest run).
+
 See tests/lab/README.md for the API and how to clean up by hand (`python -m tests.lab.lab down-all`).
 """
 from __future__ import annotations
@@ -45,6 +49,7 @@ if TYPE_CHECKING:
     from tests.lab.repos import RpmTree
 
 HERE = Path(__file__).resolve().parent
+REPO_ROOT = HERE.parent.parent
 BUILD_SCRIPT = HERE / "build-base.sh"
 SUPERVISOR = HERE / "supervise.sh"
 # The base rootfs is kept between runs; nothing else a lab creates outlives it.
@@ -408,6 +413,43 @@ def cleanup_stale() -> list[int]:
     return cleaned
 
 
+def _start_reaper(slot: int) -> subprocess.Popen[bytes]:
+    """The process that ends the slot's lab when its owner ends (reap): in a session of its own, so that the signal
+    that stops the owner's process group (Ctrl-C, a time limit's SIGTERM) does not reach it, holding a lock request
+    of its own on the slot's lock file (a second open file, so the owner's lock does not cover it)."""
+    fd = os.open(_slot_lock_path(slot), os.O_RDWR)
+    try:
+        with (WORK_DIR / f"reaper-{slot}.log").open("wb") as log:
+            return subprocess.Popen([sys.executable, "-m", "tests.lab.lab", "reap", str(slot), "--lock-fd", str(fd)],
+                                    cwd=REPO_ROOT, pass_fds=(fd,), start_new_session=True, stdin=subprocess.DEVNULL,
+                                    stdout=log, stderr=subprocess.STDOUT)
+    finally:
+        os.close(fd)
+
+
+def reap(slot: int, lock_fd: int) -> bool:
+    """Wait for the owner of the slot to end, then remove what its lab left; True when there was a lab to end.
+
+    The slot's lock is granted here only once every other holder has closed it: the owner (on down(), or by dying:
+    the kernel closes a killed process's files) and a detached lab's holder. down() unlinks the lock file before
+    it lets go, so a lock file that is no longer the one this process opened means the lab was ended already (and
+    the slot may be another lab's by now): nothing is touched then."""
+    fcntl.flock(lock_fd, fcntl.LOCK_EX)
+    try:
+        with _global_lock():
+            try:
+                ours = os.stat(_slot_lock_path(slot)).st_ino == os.fstat(lock_fd).st_ino
+            except FileNotFoundError:
+                ours = False
+            if ours:
+                _remove_slot_traces(slot)
+                _slot_lock_path(slot).unlink(missing_ok=True)
+                _restore_host_sysctls_if_last()
+            return ours
+    finally:
+        os.close(lock_fd)
+
+
 def _owner_record(slot: int) -> dict[str, object]:
     try:
         return json.loads(_slot_lock_path(slot).read_text() or "{}")
@@ -763,6 +805,7 @@ class Lab:
         self.rpm_tree: RpmTree | None = None
         self._repo_server: subprocess.Popen[bytes] | None = None
         self._mirrors: list[subprocess.Popen[bytes]] = []
+        self._reaper: subprocess.Popen[bytes] | None = None
 
     # -- public API --
 
@@ -786,6 +829,7 @@ class Lab:
         slot, fd = cls._take_slot()
         lab = cls(slot, fd, base, mirror_ips, chosen)
         try:
+            lab._reaper = _start_reaper(slot)
             lab._create_host_side()
             if chosen.rhel_shaped:
                 lab._serve_rpm_tree(rpm_tree)
@@ -884,6 +928,9 @@ class Lab:
                 os.close(self._lock_fd)
                 self._lock_fd = None
             _restore_host_sysctls_if_last()
+        if self._reaper is not None:  # it finds the slot ended and exits
+            self._reaper.wait(timeout=60)
+            self._reaper = None
 
     def __enter__(self) -> Lab:
         return self
@@ -1099,8 +1146,17 @@ def down_slot(slot: int, force: bool = False) -> None:
             if not _process_alive(holder):
                 break
             time.sleep(0.1)
+    # The slot's reaper (reap) ends the lab once its owner or holder is gone; give it the time it takes.
+    deadline = time.monotonic() + (120 if isinstance(holder, int) else 0)
+    while True:
+        with _global_lock():
+            if not _slot_lock_path(slot).exists() and slot not in _slots_with_traces():
+                return
+            fd = _try_lock(_slot_lock_path(slot))
+            if fd is not None or force or time.monotonic() >= deadline:
+                break
+        time.sleep(0.5)
     with _global_lock():
-        fd = _try_lock(_slot_lock_path(slot))
         if fd is None and not force:
             raise LabError(f"slot {slot} belongs to a running process (pid {record.get('pid')}); "
                            "stop it, or pass --force")
@@ -1139,11 +1195,17 @@ def main(argv: list[str] | None = None) -> int:
     down.add_argument("--force", action="store_true", help="also when its owner is still running")
     down_all = commands.add_parser("down-all", help="tear down every stale slot (all slots with --force)")
     down_all.add_argument("--force", action="store_true")
+    reaper = commands.add_parser("reap", help="(started by every lab) end the slot's lab when its owner ends")
+    reaper.add_argument("slot", type=int)
+    reaper.add_argument("--lock-fd", type=int, required=True)
     build = commands.add_parser("build-base", help="build (or find) a flavour's cached base rootfs and print its path")
     build.add_argument("--flavour", choices=FLAVOURS, default="bookworm")
     args = parser.parse_args(argv)
 
-    if args.command == "build-base":
+    if args.command == "reap":
+        signal.signal(signal.SIGINT, signal.SIG_IGN)  # a terminal's Ctrl-C is the owner's to act on, not this one's
+        reap(args.slot, args.lock_fd)
+    elif args.command == "build-base":
         print(ensure_base(args.flavour))
     elif args.command == "status":
         for slot, state, record in _slot_status():

@@ -81,3 +81,9 @@ def run(name: str, arguments: dict[str, Any], work: Path, *, timeout: float = 12
     except json.JSONDecodeError:
         raise AssertionError(f"{name} printed no result (exit {done.returncode}): {done.stderr[-2000:]}") from None
     return result
+
+
+def shared(name: str) -> ModuleType:
+    """What the modules share (playbooks/module_utils/<name>.py), imported as a module imports it."""
+    _register_module_utils()
+    return sys.modules[f"ansible.module_utils.{name}"]

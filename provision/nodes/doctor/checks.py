@@ -13,17 +13,14 @@ import statistics
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime
-from functools import cache
 from typing import Any
-
-import yaml
 
 from provision.findings import Finding, Status
 from provision.inputs.platforms import Platform, platform_for
 from provision.nodes.certs import judge
 from provision.nodes.containerd_config import config_problems
 from provision.nodes.doctor.probe import KUBELET_KUBECONFIG, NodeHealth, Usage
-from provision.resources import ROLES_DIR
+from provision.render.node_tables import HOSTS_MARKER, open_ports
 
 # Clocks further apart than this (from the median of the nodes' and this machine's) break etcd's leases and the
 # certificates' validity windows in ways that are hard to tell from other faults.
@@ -32,7 +29,6 @@ CLOCK_SKEW_LIMIT_S = 5.0
 # < 10% (/var/lib/kubelet) and imagefs.available < 15% (/var/lib/containerd), and at nodefs.inodesFree < 5%.
 DISK_LIMITS = {"/var/lib/containerd": (80, 85), "/var/lib/kubelet": (85, 90), "/var/lib/etcd": (80, 90)}
 INODE_LIMITS = (90, 95)
-HOSTS_MARKER = "cluster-bootstrap nodes"  # os_prep's blockinfile marker: "# BEGIN/END cluster-bootstrap nodes"
 KUBE_CERTS_FIX = ("renew them with `bootstrap certs renew`: `kubeadm certs renew all` on each control plane, one at "
                   "a time, its static pods restarted, the admin kubeconfig here refreshed (docs/upgrade.md)")
 # What `kubeadm certs renew all` leaves alone, each with what does renew it: the CAs (kubeadm never renews a CA; it is
@@ -171,18 +167,9 @@ def _port(text: str) -> Port:
     return Port(int(low), int(high or low), protocol)
 
 
-@cache
-def _role_ports() -> dict[str, tuple[Port, ...]]:
-    """The ports prepare opens (os_prep's defaults: the one table, read where the role reads it)."""
-    defaults = yaml.safe_load((ROLES_DIR / "os_prep" / "defaults" / "main" / "main.yml").read_text())
-    return {kind: tuple(_port(str(p)) for p in defaults[f"os_prep_{kind}_ports"])
-            for kind in ("control_plane", "worker", "calico")}
-
-
 def required_ports(control_plane: bool) -> tuple[Port, ...]:
-    ports = _role_ports()
-    chosen = (*(ports["control_plane"] if control_plane else ()), *ports["worker"], *ports["calico"])
-    return tuple(dict.fromkeys(chosen))
+    """The ports prepare opens on a node of this role (render/node_tables.py: the one table the role is given)."""
+    return tuple(_port(rule.spec) for rule in open_ports(control_plane))
 
 
 def _span(text: str) -> tuple[int, int] | None:

@@ -1,9 +1,11 @@
 #!/usr/bin/python
-"""What the roles of a play would otherwise ask a node task by task, read in one call at the start of the play.
+"""What the roles of a play would otherwise ask a node task by task, read in one call at the start of the play, and
+which of the parts they want differ from it.
 
-Returned under `cb_state`: each role compares it with what it wants, on the controller, and runs only the parts
-that do not hold already (a converged re-run sends the node this call and the closing report, and nothing in
-between). What is read is what the roles ask for (their requests merged by the node_state role): the contents and
+Returned under `cb_state`: the read, and `differs`, the names of the parts of the roles' wanted state (`want`,
+judged by module_utils/cb_node_want.py) that do not hold; each role runs only those (a converged re-run sends the
+node this call and the closing report, and nothing in between). What is read is what the wanted parts name and what
+the roles ask for besides (their requests merged by the node_state role): the contents and
 checksums of files, whether directories exist, which package specs are missing, systemd units (loaded, active,
 enabled at boot, and whether a daemon runs an older configuration than its files), live sysctls, kernel modules
 loaded, files under a glob that carry a mark, a command's version line; and always the swap, the hostname, the
@@ -20,6 +22,7 @@ import socket
 import time
 
 from ansible.module_utils.basic import AnsibleModule
+from ansible.module_utils.cb_node_want import differs, reads
 from ansible.module_utils.cb_packages import POLICY_MARK, POLICY_RC_D, missing_debs, missing_rpms
 
 DOCUMENTATION = r"""
@@ -70,6 +73,18 @@ options:
     description: name -> a command that prints a version line (run when its program exists; null otherwise).
     type: dict
     default: {}
+  want:
+    description: The parts of the node's state the roles want, each a name and its checks
+      (module_utils/cb_node_want.py); the names of those that do not hold are returned as cb_state.differs.
+    type: list
+    elements: dict
+    default: []
+  requests:
+    description: Each role's request as one dict (any of the keys above), merged here with the others (the node_state
+      role passes the roles' `<role>_reads` as they are).
+    type: list
+    elements: dict
+    default: []
 """
 
 MAX_CONTENT = 256 * 1024
@@ -138,6 +153,29 @@ def cgroup_fs(module: AnsibleModule) -> str:
     return out.strip() if rc == 0 else ""
 
 
+LISTS = ("files", "dirs", "packages", "units", "sysctls", "kernel_modules")
+
+
+def merged(params: dict) -> dict:
+    """The requests (each role's) and what the wanted parts name, as one request: lists joined without repeats,
+    dicts combined, marked globs and wanted parts in order."""
+    found = {key: list(params[key]) for key in (*LISTS, "marked", "want")}
+    found.update(stale=dict(params["stale"]), versions=dict(params["versions"]))
+    for request in params["requests"]:
+        for key in (*LISTS, "marked", "want"):
+            found[key] += list(request.get(key) or [])
+        for key in ("stale", "versions"):
+            found[key].update(request.get(key) or {})
+    for key, more in reads(found["want"]).items():
+        if key in ("stale", "versions"):
+            found[key] = {**more, **found[key]}
+        else:
+            found[key] += more
+    for key in LISTS:
+        found[key] = list(dict.fromkeys(str(item) for item in found[key]))
+    return found
+
+
 def main() -> None:
     module = AnsibleModule(
         argument_spec={
@@ -150,10 +188,12 @@ def main() -> None:
             "kernel_modules": {"type": "list", "elements": "str", "default": []},
             "marked": {"type": "list", "elements": "dict", "default": []},
             "versions": {"type": "dict", "default": {}},
+            "want": {"type": "list", "elements": "dict", "default": []},
+            "requests": {"type": "list", "elements": "dict", "default": []},
         },
         supports_check_mode=True,
     )
-    params = module.params
+    params = merged(module.params)
     units: dict[str, dict[str, str]] = {}
     if params["units"] and shutil.which("systemctl"):
         _, out, _ = module.run_command(["systemctl", "show", "--property=LoadState,ActiveState,UnitFileState,MainPID",
@@ -179,6 +219,7 @@ def main() -> None:
         "files": {path: file_state(path) for path in params["files"]},
         "dirs": {path: os.path.isdir(path) for path in params["dirs"]},
         "missing": (missing_debs if debian else missing_rpms)(run, params["packages"]),
+        "packages_asked": params["packages"],
         "units": {unit: {k: v for k, v in values.items() if k != "pid"} for unit, values in units.items()},
         "stale": stale,
         "sysctls": {key: (_read(os.path.join("/proc/sys", *key.split("."))) or "").strip() or None
@@ -193,6 +234,7 @@ def main() -> None:
         "marked": marked,
         "policy_rc_d_ours": POLICY_MARK in (_read(POLICY_RC_D) or ""),
     }
+    state["differs"] = differs(state, params["want"])
     module.exit_json(changed=False, cb_state=state)
 
 
