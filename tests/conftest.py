@@ -76,6 +76,9 @@ REQUIRE_TORCH = os.environ.get("CB_REQUIRE_TORCH") == "1"
 CI = os.environ.get("CI") == "true"
 SKIPS_BY_DESIGN = (
     "its key files exist only after `bootstrap lab up`",
+    # tests/test_addon_conformance.py renders the pinned releases from GitHub or local copies of their tags; CI
+    # reaches neither (docs/conformance.md says where and when it ran).
+    "upstream's release is out of reach here",
 )
 
 

@@ -288,11 +288,17 @@ ANSWERS = st.one_of(RUNS, JSON, st.builds(lambda code: Response(code, {"code": c
 @settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(created=ANSWERS, followed=ANSWERS)
 def test_any_answer_of_the_pipelines_api_ends_in_a_verdict(tmp_path: Path, created: Any, followed: Any) -> None:
+    # Time is the test's: each poll's sleep moves its clock, so a run that stays RUNNING meets the limit at once.
+    now = [0.0]
+
+    def sleep(seconds: float) -> None:
+        now[0] += seconds
+
     with FakeApiServer() as api:
         Pipelines(api, followed)
         api.add("POST", RUNS_PATH, created)
         verdict = run_pipeline_smoke_test(api.write_kubeconfig(tmp_path / "kubeconfig"), parse_settings({}),
-                                          deploy=True, timeout_s=60, poll_s=0.01, sleep=lambda _: None)
+                                          deploy=True, timeout_s=60, poll_s=5, sleep=sleep, clock=lambda: now[0])
         # Whatever happened, what the run made was removed.
         assert api.requests_to("DELETE", "/api/v1/namespaces/kubeflow/configmaps/")
     assert verdict.summary.startswith("PASS: " if verdict.passed else "FAIL (")

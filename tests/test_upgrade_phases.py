@@ -47,7 +47,7 @@ from tests.support.refusal import assert_refused, run_main
 def snapshot(directory: Path, name: str) -> LocalSnapshot:
     """A snapshot as etcd_snapshot leaves it on this machine (its record: what the etcd work checked)."""
     record = SnapshotRecord.model_validate({
-        "schema": 1, "name": name, "cluster": "cp1@10.20.0.10", "member": "cp1", "members": ["cp1"],
+        "schema": 1, "name": name, "cluster": "cp1", "member": "cp1", "members": ["cp1"],
         "ca_sha256": "c" * 64, "etcd_cluster_id": "1", "etcd_version": "3.6.5", "taken_at": "2026-11-25T12:00:00+00:00",
         "revision": 41, "total_key": 900, "hash": 1234, "total_size": 8192, "size": 4096, "sha256": "a" * 64,
         "live_keys": 880})
@@ -80,7 +80,9 @@ def test_each_step_runs_its_phases_with_its_release_and_the_record_says_where_it
         return Phase(name, name, check)
 
     names = ("preflight", "etcd_probe", "etcd_snapshot", *UPGRADE_STEP_PHASES, "upgrade_gpu_driver", "smoke")
-    monkeypatch.setattr(phases_module, "PHASES", {n: phase(n) for n in names})
+    # The real upload phase: with no etcd.snapshot_target it skips, saying so.
+    upload = {"etcd_snapshot_upload": phases_module.PHASES["etcd_snapshot_upload"]}
+    monkeypatch.setattr(phases_module, "PHASES", {n: phase(n) for n in names} | upload)
     plan = UpgradePlan(Release(35, 2), Target(37), (Step(36, "1.36", ("cp1",), ("w1", "w2")),
                                                     Step(37, "1.37", ("cp1",), ("w1", "w2"))))
     ctx = PhaseContext(cluster=cluster, settings=Settings(), state=ClusterState.load(cluster),
@@ -98,8 +100,10 @@ def test_each_step_runs_its_phases_with_its_release_and_the_record_says_where_it
                    *[(n, "1.36.4") for n in step_phases],
                    ("etcd_probe", "1.37"), ("etcd_snapshot", "1.37"), ("upgrade_repositories", "1.37"),
                    *[(n, "1.37.4") for n in step_phases], ("upgrade_gpu_driver", "1.37"), ("smoke", "1.37")]
-    assert [o.name for o in result.outcomes][:5] == ["preflight", "etcd_probe (1.36)", "etcd_snapshot (1.36)",
-                                                     "upgrade_repositories (1.36)", "upgrade_prepull (1.36.4)"]
+    assert [(o.name, o.status) for o in result.outcomes][:6] == [
+        ("preflight", "ok"), ("etcd_probe (1.36)", "ok"), ("etcd_snapshot (1.36)", "ok"),
+        ("etcd_snapshot_upload (1.36)", "skipped"), ("upgrade_repositories (1.36)", "ok"),
+        ("upgrade_prepull (1.36.4)", "ok")]
     saved = ClusterState.load(cluster)
     assert saved.upgrade is not None and saved.upgrade.finished and saved.kubernetes_version == "1.37.4"
     assert saved.upgrade.releases == {"1.36": "1.36.4", "1.37": "1.37.4"}
@@ -115,7 +119,7 @@ def test_each_step_runs_its_phases_with_its_release_and_the_record_says_where_it
 
     # A failure in a step stops the upgrade there, unfinished, and nothing after it runs.
     ran.clear()
-    monkeypatch.setattr(phases_module, "PHASES", {n: phase(n, fail=(n == "upgrade_workers")) for n in names})
+    monkeypatch.setattr(phases_module, "PHASES", {n: phase(n, fail=(n == "upgrade_workers")) for n in names} | upload)
     failed = run_upgrade(PhaseContext(cluster=cluster, settings=Settings(), state=ClusterState(),
                                       upgrade=UpgradeOptions(Target(37), step=True)), plan)
     assert str(failed.error) == "upgrade_workers broke on w2"
@@ -140,7 +144,7 @@ def test_the_etcd_snapshot_comes_first_and_a_failed_one_stops_the_upgrade_before
         return Phase(name, name, check)
     names = ("preflight", "etcd_probe", *UPGRADE_STEP_PHASES, "upgrade_gpu_driver", "smoke")
     monkeypatch.setattr(phases_module, "PHASES", {n: phase(n) for n in names} | {"etcd_snapshot": phase(
-        "etcd_snapshot", fail=True)})
+        "etcd_snapshot", fail=True), "etcd_snapshot_upload": phase("etcd_snapshot_upload")})
     plan = UpgradePlan(Release(35, 2), Target(36), (Step(36, "1.36", ("cp1",), ("w1", "w2")),))
     ctx = PhaseContext(cluster=cluster, settings=Settings(), state=ClusterState(), upgrade=UpgradeOptions(Target(36)))
     result = run_upgrade(ctx, plan)

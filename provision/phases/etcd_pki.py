@@ -65,7 +65,7 @@ def check(ctx: PhaseContext) -> str:
                             "that cluster's own snapshot")
     missing = [name for name, sha in found.items() if sha is None]
     problems += [f"{name} has no certificates and the snapshot holds none of its own (it was no control plane "
-                 "then): join it after the restore with `bootstrap node replace`" for name in missing
+                 f"then): join it after the restore with `bootstrap node replace {name}`" for name in missing
                  if name not in archives]
     if problems:
         raise BootstrapError(f"etcd restore refused, nothing changed: {'; '.join(problems)}")

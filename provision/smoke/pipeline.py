@@ -242,13 +242,14 @@ def steps_of(run: dict[str, Any]) -> tuple[dict[str, Any], ...]:
 
 def run_pipeline(api: client.ApiClient, body: dict[str, Any], *, timeout_s: float,
                  on_steps: Callable[[str, tuple[dict[str, Any], ...]], None] | None = None, poll_s: float = 5.0,
-                 sleep: Callable[[float], None] = time.sleep) -> tuple[str, str, tuple[dict[str, Any], ...]]:
+                 sleep: Callable[[float], None] = time.sleep,
+                 clock: Callable[[], float] = time.monotonic) -> tuple[str, str, tuple[dict[str, Any], ...]]:
     """Submit the run and follow it: (its id, its final state, its steps). NotARun when an answer is not a run."""
     run = _pipelines_api(api, "POST", RUNS_PATH, body)
     run_id = run.get("run_id")
     if not isinstance(run_id, str) or not run_id:
         raise NotARun(f"the run was accepted without an id: {str(run)[:200]}")
-    started = time.monotonic()
+    started = clock()
     while True:
         run = _pipelines_api(api, "GET", f"{RUNS_PATH}/{run_id}")
         state, steps = str(run.get("state") or "PENDING"), steps_of(run)
@@ -256,7 +257,7 @@ def run_pipeline(api: client.ApiClient, body: dict[str, Any], *, timeout_s: floa
             on_steps(state, steps)
         if state in TERMINAL:
             return run_id, state, steps
-        if time.monotonic() - started >= timeout_s:
+        if clock() - started >= timeout_s:
             return run_id, "TIMEOUT", steps
         sleep(poll_s)
 
@@ -333,7 +334,8 @@ def _api_problem(exc: BaseException) -> str:
 def run_pipeline_smoke_test(kubeconfig: Path, settings: Settings, *, cpu: bool = False, image: str | None = None,
                             epochs: int | None = None, timeout_s: int | None = None, deploy: bool = False,
                             on_progress: Callable[[Any], None] | None = None, poll_s: float = 5.0,
-                            sleep: Callable[[float], None] = time.sleep) -> Verdict:
+                            sleep: Callable[[float], None] = time.sleep,
+                            clock: Callable[[], float] = time.monotonic) -> Verdict:
     """Run the pipeline on the cluster behind `kubeconfig` and judge it: PASS when every step succeeded and the
     training reached the accuracy floor; every other ending a FAIL verdict naming its cause."""
     from provision.smoke.driver import build_spec, choose_mode, cluster_gpu_generations
@@ -378,7 +380,7 @@ def run_pipeline_smoke_test(kubeconfig: Path, settings: Settings, *, cpu: bool =
     metrics = None
     try:
         _create(api, objects)
-        run_id, state, steps = run_pipeline(api, body, timeout_s=limit_s, poll_s=poll_s, sleep=sleep)
+        run_id, state, steps = run_pipeline(api, body, timeout_s=limit_s, poll_s=poll_s, sleep=sleep, clock=clock)
         metrics = training_report(api, spec)
     except (ApiException, urllib3.exceptions.HTTPError, NotARun) as exc:
         unrun = verdict_failed(FailureKind.API_ERROR, f"the pipeline could not be run: {_api_problem(exc)}")
