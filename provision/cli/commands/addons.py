@@ -72,94 +72,96 @@ def _with_enabled(settings: Settings, names: list[AddonName]) -> Settings:
     return with_overrides(settings, {"addons.enabled": (f"addons install {' '.join(names)}", enabled)})
 
 
+@checked("addons list")
+def list_addons(inventory: Annotated[Path | None, LIST.option(
+                    "--inventory", "-i", envvar="BOOTSTRAP_INVENTORY", show_default=False,
+                    help="The cluster's inventory: adds what the cluster runs (through the API), once it is "
+                         "formed. Without it, the pinned releases and what the settings enable.")] = None,
+                config: ConfigOption = None, output: OutputOption = Output.text) -> None:
+    """Each add-on: its pinned release, whether `up` installs it, and what the cluster runs (through the API)."""
+    from rich.table import Table
+    from rich.text import Text
+
+    from provision.cli.console import console, echo_json, warn
+    from provision.inputs.settings import load_settings
+    from provision.inputs.validation import load_cluster, settings_warnings
+
+    invocation.remember(inventory=inventory, config=config)
+    if inventory is not None:
+        cluster, settings = load_cluster(inventory, config)
+        warn([*cluster.warnings, *settings_warnings(settings)])
+    else:
+        cluster, settings = None, load_settings(config)
+        warn(settings_warnings(settings))
+    statuses = _cluster_statuses(cluster, settings)
+    rows: list[dict[str, Any]] = []
+    for name in ADDON_ORDER:
+        found = statuses.get(name) if statuses is not None else None
+        rows.append({"name": name, "title": ADDONS[name].title, "pinned": settings.addons.version(name),
+                     "enabled": name in settings.addons.enabled,
+                     # None: no cluster asked (no inventory, or none formed from it yet).
+                     "installed": found.installed if found else None if statuses is None else False,
+                     "version": found.version if found else None,
+                     "ok": bool(found and found.installed and found.ok),
+                     "problems": [p.describe() for p in found.problems] if found and found.installed else []})
+    if output is Output.json:
+        echo_json({"addons": rows, "cluster": statuses is not None})
+        return
+    table = Table(box=None, pad_edge=False, header_style="bold")
+    for column in ("add-on", "pinned", "in addons.enabled", "cluster runs", "state"):
+        table.add_column(column)
+    for row in rows:
+        state = (Text("-", style="dim") if row["installed"] is None else Text("ok", style="green") if row["ok"]
+                 else Text(row["problems"][0], style="red") if row["installed"]
+                 else Text("not installed", style="dim"))
+        table.add_row(f"{row['name']} ({row['title']})", str(row["pinned"]), "yes" if row["enabled"] else "no",
+                      str(row["version"] or "-"), state)
+    console.print(table)
+    if statuses is None:
+        why = (f"no cluster formed from {inventory} yet" if inventory is not None
+               else "no --inventory: the cluster was not asked")
+        console.print(f"{why}; `bootstrap addons install NAME...` installs one on a running cluster",
+                      style="dim", soft_wrap=True)
+
+
+@checked("addons install")
+@node_options
+def install(nodes: NodeOptions, names: NamesArgument, output: OutputOption = Output.text) -> None:
+    """Install add-ons from their pinned releases and wait until their CRDs are Established and their
+    controllers Available (whether or not `addons.enabled` lists them)."""
+    from provision.cli.support import load_inputs, run_pipeline, warn
+    from provision.inputs.validation import addon_warnings
+
+    chosen = addon_names(names)
+    cluster, settings = load_inputs(nodes)
+    enabled = _with_enabled(settings, chosen)
+    _require_cluster(cluster, str(nodes.inventory))
+    # The ones addons.enabled lists were warned about with the settings.
+    warn(addon_warnings(settings, [name for name in chosen if name not in settings.addons.enabled]))
+    run_pipeline(chosen, cluster, enabled, nodes, output=output,
+                 title=f"bootstrap addons install {' '.join(chosen)}")
+
+
+@checked("addons remove")
+@node_options
+def remove(nodes: NodeOptions, names: NamesArgument, yes: YesOption = False,
+           output: OutputOption = Output.text) -> None:
+    """Delete add-ons: their controllers, CRDs (with every object of theirs) and namespaces."""
+    from provision.cli.support import load_inputs, run_pipeline
+
+    chosen = addon_names(names)
+    cluster, settings = load_inputs(nodes)
+    _require_cluster(cluster, str(nodes.inventory))
+    namespaces = ", ".join(ADDONS[name].namespace for name in chosen)
+    confirm(f"Delete {', '.join(chosen)}: controllers, CRDs and every object of theirs, namespaces {namespaces}?",
+            yes)
+    run_pipeline([f"remove_{name}" for name in reversed(chosen)], cluster, settings, nodes, output=output,
+                 title=f"bootstrap addons remove {' '.join(chosen)}")
+
+
 def register(app: typer.Typer) -> None:
     addons_app = typer.Typer(help=ADDONS_SUMMARY, no_args_is_help=True)
-
-    @addons_app.command("list")
-    @checked("addons list")
-    def list_addons(inventory: Annotated[Path | None, LIST.option(
-                        "--inventory", "-i", envvar="BOOTSTRAP_INVENTORY", show_default=False,
-                        help="The cluster's inventory: adds what the cluster runs (through the API), once it is "
-                             "formed. Without it, the pinned releases and what the settings enable.")] = None,
-                    config: ConfigOption = None, output: OutputOption = Output.text) -> None:
-        """Each add-on: its pinned release, whether `up` installs it, and what the cluster runs (through the API)."""
-        from rich.table import Table
-        from rich.text import Text
-
-        from provision.cli.console import console, echo_json, warn
-        from provision.inputs.settings import load_settings
-        from provision.inputs.validation import load_cluster, settings_warnings
-
-        invocation.remember(inventory=inventory, config=config)
-        if inventory is not None:
-            cluster, settings = load_cluster(inventory, config)
-            warn([*cluster.warnings, *settings_warnings(settings)])
-        else:
-            cluster, settings = None, load_settings(config)
-            warn(settings_warnings(settings))
-        statuses = _cluster_statuses(cluster, settings)
-        rows: list[dict[str, Any]] = []
-        for name in ADDON_ORDER:
-            found = statuses.get(name) if statuses is not None else None
-            rows.append({"name": name, "title": ADDONS[name].title, "pinned": settings.addons.version(name),
-                         "enabled": name in settings.addons.enabled,
-                         # None: no cluster asked (no inventory, or none formed from it yet).
-                         "installed": found.installed if found else None if statuses is None else False,
-                         "version": found.version if found else None,
-                         "ok": bool(found and found.installed and found.ok),
-                         "problems": [p.describe() for p in found.problems] if found and found.installed else []})
-        if output is Output.json:
-            echo_json({"addons": rows, "cluster": statuses is not None})
-            return
-        table = Table(box=None, pad_edge=False, header_style="bold")
-        for column in ("add-on", "pinned", "in addons.enabled", "cluster runs", "state"):
-            table.add_column(column)
-        for row in rows:
-            state = (Text("-", style="dim") if row["installed"] is None else Text("ok", style="green") if row["ok"]
-                     else Text(row["problems"][0], style="red") if row["installed"]
-                     else Text("not installed", style="dim"))
-            table.add_row(f"{row['name']} ({row['title']})", str(row["pinned"]), "yes" if row["enabled"] else "no",
-                          str(row["version"] or "-"), state)
-        console.print(table)
-        if statuses is None:
-            why = (f"no cluster formed from {inventory} yet" if inventory is not None
-                   else "no --inventory: the cluster was not asked")
-            console.print(f"{why}; `bootstrap addons install NAME...` installs one on a running cluster",
-                          style="dim", soft_wrap=True)
-
-    @addons_app.command("install")
-    @checked("addons install")
-    @node_options
-    def install(nodes: NodeOptions, names: NamesArgument, output: OutputOption = Output.text) -> None:
-        """Install add-ons from their pinned releases and wait until their CRDs are Established and their
-        controllers Available (whether or not `addons.enabled` lists them)."""
-        from provision.cli.support import load_inputs, run_pipeline, warn
-        from provision.inputs.validation import addon_warnings
-
-        chosen = addon_names(names)
-        cluster, settings = load_inputs(nodes)
-        enabled = _with_enabled(settings, chosen)
-        _require_cluster(cluster, str(nodes.inventory))
-        # The ones addons.enabled lists were warned about with the settings.
-        warn(addon_warnings(settings, [name for name in chosen if name not in settings.addons.enabled]))
-        run_pipeline(chosen, cluster, enabled, nodes, output=output,
-                     title=f"bootstrap addons install {' '.join(chosen)}")
-
-    @addons_app.command("remove")
-    @checked("addons remove")
-    @node_options
-    def remove(nodes: NodeOptions, names: NamesArgument, yes: YesOption = False,
-               output: OutputOption = Output.text) -> None:
-        """Delete add-ons: their controllers, CRDs (with every object of theirs) and namespaces."""
-        from provision.cli.support import load_inputs, run_pipeline
-
-        chosen = addon_names(names)
-        cluster, settings = load_inputs(nodes)
-        _require_cluster(cluster, str(nodes.inventory))
-        namespaces = ", ".join(ADDONS[name].namespace for name in chosen)
-        confirm(f"Delete {', '.join(chosen)}: controllers, CRDs and every object of theirs, namespaces {namespaces}?",
-                yes)
-        run_pipeline([f"remove_{name}" for name in reversed(chosen)], cluster, settings, nodes, output=output,
-                     title=f"bootstrap addons remove {' '.join(chosen)}")
-
+    addons_app.command("list")(list_addons)
+    addons_app.command("install")(install)
+    addons_app.command("remove")(remove)
     app.add_typer(addons_app, name="addons")

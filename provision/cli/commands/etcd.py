@@ -30,130 +30,133 @@ def _snapshot_document(ctx: PhaseContext) -> dict[str, Any]:
     return {"snapshot": snapshot.summary() if snapshot else None}
 
 
+@checked("etcd snapshot")
+@node_options
+def snapshot(
+    nodes: NodeOptions,
+    directory: Annotated[Path | None, SNAPSHOT.option(
+        "--dir", help="Where the snapshot goes, a folder of your own (default: the cluster's state directory on "
+                      "this machine).",
+        show_default=False)] = None,
+    output: OutputOption = Output.text,
+) -> None:
+    """Take a snapshot of etcd on a healthy control plane, check it (revision, keys, hash), keep it among the
+    node's last etcd.snapshot_keep, copy it here and check the copy; here too the last etcd.snapshot_keep are
+    kept. The snapshot holds every Secret of the cluster: it is written readable by you only."""
+    from provision.cli.console import console
+    from provision.cli.support import load_inputs, run_pipeline
+    from provision.phases import ETCD_SNAPSHOT_PHASES
+    from provision.phases.engine import EtcdOptions
+
+    cluster, settings = load_inputs(nodes)
+    if settings.etcd.pki_key_file is not None:
+        from provision.nodes.etcd.offsite import read_passphrase
+
+        read_passphrase(Path(settings.etcd.pki_key_file).expanduser())  # refused here, before any node
+    ctx = run_pipeline(ETCD_SNAPSHOT_PHASES, cluster, settings, nodes, title="bootstrap etcd snapshot",
+                       output=output, extra=_snapshot_document,
+                       etcd=EtcdOptions(snapshot_dir=directory))
+    taken = ctx.results.etcd_snapshot
+    if taken is not None and output is Output.text:
+        console.print(f"snapshot: {taken.path}", soft_wrap=True)
+
+
+@checked("etcd snapshots")
+@node_options
+def snapshots(
+    nodes: NodeOptions,
+    directory: Annotated[Path | None, SNAPSHOTS.option(
+        "--dir", help="Also where `etcd snapshot --dir` put them (default: the cluster's state directory).",
+        show_default=False)] = None,
+    output: OutputOption = Output.text,
+) -> None:
+    """List the snapshots on this machine and on each control plane, and each control plane's snapshot timer."""
+    from provision.cli.support import load_inputs, run_pipeline
+    from provision.nodes.etcd.snapshot import default_directory, listing, local_snapshots
+    from provision.phases import ETCD_LIST_PHASES
+
+    cluster, settings = load_inputs(nodes)
+    where = directory or default_directory(cluster)
+
+    def listed(ctx: PhaseContext) -> dict[str, Any]:
+        survey = ctx.results.etcd
+        return listing(local_snapshots(where), survey) if survey is not None else {}
+
+    ctx = run_pipeline(ETCD_LIST_PHASES, cluster, settings, nodes, title="bootstrap etcd snapshots",
+                       output=output, extra=listed)
+    if output is Output.text:
+        print_listing(listed(ctx), where)
+
+
+@checked("etcd restore")
+@node_options
+def restore(
+    nodes: NodeOptions,
+    snapshot: Annotated[str | None, RESTORE.argument(
+        "SNAPSHOT", help="A snapshot `bootstrap etcd snapshot` took: its path, or its name in the cluster's state directory.",
+        show_default=False)] = None,
+    source: Annotated[str | None, RESTORE.option(
+        "--from", help="Bring the snapshot from the store first: s3://BUCKET/PREFIX/NAME.db (etcd.s3_endpoint "
+                       "and the AWS credentials say how); its certificates go back where there are none.",
+        show_default=False)] = None,
+    survivors: Annotated[Any, RESTORE.option(
+        "--survivors", help="Restore onto these control planes only (comma-separated): quorum lost, the ones "
+                            "left; the others rejoin with `bootstrap node replace NAME`.", show_default=False)] = None,
+    yes: YesOption = False,
+    output: OutputOption = Output.text,
+) -> None:
+    """Restore etcd from a snapshot on every control plane: the API servers and etcd stop, each member's data is
+    restored (the old kept aside) with a new cluster token, etcd starts, the snapshot's keys are checked on
+    every member, then the API servers come back. Everything written after the snapshot is lost. Refused,
+    before any change, for a snapshot that fails its check or is another cluster's, and for a control plane
+    that does not answer. Re-run after an interruption, it finishes."""
+    from provision.cli.support import load_inputs, run_pipeline
+    from provision.nodes.etcd.snapshot import default_directory, load_snapshot
+    from provision.phases import ETCD_RESTORE_FROM_PHASES, ETCD_RESTORE_PHASES
+    from provision.phases.engine import EtcdOptions
+
+    if snapshot is None and source is None:
+        raise InputError("etcd restore: name the snapshot (a path or a name in the state directory) or --from "
+                         "s3://..., one of the two")
+    cluster, settings = load_inputs(nodes)
+    chosen = parse_survivors(cluster, survivors)
+    pki = None
+    if source is not None:
+        taken, pki = fetch_from_store(cluster, settings, source)
+    else:
+        assert snapshot is not None
+        path = Path(snapshot).expanduser()
+        if not path.exists() and "/" not in snapshot:
+            path = default_directory(cluster) / snapshot
+        taken = load_snapshot(path)
+    where = ", ".join(chosen or [n.name for n in cluster.control_planes])
+    confirm(f"Restore etcd on {where} from {taken.record.name} (revision {taken.revision}, taken "
+            f"{taken.record.taken_at:%Y-%m-%d %H:%M} UTC)? The API servers stop meanwhile and everything written "
+            "since the snapshot is lost.", yes)
+    run_pipeline(ETCD_RESTORE_FROM_PHASES if pki is not None else ETCD_RESTORE_PHASES, cluster, settings, nodes,
+                 title=f"bootstrap etcd restore {taken.record.name}", output=output,
+                 etcd=EtcdOptions(restore=taken, survivors=chosen, pki_archive=pki))
+
+
+@checked("etcd defrag")
+@node_options
+def defrag(nodes: NodeOptions, output: OutputOption = Output.text) -> None:
+    """Defragment every etcd member one at a time, the leader last, giving back the space deleted keys left;
+    where the NOSPACE alarm is raised, compact first and disarm it once every database is under its quota.
+    Refused while a member is down."""
+    from provision.cli.support import load_inputs, run_pipeline
+    from provision.phases import ETCD_DEFRAG_PHASES
+
+    cluster, settings = load_inputs(nodes)
+    run_pipeline(ETCD_DEFRAG_PHASES, cluster, settings, nodes, title="bootstrap etcd defrag", output=output)
+
+
 def register(app: typer.Typer) -> None:
     etcd_app = typer.Typer(help="Snapshots of the cluster's etcd, and restoring one.", no_args_is_help=True)
-
-    @etcd_app.command("snapshot")
-    @checked("etcd snapshot")
-    @node_options
-    def snapshot(
-        nodes: NodeOptions,
-        directory: Annotated[Path | None, SNAPSHOT.option(
-            "--dir", help="Where the snapshot goes, a folder of your own (default: the cluster's state directory on "
-                          "this machine).",
-            show_default=False)] = None,
-        output: OutputOption = Output.text,
-    ) -> None:
-        """Take a snapshot of etcd on a healthy control plane, check it (revision, keys, hash), keep it among the
-        node's last etcd.snapshot_keep, copy it here and check the copy; here too the last etcd.snapshot_keep are
-        kept. The snapshot holds every Secret of the cluster: it is written readable by you only."""
-        from provision.cli.console import console
-        from provision.cli.support import load_inputs, run_pipeline
-        from provision.phases import ETCD_SNAPSHOT_PHASES
-        from provision.phases.engine import EtcdOptions
-
-        cluster, settings = load_inputs(nodes)
-        if settings.etcd.pki_key_file is not None:
-            from provision.nodes.etcd.offsite import read_passphrase
-
-            read_passphrase(Path(settings.etcd.pki_key_file).expanduser())  # refused here, before any node
-        ctx = run_pipeline(ETCD_SNAPSHOT_PHASES, cluster, settings, nodes, title="bootstrap etcd snapshot",
-                           output=output, extra=_snapshot_document,
-                           etcd=EtcdOptions(snapshot_dir=directory))
-        taken = ctx.results.etcd_snapshot
-        if taken is not None and output is Output.text:
-            console.print(f"snapshot: {taken.path}", soft_wrap=True)
-
-    @etcd_app.command("snapshots")
-    @checked("etcd snapshots")
-    @node_options
-    def snapshots(
-        nodes: NodeOptions,
-        directory: Annotated[Path | None, SNAPSHOTS.option(
-            "--dir", help="Also where `etcd snapshot --dir` put them (default: the cluster's state directory).",
-            show_default=False)] = None,
-        output: OutputOption = Output.text,
-    ) -> None:
-        """List the snapshots on this machine and on each control plane, and each control plane's snapshot timer."""
-        from provision.cli.support import load_inputs, run_pipeline
-        from provision.nodes.etcd.snapshot import default_directory, listing, local_snapshots
-        from provision.phases import ETCD_LIST_PHASES
-
-        cluster, settings = load_inputs(nodes)
-        where = directory or default_directory(cluster)
-
-        def listed(ctx: PhaseContext) -> dict[str, Any]:
-            survey = ctx.results.etcd
-            return listing(local_snapshots(where), survey) if survey is not None else {}
-
-        ctx = run_pipeline(ETCD_LIST_PHASES, cluster, settings, nodes, title="bootstrap etcd snapshots",
-                           output=output, extra=listed)
-        if output is Output.text:
-            print_listing(listed(ctx), where)
-
-    @etcd_app.command("restore")
-    @checked("etcd restore")
-    @node_options
-    def restore(
-        nodes: NodeOptions,
-        snapshot: Annotated[str | None, RESTORE.argument(
-            "SNAPSHOT", help="A snapshot `bootstrap etcd snapshot` took: its path, or its name in the cluster's state directory.",
-            show_default=False)] = None,
-        source: Annotated[str | None, RESTORE.option(
-            "--from", help="Bring the snapshot from the store first: s3://BUCKET/PREFIX/NAME.db (etcd.s3_endpoint "
-                           "and the AWS credentials say how); its certificates go back where there are none.",
-            show_default=False)] = None,
-        survivors: Annotated[Any, RESTORE.option(
-            "--survivors", help="Restore onto these control planes only (comma-separated): quorum lost, the ones "
-                                "left; the others rejoin with `bootstrap node replace NAME`.", show_default=False)] = None,
-        yes: YesOption = False,
-        output: OutputOption = Output.text,
-    ) -> None:
-        """Restore etcd from a snapshot on every control plane: the API servers and etcd stop, each member's data is
-        restored (the old kept aside) with a new cluster token, etcd starts, the snapshot's keys are checked on
-        every member, then the API servers come back. Everything written after the snapshot is lost. Refused,
-        before any change, for a snapshot that fails its check or is another cluster's, and for a control plane
-        that does not answer. Re-run after an interruption, it finishes."""
-        from provision.cli.support import load_inputs, run_pipeline
-        from provision.nodes.etcd.snapshot import default_directory, load_snapshot
-        from provision.phases import ETCD_RESTORE_FROM_PHASES, ETCD_RESTORE_PHASES
-        from provision.phases.engine import EtcdOptions
-
-        if snapshot is None and source is None:
-            raise InputError("etcd restore: name the snapshot (a path or a name in the state directory) or --from "
-                             "s3://..., one of the two")
-        cluster, settings = load_inputs(nodes)
-        chosen = parse_survivors(cluster, survivors)
-        pki = None
-        if source is not None:
-            taken, pki = fetch_from_store(cluster, settings, source)
-        else:
-            assert snapshot is not None
-            path = Path(snapshot).expanduser()
-            if not path.exists() and "/" not in snapshot:
-                path = default_directory(cluster) / snapshot
-            taken = load_snapshot(path)
-        where = ", ".join(chosen or [n.name for n in cluster.control_planes])
-        confirm(f"Restore etcd on {where} from {taken.record.name} (revision {taken.revision}, taken "
-                f"{taken.record.taken_at:%Y-%m-%d %H:%M} UTC)? The API servers stop meanwhile and everything written "
-                "since the snapshot is lost.", yes)
-        run_pipeline(ETCD_RESTORE_FROM_PHASES if pki is not None else ETCD_RESTORE_PHASES, cluster, settings, nodes,
-                     title=f"bootstrap etcd restore {taken.record.name}", output=output,
-                     etcd=EtcdOptions(restore=taken, survivors=chosen, pki_archive=pki))
-
-    @etcd_app.command("defrag")
-    @checked("etcd defrag")
-    @node_options
-    def defrag(nodes: NodeOptions, output: OutputOption = Output.text) -> None:
-        """Defragment every etcd member one at a time, the leader last, giving back the space deleted keys left;
-        where the NOSPACE alarm is raised, compact first and disarm it once every database is under its quota.
-        Refused while a member is down."""
-        from provision.cli.support import load_inputs, run_pipeline
-        from provision.phases import ETCD_DEFRAG_PHASES
-
-        cluster, settings = load_inputs(nodes)
-        run_pipeline(ETCD_DEFRAG_PHASES, cluster, settings, nodes, title="bootstrap etcd defrag", output=output)
-
+    etcd_app.command("snapshot")(snapshot)
+    etcd_app.command("snapshots")(snapshots)
+    etcd_app.command("restore")(restore)
+    etcd_app.command("defrag")(defrag)
     app.add_typer(etcd_app, name="etcd")
 
 

@@ -17,6 +17,7 @@ from provision.errors import InputError
 from provision.smoke.kinds import Scheduler, Workload
 
 if TYPE_CHECKING:
+    from provision.inputs.settings import Settings
     from provision.smoke.driver import SmokeProgress
     from provision.smoke.observation import Mode
     from provision.smoke.verdict import Verdict
@@ -133,91 +134,115 @@ def save_directory_problem(path: Path) -> str | None:
     return creatable_directory_problem(path.absolute())
 
 
+@checked("smoke-test")
+def smoke_test(
+    kubeconfig: KubeconfigOption = Path("~/.kube/config"),
+    config: ConfigOption = None,
+    gpus: Annotated[int | None, OPTIONS.option("--gpus", help="GPUs per node (default: smoke_test.gpus).")] = None,
+    nodes: Annotated[int | None, OPTIONS.option(
+        "--nodes", help="Nodes to train on (default: smoke_test.nodes).")] = None,
+    cpu: Annotated[bool, OPTIONS.option("--cpu", help="Train on CPU (for clusters without GPUs).")] = False,
+    keep: Annotated[bool, OPTIONS.option("--keep", help="Leave the namespace, Job and pods for inspection.")] = False,
+    image: Annotated[str | None, OPTIONS.option("--image", help="Trainer image (default: smoke_test.image).")] = None,
+    epochs: Annotated[int | None, OPTIONS.option("--epochs", help="Training epochs.")] = None,
+    timeout: Annotated[int | None, OPTIONS.option("--timeout", help="Seconds before the Job is stopped.")] = None,
+    workload: Annotated[Workload | None, OPTIONS.option(
+        "--workload", help="What runs the training (default: smoke_test.workload; auto: a TrainJob when Kubeflow "
+                           "Trainer is installed, else a Job).")] = None,
+    scheduler: Annotated[Scheduler | None, OPTIONS.option(
+        "--scheduler", help="default, or volcano: the pods are one gang (default: smoke_test.scheduler; auto: "
+                            "Volcano when installed).")] = None,
+    save: Annotated[Path | None, OPTIONS.option(
+        "--save", metavar="DIR", help="Copy the trained model and its metrics here, a new or empty folder (with the "
+        "trainer's code, "
+        "for `python -m trainer.infer --model DIR/model.pt --image PICTURE`). Not --output: that is the format.",
+        show_default=False)] = None,
+    serve: Annotated[bool, OPTIONS.option(
+        "--serve", help="Then serve the trained model with KServe (an InferenceService; the kserve add-on), send "
+        "it one picture over HTTP, report its class and score, and remove the service.")] = False,
+    pipeline: Annotated[bool, OPTIONS.option(
+        "--pipeline", help="Instead, run the smoke test as a Kubeflow pipeline (the pipelines add-on): prepare "
+        "data, train, evaluate, and with KServe deploy; compiled with the kfp SDK, submitted, followed to the "
+        "end, each step reported.")] = False,
+    print_manifests: Annotated[Workload | None, OPTIONS.option(
+        "--print-manifests", metavar="job|pytorchjob|trainjob",
+        help="Print the objects the test would create (a Job, a Kubeflow PyTorchJob or TrainJob) and exit; "
+             "with --scheduler volcano, as a gang.")] = None,
+    output: Annotated[Literal["text", "json"], OPTIONS.option(
+        "--output", "-o", help="text: the verdict for people; json: the verdict as one JSON document on stdout "
+        "(the live view stays on stderr).")] = "text",
+) -> None:
+    """Train CIFAR-10 on the cluster's GPUs and judge the run: PASS with accuracy and time, or FAIL with
+    the cause read from the API. Exit code 0 on PASS, 1 on FAIL (or when --save could not copy the model)."""
+    invocation.remember(config=config, kubeconfig=kubeconfig)
+    # Options that another one makes meaningless were refused by @checked (the option table's rules), before
+    # any file is read.
+    settings = _settings_with_options(config, image=image, gpus=gpus, nodes=nodes, epochs=epochs, timeout=timeout)
+    if save is not None:
+        problem = save_directory_problem(save.expanduser())
+        if problem:
+            raise InputError(f"--save {problem}")
+    if print_manifests is not None:
+        typer.echo(_manifests_yaml(settings, print_manifests, scheduler, cpu=cpu, gpus=gpus, nodes=nodes, image=image,
+                                   epochs=epochs, timeout=timeout, keep_results=save is not None), nl=False)
+        return
+    if pipeline:
+        from provision.smoke.pipeline import run_pipeline_smoke_test
+
+        with live_view() as on_progress:
+            verdict = run_pipeline_smoke_test(kubeconfig.expanduser(), settings, cpu=cpu, image=image,
+                                              epochs=epochs, timeout_s=timeout, deploy=serve,
+                                              on_progress=on_progress)
+    else:
+        from provision.smoke.driver import run_smoke_test
+
+        with live_view() as on_progress:
+            verdict = run_smoke_test(kubeconfig.expanduser(), settings, gpus=gpus, nodes=nodes, cpu=cpu,
+                                     keep=keep, on_progress=on_progress, image=image, epochs=epochs,
+                                     timeout_s=timeout, workload=workload, scheduler=scheduler,
+                                     save_dir=save.expanduser() if save else None, serve=serve)
+    _print_result(verdict, output)
+    raise typer.Exit(verdict.exit_code)
+
+
+def _settings_with_options(config: Path | None, *, image: str | None, gpus: int | None, nodes: int | None,
+                           epochs: int | None, timeout: int | None) -> Settings:
+    """The settings with the options that stand for settings laid over them."""
+    from provision.inputs.settings import load_settings, with_overrides
+
+    # Each option that stands for a setting is checked exactly as the setting is (an image with a fixed tag,
+    # ...), before anything is rendered or any cluster is asked.
+    return with_overrides(load_settings(config), {
+        "smoke_test.image": ("--image", image), "smoke_test.gpus": ("--gpus", gpus),
+        "smoke_test.nodes": ("--nodes", nodes), "smoke_test.epochs": ("--epochs", epochs),
+        "smoke_test.timeout_s": ("--timeout", timeout)})
+
+
+def _manifests_yaml(settings: Settings, workload: Workload, scheduler: Scheduler | None, *, cpu: bool,
+                    gpus: int | None, nodes: int | None, image: str | None, epochs: int | None, timeout: int | None,
+                    keep_results: bool) -> str:
+    """`--print-manifests`: the objects the test would create, as YAML, chosen without a cluster to ask."""
+    from provision.smoke.choices import assumed_offer, choose
+    from provision.smoke.driver import build_spec, new_namespace
+    from provision.smoke.manifests import render, to_yaml
+
+    # Without a cluster to ask, "auto" means GPU unless --cpu or the settings say CPU.
+    mode: Mode = "cpu" if cpu or settings.smoke_test.mode == "cpu" else "gpu"
+    offer = assumed_offer(settings, workload=workload, scheduler=scheduler)
+    chosen = choose(offer, settings, nodes=nodes or settings.smoke_test.nodes, save=keep_results,
+                    workload=workload, scheduler=scheduler)
+    spec = build_spec(settings, mode, namespace=new_namespace(), gpus=gpus, nodes=nodes, image=image,
+                      epochs=epochs, timeout_s=timeout, choices=chosen, keep_results=keep_results)
+    return to_yaml(render(spec))
+
+
+def _print_result(verdict: Verdict, output: Literal["text", "json"]) -> None:
+    """The verdict for people, or as one JSON document on stdout (--output json)."""
+    if output == "json":
+        typer.echo(json.dumps(asdict(verdict), indent=2))
+    else:
+        print_verdict(verdict)
+
+
 def register(app: typer.Typer) -> None:
-    @app.command("smoke-test")
-    @checked("smoke-test")
-    def smoke_test(
-        kubeconfig: KubeconfigOption = Path("~/.kube/config"),
-        config: ConfigOption = None,
-        gpus: Annotated[int | None, OPTIONS.option("--gpus", help="GPUs per node (default: smoke_test.gpus).")] = None,
-        nodes: Annotated[int | None, OPTIONS.option(
-            "--nodes", help="Nodes to train on (default: smoke_test.nodes).")] = None,
-        cpu: Annotated[bool, OPTIONS.option("--cpu", help="Train on CPU (for clusters without GPUs).")] = False,
-        keep: Annotated[bool, OPTIONS.option("--keep", help="Leave the namespace, Job and pods for inspection.")] = False,
-        image: Annotated[str | None, OPTIONS.option("--image", help="Trainer image (default: smoke_test.image).")] = None,
-        epochs: Annotated[int | None, OPTIONS.option("--epochs", help="Training epochs.")] = None,
-        timeout: Annotated[int | None, OPTIONS.option("--timeout", help="Seconds before the Job is stopped.")] = None,
-        workload: Annotated[Workload | None, OPTIONS.option(
-            "--workload", help="What runs the training (default: smoke_test.workload; auto: a TrainJob when Kubeflow "
-                               "Trainer is installed, else a Job).")] = None,
-        scheduler: Annotated[Scheduler | None, OPTIONS.option(
-            "--scheduler", help="default, or volcano: the pods are one gang (default: smoke_test.scheduler; auto: "
-                                "Volcano when installed).")] = None,
-        save: Annotated[Path | None, OPTIONS.option(
-            "--save", metavar="DIR", help="Copy the trained model and its metrics here, a new or empty folder (with the "
-            "trainer's code, "
-            "for `python -m trainer.infer --model DIR/model.pt --image PICTURE`). Not --output: that is the format.",
-            show_default=False)] = None,
-        serve: Annotated[bool, OPTIONS.option(
-            "--serve", help="Then serve the trained model with KServe (an InferenceService; the kserve add-on), send "
-            "it one picture over HTTP, report its class and score, and remove the service.")] = False,
-        pipeline: Annotated[bool, OPTIONS.option(
-            "--pipeline", help="Instead, run the smoke test as a Kubeflow pipeline (the pipelines add-on): prepare "
-            "data, train, evaluate, and with KServe deploy; compiled with the kfp SDK, submitted, followed to the "
-            "end, each step reported.")] = False,
-        print_manifests: Annotated[Workload | None, OPTIONS.option(
-            "--print-manifests", metavar="job|pytorchjob|trainjob",
-            help="Print the objects the test would create (a Job, a Kubeflow PyTorchJob or TrainJob) and exit; "
-                 "with --scheduler volcano, as a gang.")] = None,
-        output: Annotated[Literal["text", "json"], OPTIONS.option(
-            "--output", "-o", help="text: the verdict for people; json: the verdict as one JSON document on stdout "
-            "(the live view stays on stderr).")] = "text",
-    ) -> None:
-        """Train CIFAR-10 on the cluster's GPUs and judge the run: PASS with accuracy and time, or FAIL with
-        the cause read from the API. Exit code 0 on PASS, 1 on FAIL (or when --save could not copy the model)."""
-        from provision.inputs.settings import load_settings, with_overrides
-        from provision.smoke.choices import assumed_offer, choose
-        from provision.smoke.driver import build_spec, new_namespace, run_smoke_test
-        from provision.smoke.manifests import render, to_yaml
-
-        invocation.remember(config=config, kubeconfig=kubeconfig)
-        # Options that another one makes meaningless were refused by @checked (the option table's rules), before
-        # any file is read.
-        # Each option that stands for a setting is checked exactly as the setting is (an image with a fixed tag,
-        # ...), before anything is rendered or any cluster is asked.
-        settings = with_overrides(load_settings(config), {
-            "smoke_test.image": ("--image", image), "smoke_test.gpus": ("--gpus", gpus),
-            "smoke_test.nodes": ("--nodes", nodes), "smoke_test.epochs": ("--epochs", epochs),
-            "smoke_test.timeout_s": ("--timeout", timeout)})
-        if save is not None:
-            problem = save_directory_problem(save.expanduser())
-            if problem:
-                raise InputError(f"--save {problem}")
-        if print_manifests is not None:
-            # Without a cluster to ask, "auto" means GPU unless --cpu or the settings say CPU.
-            mode: Mode = "cpu" if cpu or settings.smoke_test.mode == "cpu" else "gpu"
-            offer = assumed_offer(settings, workload=print_manifests, scheduler=scheduler)
-            chosen = choose(offer, settings, nodes=nodes or settings.smoke_test.nodes, save=save is not None,
-                            workload=print_manifests, scheduler=scheduler)
-            spec = build_spec(settings, mode, namespace=new_namespace(), gpus=gpus, nodes=nodes, image=image,
-                              epochs=epochs, timeout_s=timeout, choices=chosen, keep_results=save is not None)
-            typer.echo(to_yaml(render(spec)), nl=False)
-            return
-        if pipeline:
-            from provision.smoke.pipeline import run_pipeline_smoke_test
-
-            with live_view() as on_progress:
-                verdict = run_pipeline_smoke_test(kubeconfig.expanduser(), settings, cpu=cpu, image=image,
-                                                  epochs=epochs, timeout_s=timeout, deploy=serve,
-                                                  on_progress=on_progress)
-        else:
-            with live_view() as on_progress:
-                verdict = run_smoke_test(kubeconfig.expanduser(), settings, gpus=gpus, nodes=nodes, cpu=cpu,
-                                         keep=keep, on_progress=on_progress, image=image, epochs=epochs,
-                                         timeout_s=timeout, workload=workload, scheduler=scheduler,
-                                         save_dir=save.expanduser() if save else None, serve=serve)
-        if output == "json":
-            typer.echo(json.dumps(asdict(verdict), indent=2))
-        else:
-            print_verdict(verdict)
-        raise typer.Exit(verdict.exit_code)
+    app.command("smoke-test")(smoke_test)
