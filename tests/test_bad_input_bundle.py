@@ -245,7 +245,7 @@ LISTED = frozenset([*FILES, MANIFEST])
 @pytest.mark.parametrize("request_path", [
     "/../outside.txt", "/%2e%2e/outside.txt", "/os/../../outside.txt", "/os/debian/../../../outside.txt",
     "//etc/passwd", "/etc/passwd", "/.build/store/x", "/registry/docker/x", "/os/", "/", "/os/debian/pool/main/c",
-    "/%00", "/%ff", "/kubernetes/v1.36/deb/InRelease/..", "/./bundle.json",
+    "/%00", "/%ff", "/kubernetes/v1.36/deb/InRelease/..", "/./", "/os/./../outside.txt", "/os/.//debian",
 ])
 def test_serve_never_answers_outside_the_manifest(bundle: Path, request_path: str) -> None:
     (bundle.parent / "outside.txt").write_text("secret\n")
@@ -256,6 +256,9 @@ def test_serve_answers_a_listed_file_and_refuses_it_once_it_is_a_link(bundle: Pa
     name = "os/debian/pool/main/c/chrony.deb"
     assert servable(bundle, LISTED, f"/{name}") == bundle / name
     assert servable(bundle, LISTED, "/os/debian/pool/main/c/chrony%2Edeb?x=1") == bundle / name
+    # apt's request for a flat repository's `Filename: ./chrony.deb`: a "." segment names its own folder.
+    assert servable(bundle, LISTED, "/os/debian/pool/main/c/./chrony.deb") == bundle / name
+    assert servable(bundle, LISTED, "/./bundle.json") == bundle / MANIFEST
     (bundle / name).unlink()
     (bundle / name).symlink_to("/etc/passwd")
     assert servable(bundle, LISTED, f"/{name}") is None

@@ -23,6 +23,7 @@ from provision.nodes.preflight.run import run_preflight
 from provision.nodes.runner import run_playbook
 from provision.nodes.ssh import SshShell
 from tests.lab.lab import Lab, LabNode
+from tests.support.output import widest_table_line
 
 PROBE_PLAYBOOK = str(Path(__file__).resolve().parent / "playbooks" / "lab_ssh_probe.yml")
 
@@ -81,7 +82,7 @@ def test_preflight_reaches_the_nodes_through_the_bastion(lab: Lab, tmp_path: Pat
     result = CliRunner().invoke(app, ["preflight", "-i", str(inventory), "-c", str(lab.config_path)],
                                 env={"COLUMNS": "80"})
     assert result.exit_code == 0, result.output
-    assert max(len(line) for line in result.output.splitlines()) <= 80
+    assert widest_table_line(result.output, ["n2", "n3"]) <= 80, result.output
 
 
 @pytest.mark.parametrize("executor", ["stock", "mitogen"])

@@ -34,6 +34,7 @@ from provision.inputs.state import cluster_dir, runs_root
 from tests.lab.disks import between, measure
 from tests.lab.lab import Lab
 from tests.lab.repos import serve_kubernetes_repo, write_config
+from tests.support.output import widest_table_line
 from tests.support.paths import REPO_ROOT
 
 # The kubelet as a unit that runs (the placeholder package's exits at once), and kubeadm's mark of a joined node.
@@ -93,7 +94,7 @@ def test_a_healthy_prepared_lab_has_no_finding(prepared: Prepared) -> None:
             assert checks["disk"]["status"] in ("warn", "fail") and checks["disk"]["fix"], checks["disk"]
         assert checks["kubelet"]["detail"] == "running"
     shown = lines_of(result)
-    assert max(len(line) for line in shown) <= 80
+    assert widest_table_line(result.output, [n.name for n in prepared.lab.nodes]) <= 80  # type: ignore[attr-defined]
     assert any(line.startswith("skip cluster: api: not checked: no admin kubeconfig") for line in shown)
     headed = [line for line in shown if line.startswith(("FAIL ", "warn "))]
     if not disks.full | disks.crossing:
@@ -184,7 +185,7 @@ def test_each_seeded_fault_is_named_on_its_node_with_its_fix_and_nothing_else(pr
         assert fault.said in finding["detail"], finding
         assert finding["fix"], finding
     shown = lines_of(text)
-    assert max(len(line) for line in shown) <= 80
+    assert widest_table_line(text.output, [n.name for n in prepared.lab.nodes]) <= 80  # type: ignore[attr-defined]
     if disks.full | disks.crossing:
         return  # the host's disk findings group with others in the text; the JSON above judged them
     headed = [line for line in shown if line.startswith(("FAIL ", "warn "))]

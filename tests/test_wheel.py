@@ -83,8 +83,9 @@ def test_the_installed_tool_runs_outside_the_checkout(installed: Path, tmp_path:
     checked = _run(installed, "config", "validate", "-i", "hosts.ini", "-c", "cluster.yaml", cwd=work,
                    state=tmp_path / "state")
     assert checked.returncode == 0 and "valid" in checked.stdout, checked.stderr
-    # Nothing was written next to the user's files or into the package: state lives in the state directory.
-    assert sorted(p.name for p in work.iterdir()) == ["cluster.yaml", "hosts.ini"]
+    # Nothing was written next to the user's files but what init writes (the two files and the schema cluster.yaml's
+    # modeline names), nor into the package: state lives in the state directory.
+    assert sorted(p.name for p in work.iterdir()) == ["cluster.schema.json", "cluster.yaml", "hosts.ini"]
 
 
 def test_the_installed_tool_prepares_lab_nodes_from_another_directory(

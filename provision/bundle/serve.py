@@ -32,10 +32,12 @@ def servable(root: Path, listed: frozenset[str], request_path: str) -> Path | No
         path = urllib.parse.unquote(request_path.split("?", 1)[0].split("#", 1)[0], errors="strict")
     except UnicodeDecodeError:
         return None
-    name = path.lstrip("/")
-    parts = name.split("/")
-    if name not in listed or name.split("/", 1)[0] in (BUILD_DIR, REGISTRY_DIR) or \
-            any(part in ("", ".", "..") for part in parts):
+    # A "." segment names the folder it is in (RFC 3986, 5.2.4): apt asks `deb/./kubeadm_....deb` of a flat
+    # repository whose Packages say `Filename: ./kubeadm_....deb`, as pkgs.k8s.io's do. A ".." or an empty
+    # segment is refused, never resolved.
+    parts = [part for part in path.lstrip("/").split("/") if part != "."]
+    name = "/".join(parts)
+    if name not in listed or parts[0] in (BUILD_DIR, REGISTRY_DIR) or any(part in ("", "..") for part in parts):
         return None
     here = root
     for index, part in enumerate(parts):
