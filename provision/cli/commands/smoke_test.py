@@ -60,9 +60,9 @@ def print_verdict(verdict: Verdict) -> None:
     from rich.text import Text
 
     from provision.cli.console import console
-    from provision.smoke.driver import CACHE_NAMESPACE
     from provision.smoke.manifests import RUN_LABEL
     from provision.smoke.serve import Served
+    from provision.smoke.spec import CACHE_NAMESPACE
 
     colour = "green" if verdict.passed else "red"
     console.print(Text(verdict.summary, style=f"bold {colour}"), soft_wrap=True)
@@ -177,8 +177,9 @@ def register(app: typer.Typer) -> None:
         the cause read from the API. Exit code 0 on PASS, 1 on FAIL (or when --save could not copy the model)."""
         from provision.inputs.settings import load_settings, with_overrides
         from provision.smoke.choices import assumed_offer, choose
-        from provision.smoke.driver import build_spec, new_namespace, run_smoke_test
+        from provision.smoke.driver import run_smoke_test
         from provision.smoke.manifests import render, to_yaml
+        from provision.smoke.spec import build_spec, new_namespace
 
         invocation.remember(config=config, kubeconfig=kubeconfig)
         # Options that another one makes meaningless were refused by @checked (the option table's rules), before
