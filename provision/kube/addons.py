@@ -16,8 +16,9 @@ from kubernetes.client.exceptions import ApiException
 
 from provision.inputs.addons import ADDONS, Addon, AddonName
 from provision.inputs.settings import Settings
+from provision.kube.client import ApiUnreachable, call_api
 from provision.kube.pods import pod_name
-from provision.kube.verify import ApiUnreachable, Expectations, Problem, call_api, pod_problem
+from provision.kube.verify import Expectations, Problem, pod_problem
 
 # Where the Volcano queue lives in the API (group/version, plural).
 QUEUES = ("scheduling.volcano.sh", "v1beta1", "queues")
