@@ -23,7 +23,6 @@ from provision.nodes.doctor.checks import (
     check_containerd,
     check_disk,
     check_dns,
-    check_firewall,
     check_gpu,
     check_hostname,
     check_hosts,
@@ -31,8 +30,8 @@ from provision.nodes.doctor.checks import (
     check_package_source,
     check_selinux,
     check_swap,
-    required_ports,
 )
+from provision.nodes.doctor.firewall import check_firewall, required_ports
 from provision.nodes.doctor.probe import DISK_ROWS, parse_health, probe_script
 from provision.nodes.doctor.run import judge_node, kubernetes_index_urls
 from provision.nodes.probe import Reading
@@ -399,9 +398,10 @@ def test_the_probe_runs_under_posix_sh_and_reads_this_machine() -> None:
 def test_docs_doctor_md_lists_every_check_the_judges_name_and_no_other() -> None:
     """docs/doctor.md's tables and the judges hold the same checks (node side, then the API's)."""
     # The probe runner's own (ssh, sudo, and the probe's check the doctor names) are the doctor's too.
-    sources = [REPO_ROOT / "provision" / "nodes" / "doctor" / "checks.py", REPO_ROOT / "provision" / "nodes" / "doctor"
-               / "run.py", REPO_ROOT / "provision" / "kube" / "health.py", REPO_ROOT / "provision" / "diagnose" / "doctor.py",
-               REPO_ROOT / "provision" / "nodes" / "probe.py", REPO_ROOT / "provision" / "nodes" / "doctor" / "etcd.py"]
+    doctor = REPO_ROOT / "provision" / "nodes" / "doctor"
+    sources = [doctor / "checks.py", doctor / "firewall.py", doctor / "run.py", doctor / "etcd.py",
+               REPO_ROOT / "provision" / "kube" / "health.py", REPO_ROOT / "provision" / "diagnose" / "doctor.py",
+               REPO_ROOT / "provision" / "nodes" / "probe.py"]
     named = {name for path in sources
              for name in re.findall(r"(?:_finding|Finding|NodeProbe)\(\s*\"(\w+)\"", path.read_text())}
     documented = set(re.findall(r"^\| `(\w+)` \|", (REPO_ROOT / "docs" / "doctor.md").read_text(), re.MULTILINE))

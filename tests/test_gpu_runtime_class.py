@@ -15,10 +15,10 @@ import yaml
 from provision.inputs.settings import NVIDIA_RUNTIME_CLASS, Settings, parse_settings
 from provision.render.addons import addon_plan
 from provision.render.manifests import device_plugin_manifest, runtimeclass_manifest
-from provision.smoke.driver import build_spec
 from provision.smoke.manifests import render
 from provision.smoke.pipeline import pytorchjob
 from provision.smoke.serve import inference_service
+from provision.smoke.spec import build_spec
 
 # The agents that read the GPUs through NVML without asking for one (upstream's images set
 # NVIDIA_VISIBLE_DEVICES=all: the NVIDIA runtime then hands them every GPU of the node).

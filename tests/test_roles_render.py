@@ -466,7 +466,7 @@ def test_the_indexes_asked_for_are_those_of_the_repositories_the_roles_write(os_
 
 def test_the_ports_prepare_opens_are_the_ones_the_doctor_checks() -> None:
     """One table (render/node_tables.py): the roles open its ports, the doctor checks the same ones."""
-    from provision.nodes.doctor.checks import required_ports
+    from provision.nodes.doctor.firewall import required_ports
     from provision.render.node_tables import open_ports
 
     for host, control_plane in (("cp1", True), ("gpu-1", False)):

@@ -280,7 +280,7 @@ def test_a_missing_kubeconfig_is_a_one_line_error(tmp_path: Path) -> None:
 
 
 def test_epochs_follow_the_settings_and_cpu_runs_keep_the_trainers_shorter_default() -> None:
-    from provision.smoke.driver import build_spec
+    from provision.smoke.spec import build_spec
 
     assert build_spec(Settings(), "gpu", namespace=NS).epochs == 10
     assert build_spec(Settings(), "cpu", namespace=NS).epochs is None
@@ -291,8 +291,8 @@ def test_epochs_follow_the_settings_and_cpu_runs_keep_the_trainers_shorter_defau
 
 
 def test_the_pip_index_setting_reaches_every_training_container() -> None:
-    from provision.smoke.driver import build_spec
     from provision.smoke.manifests import render
+    from provision.smoke.spec import build_spec
 
     settings = parse_settings({"mirrors": {"pip_index": "https://pypi.example.com/simple"}})
     for nodes in (1, 2):

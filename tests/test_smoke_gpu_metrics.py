@@ -11,9 +11,9 @@ import pytest
 
 from provision.inputs.settings import parse_settings
 from provision.kube.client import load_api_client
-from provision.smoke.driver import build_spec
 from provision.smoke.gpu_metrics import GpuSampler, GpuUtilisation, Sample, utilisation
 from provision.smoke.manifests import render
+from provision.smoke.spec import build_spec
 from tests.support.apiserver import FakeApiServer, object_list
 from tests.support.kube_objects import pod
 

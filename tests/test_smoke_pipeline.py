@@ -18,7 +18,6 @@ from hypothesis import strategies as st
 
 from provision.inputs.settings import parse_settings
 from provision.resources import TRAINER_DIR
-from provision.smoke.driver import build_spec
 from provision.smoke.pipeline import (
     CLAIM_PLACEHOLDER,
     RUN_NAME,
@@ -28,6 +27,7 @@ from provision.smoke.pipeline import (
     run_body,
     run_pipeline_smoke_test,
 )
+from provision.smoke.spec import build_spec
 from tests.support.apiserver import FakeApiServer, RecordedRequest, Response, object_list, status
 from tests.support.kube_objects import crd, node, pod
 from tests.support.strict_models import swagger_unknown_fields

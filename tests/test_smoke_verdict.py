@@ -12,8 +12,9 @@ from dataclasses import replace
 import pytest
 
 from provision.inputs.settings import Settings, parse_settings
-from provision.smoke.driver import Timings, build_spec, smoke_policy
+from provision.smoke.driver import Timings, smoke_policy
 from provision.smoke.observation import Observation, Waiting
+from provision.smoke.spec import build_spec
 from provision.smoke.verdict import FailureKind, Policy, Verdict, judge
 from tests.support.smoke_run import IMAGE, NS, RECORDED, load_observation
 

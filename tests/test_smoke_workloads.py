@@ -12,8 +12,9 @@ from typing import Any
 import pytest
 
 from provision.inputs.settings import Settings, parse_settings
-from provision.smoke.driver import CACHE_NAMESPACE, Timings, run_smoke_test
+from provision.smoke.driver import Timings, run_smoke_test
 from provision.smoke.manifests import RUN_LABEL
+from provision.smoke.spec import CACHE_NAMESPACE
 from provision.smoke.verdict import FailureKind, Verdict
 from tests.support.apiserver import FakeApiServer, RecordedRequest, status
 from tests.support.kube_objects import node, pod

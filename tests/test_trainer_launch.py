@@ -12,8 +12,8 @@ import pytest
 
 from provision.inputs.settings import parse_settings
 from provision.resources import TRAINER_DIR
-from provision.smoke.driver import build_spec
 from provision.smoke.pipeline import CLAIM_PLACEHOLDER, RUN_NAME, pytorchjob
+from provision.smoke.spec import build_spec
 from tests.support.apiserver import FakeApiServer, RecordedRequest, Response, object_list, status
 from tests.support.kube_objects import pod
 

@@ -11,8 +11,8 @@ from typing import Any
 import pytest
 
 from provision.errors import BootstrapError
-from provision.kube.client import load_api_client
-from provision.kube.verify import Expectations, VerifyReport, verify_cluster, wait_for_api
+from provision.kube.client import load_api_client, wait_for_api
+from provision.kube.verify import Expectations, VerifyReport, verify_cluster
 from tests.support.apiserver import FakeApiServer, RecordedRequest, Response, object_list, status
 from tests.support.kube_objects import VERSION, healthy_pods, node, pod
 

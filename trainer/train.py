@@ -404,6 +404,149 @@ def prepare_data(args: argparse.Namespace, ranks: Ranks, cpu: bool) -> Path:
     return folder
 
 
+@dataclass
+class Shard:
+    """This rank's data on the device, normalised with the whole training set's mean and std: an equal shard of
+    the training images (so every rank runs the same number of steps) and every world-th test image."""
+    train_x: torch.Tensor
+    train_y: torch.Tensor
+    test_x: torch.Tensor
+    test_y: torch.Tensor
+    mean: torch.Tensor
+    std: torch.Tensor
+    size: int                          # training images in the shard
+
+
+def shard_to_device(data: cifar_data.Cifar10, ranks: Ranks, device: torch.device, precision: Precision) -> Shard:
+    train_images_u8 = torch.from_numpy(data.train.images)
+    mean = train_images_u8.float().mean(dim=(0, 2, 3))
+    std = train_images_u8.float().std(dim=(0, 2, 3))
+    # Every rank takes an equal shard, so every rank runs the same number of steps.
+    shard = len(data.train) // ranks.world
+    rows = slice(ranks.rank * shard, (ranks.rank + 1) * shard)
+    train_x, train_y = to_device(cifar_data.Split(data.train.images[rows], data.train.labels[rows]), device, mean,
+                                 std, precision.data_dtype)
+    test_rows = slice(ranks.rank, None, ranks.world)
+    test_x, test_y = to_device(cifar_data.Split(data.test.images[test_rows], data.test.labels[test_rows]),
+                               device, mean, std, precision.data_dtype)
+    return Shard(train_x, train_y, test_x, test_y, mean, std, shard)
+
+
+def build_model(args: argparse.Namespace, data: cifar_data.Cifar10, shard: Shard, ranks: Ranks,
+                device: torch.device) -> tuple[nn.Sequential, nn.Module]:
+    """The network on the device, its whitening layer computed from the first training images; and the module
+    the steps call (the network under DDP across ranks, compiled with --compile)."""
+    net = build_network(WIDTHS, num_classes=len(data.classes)).to(device)
+    whiten_sample = to_device(cifar_data.Split(data.train.images[:WHITEN_INIT_IMAGES],
+                                               data.train.labels[:WHITEN_INIT_IMAGES]), device, shard.mean,
+                              shard.std)[0]
+    init_whitening(net[0], whiten_sample)
+    del whiten_sample
+    net = net.to(memory_format=torch.channels_last) if device.type == "cuda" else net
+    model: nn.Module = net
+    if ranks.distributed:
+        model = nn.parallel.DistributedDataParallel(net, device_ids=[device.index] if device.type == "cuda" else None,
+                                                    **no_buffer_sync())
+        if ranks.local_rank == 0:
+            data_ready_marker(args.data_dir).unlink(missing_ok=True)  # every rank is past it: DDP's set-up met them all
+    if args.compile:
+        model = torch.compile(model)
+    return net, model
+
+
+@dataclass
+class Steps:
+    """What one rank's training steps use: its data and batches, the schedule, the optimizer and what else each
+    step updates. Made once by make_steps; train_epoch carries `step` and `lookahead` from epoch to epoch."""
+    net: nn.Sequential                 # the network itself: its parameters, the lookahead average's
+    optimizer: torch.optim.SGD
+    scaler: torch.amp.GradScaler
+    generator: torch.Generator
+    flip_mask: torch.Tensor
+    shard: Shard
+    local_batch: int
+    steps_per_epoch: int
+    total_steps: int
+    fault: faults.Fault
+    rank: int
+    device: torch.device
+    precision: Precision
+    step: int = 0
+    lookahead: Lookahead | None = None
+
+
+def make_steps(args: argparse.Namespace, net: nn.Sequential, shard: Shard, ranks: Ranks, device: torch.device,
+               precision: Precision, *, batch_size: int, local_batch: int, steps_per_epoch: int,
+               total_steps: int) -> Steps:
+    """The optimizer and loss scaler for `net`, and this rank's generator (seeded per rank) with the fixed half
+    of its shard that alternating flips mirror in odd epochs."""
+    optimizer = make_optimizer(net, batch_size)
+    scaler = torch.amp.GradScaler(device.type, enabled=precision.loss_scaling)
+    generator = torch.Generator(device=device)
+    generator.manual_seed(args.seed * 1000 + ranks.rank)
+    flip_mask = torch.rand(shard.size, device=device, generator=generator) < 0.5
+    return Steps(net, optimizer, scaler, generator, flip_mask, shard, local_batch, steps_per_epoch, total_steps,
+                 args.fault, ranks.rank, device, precision)
+
+
+def train_epoch(model: nn.Module, steps: Steps, epoch: int) -> tuple[torch.Tensor, torch.Tensor]:
+    """One epoch (1-based) of this rank's steps through `model`; its summed loss and correct predictions."""
+    net, optimizer, scaler, device, precision = steps.net, steps.optimizer, steps.scaler, steps.device, steps.precision
+    train_y, local_batch, total_steps, fault = steps.shard.train_y, steps.local_batch, steps.total_steps, steps.fault
+    step, lookahead = steps.step, steps.lookahead
+    model.train()
+    inputs = augment(steps.shard.train_x, epoch_flips(steps.flip_mask, epoch) if ALTERNATING_FLIP else None,
+                     steps.generator)
+    order = torch.randperm(steps.shard.size, device=device, generator=steps.generator)
+    loss_sum = torch.zeros((), device=device)
+    correct = torch.zeros((), device=device)
+    for index in range(steps.steps_per_epoch):
+        faults.raise_if_due(fault, steps.rank, step + 1)
+        factor = lr_factor(step, total_steps)
+        for group in optimizer.param_groups:
+            frozen = group["name"] == "whiten_bias" and epoch > WHITEN_BIAS_EPOCHS
+            group["lr"] = 0.0 if frozen else group["base_lr"] * factor
+        batch = order[index * local_batch:(index + 1) * local_batch]
+        x, y = inputs[batch], train_y[batch]
+        with autocast(device, precision):
+            logits = model(to_layout(x))
+            loss = F.cross_entropy(logits.float(), y, label_smoothing=LABEL_SMOOTHING)
+        optimizer.zero_grad(set_to_none=True)
+        scaler.scale(loss).backward()
+        faults.break_gradients(net, fault)
+        scaler.step(optimizer)
+        scaler.update()
+        loss_sum += loss.detach()
+        correct += (logits.argmax(1) == y).sum()
+        step += 1
+        if epoch >= LOOKAHEAD_FROM_EPOCH and step % LOOKAHEAD_EVERY == 0:
+            if lookahead is None:
+                lookahead = Lookahead(net)
+            else:
+                lookahead.update(net, lookahead_decay(step, total_steps))
+    if lookahead is not None:
+        lookahead.update(net, decay=1.0)  # the epoch ends on the average
+    steps.step, steps.lookahead = step, lookahead
+    return loss_sum, correct
+
+
+def agreed_digest(net: nn.Sequential, ranks: Ranks) -> str:
+    """The trained model's sha256, once every rank holds the same one (batch-norm statistics averaged first);
+    TrainerError where DDP let the ranks drift apart."""
+    if ranks.distributed:
+        average_batch_norm_statistics(net, ranks.world)
+    digest = model_digest(net.state_dict())
+    if ranks.distributed:
+        digests: list[Any] = [None] * ranks.world
+        dist.all_gather_object(digests, digest)
+        log(f"rank {ranks.rank}/{ranks.world}: model sha256 {digest}")
+        if len(set(digests)) > 1:
+            raise TrainerError(f"the ranks ended training with {len(set(digests))} different models "
+                               f"(sha256 per rank: {', '.join(d[:12] for d in digests)}); DDP did not keep "
+                               "them in step")
+    return digest
+
+
 def train(args: argparse.Namespace) -> Metrics:
     started = time.perf_counter()
     ranks = ranks_from_env()
@@ -425,45 +568,16 @@ def train(args: argparse.Namespace) -> Metrics:
     if device.type == "cuda":
         torch.backends.cudnn.benchmark = True
 
-    train_images_u8 = torch.from_numpy(data.train.images)
-    mean = train_images_u8.float().mean(dim=(0, 2, 3))
-    std = train_images_u8.float().std(dim=(0, 2, 3))
-    # Every rank takes an equal shard, so every rank runs the same number of steps.
-    shard = len(data.train) // ranks.world
-    rows = slice(ranks.rank * shard, (ranks.rank + 1) * shard)
-    train_x, train_y = to_device(cifar_data.Split(data.train.images[rows], data.train.labels[rows]), device, mean,
-                                 std, precision.data_dtype)
-    test_rows = slice(ranks.rank, None, ranks.world)
-    test_x, test_y = to_device(cifar_data.Split(data.test.images[test_rows], data.test.labels[test_rows]),
-                               device, mean, std, precision.data_dtype)
-    steps_per_epoch = shard // local_batch
+    shard = shard_to_device(data, ranks, device, precision)
+    steps_per_epoch = shard.size // local_batch
     if steps_per_epoch == 0:
         raise TrainerError(f"{len(data.train)} training images are fewer than one batch of {batch_size}; "
                            "lower --batch-size or use more data")
     total_steps = epochs * steps_per_epoch
-
-    net = build_network(WIDTHS, num_classes=len(data.classes)).to(device)
-    whiten_sample = to_device(cifar_data.Split(data.train.images[:WHITEN_INIT_IMAGES],
-                                               data.train.labels[:WHITEN_INIT_IMAGES]), device, mean, std)[0]
-    init_whitening(net[0], whiten_sample)
-    del whiten_sample
-    net = net.to(memory_format=torch.channels_last) if device.type == "cuda" else net
-    model: nn.Module = net
-    if ranks.distributed:
-        model = nn.parallel.DistributedDataParallel(net, device_ids=[device.index] if device.type == "cuda" else None,
-                                                    **no_buffer_sync())
-        if ranks.local_rank == 0:
-            data_ready_marker(args.data_dir).unlink(missing_ok=True)  # every rank is past it: DDP's set-up met them all
-    if args.compile:
-        model = torch.compile(model)
-    optimizer = make_optimizer(net, batch_size)
-    scaler = torch.amp.GradScaler(device.type, enabled=precision.loss_scaling)
-    generator = torch.Generator(device=device)
-    generator.manual_seed(args.seed * 1000 + ranks.rank)
-    flip_mask = torch.rand(shard, device=device, generator=generator) < 0.5
+    net, model = build_model(args, data, shard, ranks, device)
+    steps = make_steps(args, net, shard, ranks, device, precision, batch_size=batch_size, local_batch=local_batch,
+                       steps_per_epoch=steps_per_epoch, total_steps=total_steps)
     parameters = sum(p.numel() for p in net.parameters())
-    fault: faults.Fault = args.fault
-    lookahead: Lookahead | None = None
 
     if ranks.local_rank == 0:
         name = torch.cuda.get_device_name(device) if device.type == "cuda" else f"CPU ({threads} threads)"
@@ -472,41 +586,10 @@ def train(args: argparse.Namespace) -> Metrics:
             f"epochs of {steps_per_epoch} steps, batch {batch_size}{'; compiled' if args.compile else ''}")
 
     epoch_times: list[float] = []
-    step = 0
     for epoch in range(1, epochs + 1):
         synchronize(device)
         epoch_start = time.perf_counter()
-        model.train()
-        inputs = augment(train_x, epoch_flips(flip_mask, epoch) if ALTERNATING_FLIP else None, generator)
-        order = torch.randperm(shard, device=device, generator=generator)
-        loss_sum = torch.zeros((), device=device)
-        correct = torch.zeros((), device=device)
-        for index in range(steps_per_epoch):
-            faults.raise_if_due(fault, ranks.rank, step + 1)
-            factor = lr_factor(step, total_steps)
-            for group in optimizer.param_groups:
-                frozen = group["name"] == "whiten_bias" and epoch > WHITEN_BIAS_EPOCHS
-                group["lr"] = 0.0 if frozen else group["base_lr"] * factor
-            batch = order[index * local_batch:(index + 1) * local_batch]
-            x, y = inputs[batch], train_y[batch]
-            with autocast(device, precision):
-                logits = model(to_layout(x))
-                loss = F.cross_entropy(logits.float(), y, label_smoothing=LABEL_SMOOTHING)
-            optimizer.zero_grad(set_to_none=True)
-            scaler.scale(loss).backward()
-            faults.break_gradients(net, fault)
-            scaler.step(optimizer)
-            scaler.update()
-            loss_sum += loss.detach()
-            correct += (logits.argmax(1) == y).sum()
-            step += 1
-            if epoch >= LOOKAHEAD_FROM_EPOCH and step % LOOKAHEAD_EVERY == 0:
-                if lookahead is None:
-                    lookahead = Lookahead(net)
-                else:
-                    lookahead.update(net, lookahead_decay(step, total_steps))
-        if lookahead is not None:
-            lookahead.update(net, decay=1.0)  # the epoch ends on the average
+        loss_sum, correct = train_epoch(model, steps, epoch)
         synchronize(device)
         epoch_times.append(time.perf_counter() - epoch_start)
         loss_total, correct_total = all_sum([loss_sum.item(), correct.item()], device, ranks)
@@ -516,31 +599,45 @@ def train(args: argparse.Namespace) -> Metrics:
                 f"train_acc {correct_total / seen:.4f}  time {epoch_times[-1]:.2f}s  "
                 f"images/s {seen / epoch_times[-1]:.0f}")
 
-    if ranks.distributed:
-        average_batch_norm_statistics(net, ranks.world)
-    digest = model_digest(net.state_dict())
-    if ranks.distributed:
-        digests: list[Any] = [None] * ranks.world
-        dist.all_gather_object(digests, digest)
-        log(f"rank {ranks.rank}/{ranks.world}: model sha256 {digest}")
-        if len(set(digests)) > 1:
-            raise TrainerError(f"the ranks ended training with {len(set(digests))} different models "
-                               f"(sha256 per rank: {', '.join(d[:12] for d in digests)}); DDP did not keep "
-                               "them in step")
-    train_time = sum(epoch_times)
-    hits, count = all_sum([(predict(net, test_x, device) == test_y).sum().item(), float(len(test_y))], device, ranks)
+    digest = agreed_digest(net, ranks)
+    hits, count = all_sum([(predict(net, shard.test_x, device) == shard.test_y).sum().item(),
+                           float(len(shard.test_y))], device, ranks)
     test_accuracy = hits / count
-
     model_path: Path | None = None
     inference_accuracy: float | None = None
     if ranks.is_main:
-        model_path = save_model(net, args.output_dir / "model.pt", data.classes, mean, std, test_accuracy, epochs,
-                                args.dataset_name)
+        model_path = save_model(net, args.output_dir / "model.pt", data.classes, shard.mean, shard.std, test_accuracy,
+                                epochs, args.dataset_name)
         inference_accuracy = reload_accuracy(model_path, data.test, device)
-    nodes = ranks.world // ranks.local_world
+    metrics = run_metrics(args, data, folder, ranks, device, precision, epoch_times=epoch_times,
+                          steps_per_epoch=steps_per_epoch, batch_size=batch_size, parameters=parameters,
+                          test_accuracy=test_accuracy, inference_accuracy=inference_accuracy, digest=digest,
+                          model_path=model_path)
+    if ranks.distributed:
+        # Rank 0 holds the saved model's numbers; every node reports the same metrics.
+        shared = [metrics]
+        dist.broadcast_object_list(shared, src=0)
+        metrics = shared[0]
+        # Drop DDP's reducer (it holds the process group) and let every rank arrive before the group goes:
+        # destroying it under a live reducer aborts the process with "terminate called" under gloo.
+        del model
+        dist.barrier()
+        dist.destroy_process_group()
+    metrics.wall_time_s = round(time.perf_counter() - started, 3)
+    return metrics
+
+
+def run_metrics(args: argparse.Namespace, data: cifar_data.Cifar10, folder: Path, ranks: Ranks, device: torch.device,
+                precision: Precision, *, epoch_times: list[float], steps_per_epoch: int, batch_size: int,
+                parameters: int, test_accuracy: float, inference_accuracy: float | None, digest: str,
+                model_path: Path | None) -> Metrics:
+    """What the run reports (wall_time_s is train()'s to fill in, last)."""
+    epochs = len(epoch_times)
+    total_steps = epochs * steps_per_epoch
+    train_time = sum(epoch_times)
     steady = epoch_times[1:]
     images_per_epoch = steps_per_epoch * batch_size
-    metrics = Metrics(
+    return Metrics(
         test_accuracy=round(test_accuracy, 4),
         inference_accuracy=None if inference_accuracy is None else round(inference_accuracy, 4),
         images_per_s=round(total_steps * batch_size / train_time, 1),
@@ -566,25 +663,13 @@ def train(args: argparse.Namespace) -> Metrics:
         compiled=bool(args.compile),
         gpu_count=ranks.world if device.type == "cuda" else 0,
         world_size=ranks.world,
-        nodes=nodes,
+        nodes=ranks.world // ranks.local_world,
         torch_version=str(torch.__version__),
         cuda_version=torch.version.cuda,
         hostname=socket.gethostname(),
         model_sha256=digest,
         model_path=str(model_path) if model_path else None,
     )
-    if ranks.distributed:
-        # Rank 0 holds the saved model's numbers; every node reports the same metrics.
-        shared = [metrics]
-        dist.broadcast_object_list(shared, src=0)
-        metrics = shared[0]
-        # Drop DDP's reducer (it holds the process group) and let every rank arrive before the group goes:
-        # destroying it under a live reducer aborts the process with "terminate called" under gloo.
-        del model
-        dist.barrier()
-        dist.destroy_process_group()
-    metrics.wall_time_s = round(time.perf_counter() - started, 3)
-    return metrics
 
 
 def save_model(net: nn.Sequential, path: Path, classes: tuple[str, ...], mean: torch.Tensor, std: torch.Tensor,

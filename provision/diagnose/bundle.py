@@ -36,9 +36,8 @@ from provision.inputs.inventory import Cluster
 from provision.inputs.settings import Settings
 from provision.inputs.state import cluster_dir, runs_root
 from provision.inputs.values import creatable_directory_problem
-from provision.kube.client import load_api_client
+from provision.kube.client import ApiUnreachable, call_api, load_api_client
 from provision.kube.pods import container_statuses, node_name, pod_labels, pod_name, pod_namespace
-from provision.kube.verify import ApiUnreachable, call_api
 from provision.nodes.probe import NodeProbe, Reading, probe_nodes
 from provision.render.node_paths import KUBEADM_CONFIG, KUBELET_CONF, STATIC_POD_DIR
 from provision.smoke.manifests import RUN_LABEL

@@ -21,10 +21,10 @@ from provision.findings import Finding
 from provision.inputs.inventory import Cluster
 from provision.inputs.settings import Settings
 from provision.inputs.state import ClusterState
-from provision.kube.client import load_api_client
+from provision.kube.client import ApiUnreachable, load_api_client
 from provision.kube.health import ClusterSnapshot, judge_cluster, read_snapshot
 from provision.kube.kubeconfig import admin_kubeconfig_path
-from provision.kube.verify import ApiUnreachable, Expectations, check_dns, dns_probe_target
+from provision.kube.verify import Expectations, check_dns, dns_probe_target
 from provision.nodes.doctor.etcd import run_etcd_checks
 from provision.nodes.doctor.run import NodeDoctorReport, run_node_checks
 from provision.render.manifests import image_ref

@@ -16,8 +16,9 @@ from kubernetes.client.exceptions import ApiException
 
 from provision.inputs.addons import ADDONS, Addon, AddonName
 from provision.inputs.settings import Settings
+from provision.kube.client import ApiUnreachable, call_api
 from provision.kube.pods import pod_name
-from provision.kube.verify import ApiUnreachable, Expectations, Problem, call_api, pod_problem
+from provision.kube.verify import Expectations, Problem, pod_problem
 
 # Where the Volcano queue lives in the API (group/version, plural).
 QUEUES = ("scheduling.volcano.sh", "v1beta1", "queues")
@@ -85,6 +86,15 @@ def _image_tag(deployment: client.V1Deployment | client.V1DaemonSet) -> str | No
 def addon_status(api: client.ApiClient, addon: Addon, settings: Settings) -> AddonStatus:
     """One look at the add-on through the API."""
     status = AddonStatus(addon.name)
+    _look_at_crds(api, addon, status)
+    _look_at_workloads(api, addon, status)
+    _look_at_config_maps(api, addon, status)
+    _look_at_objects(api, addon, settings, status)
+    return status
+
+
+def _look_at_crds(api: client.ApiClient, addon: Addon, status: AddonStatus) -> None:
+    """Each of the add-on's CRDs is there and Established."""
     extensions = client.ApiextensionsV1Api(api)
     for name in addon.crds:
         try:
@@ -101,6 +111,11 @@ def addon_status(api: client.ApiClient, addon: Addon, settings: Settings) -> Add
             status.problems.append(Problem(name, "CRD not Established",
                                            (established[1] if established else "") or "the API server has not "
                                            "accepted its names yet"))
+
+
+def _look_at_workloads(api: client.ApiClient, addon: Addon, status: AddonStatus) -> None:
+    """Each Deployment Available and each DaemonSet ready on every node; what is not is explained by its pods'
+    trouble (the namespace's pods are listed once, and only when something is not ready)."""
     apps = client.AppsV1Api(api)
     pods: list[client.V1Pod] | None = None
     for name in addon.deployments:
@@ -151,6 +166,10 @@ def addon_status(api: client.ApiClient, addon: Addon, settings: Settings) -> Add
         status.problems.append(Problem(subject, f"not ready on every node ({ready}/{wanted})",
                                        why.describe() if why else "its pods are starting",
                                        settled=bool(why and why.settled)))
+
+
+def _look_at_config_maps(api: client.ApiClient, addon: Addon, status: AddonStatus) -> None:
+    """Each ConfigMap the add-on's configuration lives in is there with its keys."""
     for config_map, keys in addon.config_keys:
         subject = f"{addon.namespace}/{config_map}"
         try:
@@ -166,6 +185,10 @@ def addon_status(api: client.ApiClient, addon: Addon, settings: Settings) -> Add
             status.problems.append(Problem(subject, f"lacks {', '.join(missing)}", "the release's configuration was "
                                            f"overwritten: re-run `bootstrap addons install {addon.name}`",
                                            settled=True))
+
+
+def _look_at_objects(api: client.ApiClient, addon: Addon, settings: Settings, status: AddonStatus) -> None:
+    """The cluster-scoped objects the add-on must hold for the smoke test (expected_objects) exist."""
     objects = client.CustomObjectsApi(api)
     for group, version, plural, name in expected_objects(addon, settings):
         try:
@@ -176,7 +199,6 @@ def addon_status(api: client.ApiClient, addon: Addon, settings: Settings) -> Add
             status.problems.append(Problem(f"{plural}.{group}/{name}", "not found",
                                            f"{addon.title} came without it: re-run `bootstrap addons install "
                                            f"{addon.name}`", settled=bool(status.crds) and all(status.crds.values())))
-    return status
 
 
 def crd_exists(api: client.ApiClient, name: str) -> bool:

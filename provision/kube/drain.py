@@ -20,8 +20,8 @@ from kubernetes import client
 from kubernetes.client.exceptions import ApiException
 
 from provision.errors import BootstrapError
+from provision.kube.client import ApiUnreachable, call_api
 from provision.kube.pods import owner_kinds, pod_annotations, pod_name, pod_namespace, pod_phase
-from provision.kube.verify import ApiUnreachable, call_api
 
 
 @dataclass

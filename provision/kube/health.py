@@ -15,14 +15,9 @@ from kubernetes.client.exceptions import ApiException
 
 from provision.findings import Finding, Status
 from provision.inputs.settings import GPU_RESOURCE
+from provision.kube.client import call_api
 from provision.kube.pods import container_statuses, node_name, pod_labels, pod_name, pod_phase
-from provision.kube.verify import (
-    DEVICE_PLUGIN_SELECTOR,
-    Expectations,
-    Problem,
-    call_api,
-    pod_problem,
-)
+from provision.kube.verify import DEVICE_PLUGIN_SELECTOR, Expectations, Problem, pod_problem
 
 DNS_SERVICE = "kube-dns"
 COREDNS_SELECTOR = "k8s-app=kube-dns"

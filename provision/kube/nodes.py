@@ -10,7 +10,7 @@ from collections.abc import Iterable
 
 from kubernetes import client
 
-from provision.kube.verify import call_api
+from provision.kube.client import call_api
 
 WORKER_ROLE_LABEL = "node-role.kubernetes.io/worker"
 

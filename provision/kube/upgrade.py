@@ -12,7 +12,7 @@ from kubernetes import client
 from kubernetes.client.exceptions import ApiException
 
 from provision.errors import BootstrapError
-from provision.kube.verify import call_api
+from provision.kube.client import call_api
 
 # Where kubeadm keeps the cluster's configuration (its upload-config phase writes it; `kubeadm upgrade node` reads
 # it: cmd/kubeadm/app/cmd/upgrade/node.go, FetchInitConfigurationFromCluster), and kube-proxy's DaemonSet (its

@@ -11,7 +11,7 @@ import json
 import time
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
-from typing import Literal, TypeVar
+from typing import Literal
 
 import urllib3
 from kubernetes import client
@@ -19,6 +19,7 @@ from kubernetes.client.exceptions import ApiException
 
 from provision.errors import BootstrapError
 from provision.inputs.settings import GPU_RESOURCE
+from provision.kube.client import REQUEST_TIMEOUT_S, ApiUnreachable, call_api
 from provision.kube.pods import (
     CONFIG_REASONS,
     CRASH_LOOP,
@@ -34,8 +35,6 @@ from provision.kube.pods import (
 
 DEVICE_PLUGIN_SELECTOR = "app.kubernetes.io/name=nvidia-device-plugin"
 DNS_PROBE_LABELS = {"app.kubernetes.io/name": "dns-probe", "app.kubernetes.io/managed-by": "cluster-bootstrap"}
-# One API call never waits longer than this; the overall wait is the caller's timeout.
-REQUEST_TIMEOUT_S = 10
 # A container restarted this often while waiting in CrashLoopBackOff is not going to recover by itself.
 SETTLED_RESTARTS = 3
 CONTROL_PLANE_LABEL = "node-role.kubernetes.io/control-plane"
@@ -46,7 +45,6 @@ ETCDCTL_MEMBER_LIST = ["etcdctl", "--endpoints=https://127.0.0.1:2379", "--cacer
                        "member", "list", "-w", "json"]
 Check = Literal["nodes", "pods", "gpus", "etcd", "dns"]
 ALL_CHECKS: tuple[Check, ...] = ("nodes", "pods", "gpus", "etcd", "dns")
-T = TypeVar("T")
 
 
 @dataclass(frozen=True)
@@ -122,57 +120,6 @@ class VerifyReport:
             return
         more = f" (and {len(self.problems) - 1} more problems)" if len(self.problems) > 1 else ""
         raise BootstrapError(f"{what} failed: {self.problems[0].describe()}{more}")
-
-
-class ApiUnreachable(BootstrapError):
-    """The API server did not answer (or refused our credentials)."""
-
-
-def _server(api: client.ApiClient) -> str:
-    return str(getattr(api.configuration, "host", "the API server"))
-
-
-def call_api(api: client.ApiClient, fn: Callable[..., T], *args: object, **kwargs: object) -> T:
-    """One API call with a bounded wait; an unreachable server becomes ApiUnreachable naming the fix."""
-    try:
-        return fn(*args, _request_timeout=REQUEST_TIMEOUT_S, **kwargs)
-    except ApiException as exc:
-        if exc.status in (401, 403):
-            raise ApiUnreachable(
-                f"{_server(api)} refused our credentials (HTTP {exc.status}): the kubeconfig is from another "
-                "cluster or was revoked; fetch it again with `bootstrap up --only control_plane`") from None
-        if exc.status and exc.status >= 500:
-            raise ApiUnreachable(f"{_server(api)} answered HTTP {exc.status} ({exc.reason}): the API server or "
-                                 "etcd is unhealthy; check `crictl ps -a` on the control plane") from None
-        raise
-    except urllib3.exceptions.HTTPError as exc:
-        reason = getattr(exc, "reason", None) or exc
-        raise ApiUnreachable(
-            f"API server {_server(api)} unreachable ({type(reason).__name__}): is kube-apiserver running on the "
-            "control plane (`crictl ps -a | grep kube-apiserver` there), and is port 6443 open from here?") from None
-
-
-def wait_for_api(api: client.ApiClient, timeout_s: float, *, sleep: Callable[[float], None] = time.sleep) -> str:
-    """The server's version (e.g. v1.31.4) once /version answers; ApiUnreachable after timeout_s."""
-    deadline = time.monotonic() + timeout_s
-    while True:
-        try:
-            return call_api(api, client.VersionApi(api).get_code).git_version
-        except ApiUnreachable:
-            if time.monotonic() >= deadline:
-                raise
-        sleep(min(2.0, max(0.0, deadline - time.monotonic())))
-
-
-def read_cluster_configuration(api: client.ApiClient) -> str:
-    """kubeadm's ClusterConfiguration as the cluster keeps it (the kubeadm-config ConfigMap); "" when absent."""
-    try:
-        config_map = call_api(api, client.CoreV1Api(api).read_namespaced_config_map, "kubeadm-config", "kube-system")
-    except ApiException as exc:
-        if exc.status == 404:
-            return ""
-        raise
-    return str((config_map.data or {}).get("ClusterConfiguration", ""))
 
 
 # --- node checks -------------------------------------------------------------------------------------

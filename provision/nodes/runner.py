@@ -21,7 +21,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
-from typing import Any
+from typing import Any, TextIO
 
 from provision.errors import BootstrapError
 from provision.inputs.ansible_control import check_environment, tool_environment
@@ -287,6 +287,43 @@ def extra_vars_file(run_dir: Path, variables: Mapping[str, Any]) -> Path:
     return path
 
 
+def _event_handler(progress: RunProgress, log: TextIO,
+                   on_progress: Callable[[RunProgress], None] | None) -> Callable[[dict[str, Any]], bool]:
+    """ansible-runner's event handler: each event fed to `progress`, each new task result written to the run's
+    log as one line, and `on_progress` told. It always returns True: every event is kept."""
+    logged = 0
+
+    def handle(event: dict[str, Any]) -> bool:
+        nonlocal logged
+        if not progress.feed(event):
+            return True
+        for result in progress.results[logged:]:
+            timing = f" ({result.duration_s:.1f}s)" if result.duration_s is not None else ""
+            log.write(f"{result.host}\t{result.state}\t{result.task}{timing}"
+                      + (f"\t{result.message}" if result.message else "") + "\n")
+        logged = len(progress.results)
+        if on_progress:
+            on_progress(progress)
+        return True
+
+    return handle
+
+
+def _run_environment(settings: Settings, run_dir: Path) -> dict[str, str]:
+    """The environment ansible-playbook runs in: the tools', SSH's and the executor's settings."""
+    return tool_environment() | {
+        "ANSIBLE_SSH_ARGS": ssh_args(settings),
+        # Always on: ssh_args' StrictHostKeyChecking=accept-new records new keys; off, Mitogen would check none.
+        "ANSIBLE_HOST_KEY_CHECKING": "True",
+        "ANSIBLE_PIPELINING": "True",
+        "ANSIBLE_TIMEOUT": str(settings.ssh.connect_timeout_s),
+        # The ansible-playbook installed beside this interpreter first, so an un-activated virtualenv works too, and
+        # bound to end with this process.
+        "PATH": os.pathsep.join([*_ended_with_us(run_dir), str(Path(sys.executable).parent),
+                                 os.environ.get("PATH", "")]),
+    } | executor_envvars(settings)
+
+
 def run_playbook(
     playbook: str,
     cluster: Cluster,
@@ -318,32 +355,8 @@ def run_playbook(
     log = (run_dir / "run.log").open("w", buffering=1)
     log.write(f"phase {phase}: playbook {playbook_path}, inventory {cluster.inventory_path}\n")
 
-    logged = 0
-
-    def handle(event: dict[str, Any]) -> bool:
-        nonlocal logged
-        if not progress.feed(event):
-            return True
-        for result in progress.results[logged:]:
-            timing = f" ({result.duration_s:.1f}s)" if result.duration_s is not None else ""
-            log.write(f"{result.host}\t{result.state}\t{result.task}{timing}"
-                      + (f"\t{result.message}" if result.message else "") + "\n")
-        logged = len(progress.results)
-        if on_progress:
-            on_progress(progress)
-        return True
-
-    envvars = tool_environment() | {
-        "ANSIBLE_SSH_ARGS": ssh_args(settings),
-        # Always on: ssh_args' StrictHostKeyChecking=accept-new records new keys; off, Mitogen would check none.
-        "ANSIBLE_HOST_KEY_CHECKING": "True",
-        "ANSIBLE_PIPELINING": "True",
-        "ANSIBLE_TIMEOUT": str(settings.ssh.connect_timeout_s),
-        # The ansible-playbook installed beside this interpreter first, so an un-activated virtualenv works too, and
-        # bound to end with this process.
-        "PATH": os.pathsep.join([*_ended_with_us(run_dir), str(Path(sys.executable).parent),
-                                 os.environ.get("PATH", "")]),
-    } | executor_envvars(settings)
+    handle = _event_handler(progress, log, on_progress)
+    envvars = _run_environment(settings, run_dir)
     passwords = {}
     if become_password is not None:
         passwords = {r"^BECOME password.*:\s*?$": become_password}

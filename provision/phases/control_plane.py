@@ -6,8 +6,8 @@ from __future__ import annotations
 from typing import Any
 
 from provision.errors import BootstrapError
+from provision.kube.client import read_cluster_configuration, wait_for_api
 from provision.kube.kubeconfig import fetched_kubeconfig_path, install_admin_kubeconfig
-from provision.kube.verify import read_cluster_configuration, wait_for_api
 from provision.phases.common import api
 from provision.phases.engine import Phase, PhaseContext
 from provision.render.kubeadm_config import endpoint_change_problem

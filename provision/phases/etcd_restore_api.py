@@ -13,8 +13,8 @@ from typing import Any
 from kubernetes import client
 
 from provision.errors import BootstrapError
+from provision.kube.client import ApiUnreachable, call_api, wait_for_api
 from provision.kube.kubeconfig import admin_kubeconfig_path
-from provision.kube.verify import ApiUnreachable, call_api, wait_for_api
 from provision.nodes.etcd.report import LAYOUT
 from provision.nodes.etcd.restore import RestorePlan, api_problems
 from provision.phases.common import api

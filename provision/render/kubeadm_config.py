@@ -35,13 +35,8 @@ def _args(pairs: dict[str, str]) -> list[dict[str, str]]:
     return [{"name": name, "value": value} for name, value in pairs.items()]
 
 
-def init_config_documents(cluster: Cluster, settings: Settings, kubernetes_version: str) -> list[dict[str, Any]]:
-    """InitConfiguration, ClusterConfiguration, KubeletConfiguration and KubeProxyConfiguration, as mappings, for
-    `kubernetes_version`: the release (1.36.4) of the kubeadm installed on the control plane."""
-    if not re.fullmatch(r"1\.[0-9]+\.[0-9]+", kubernetes_version, re.ASCII):
-        raise ValueError(f"kubeadm is given an exact release, not {kubernetes_version!r}")
-    kube = settings.kubernetes
-    api_version = versions.KUBEADM_API_VERSION
+def _init_configuration(cluster: Cluster, settings: Settings) -> dict[str, Any]:
+    """InitConfiguration: how the first control plane registers and where its API server listens."""
     control_plane = cluster.control_plane
     address = control_plane.cluster_address
 
@@ -55,7 +50,7 @@ def init_config_documents(cluster: Cluster, settings: Settings, kubernetes_versi
         registration["ignorePreflightErrors"] = ignored_preflight_errors(settings)
 
     init: dict[str, Any] = {
-        "apiVersion": api_version,
+        "apiVersion": versions.KUBEADM_API_VERSION,
         "kind": "InitConfiguration",
         "bootstrapTokens": [{
             "description": "created by kubeadm init; cluster-bootstrap joins with tokens minted per run",
@@ -68,6 +63,17 @@ def init_config_documents(cluster: Cluster, settings: Settings, kubernetes_versi
     if address:
         init["localAPIEndpoint"] = {"advertiseAddress": address, "bindPort": API_SERVER_PORT}
     init["timeouts"] = {"controlPlaneComponentHealthCheck": CONTROL_PLANE_WAIT}
+    return init
+
+
+def init_config_documents(cluster: Cluster, settings: Settings, kubernetes_version: str) -> list[dict[str, Any]]:
+    """InitConfiguration, ClusterConfiguration, KubeletConfiguration and KubeProxyConfiguration, as mappings, for
+    `kubernetes_version`: the release (1.36.4) of the kubeadm installed on the control plane."""
+    if not re.fullmatch(r"1\.[0-9]+\.[0-9]+", kubernetes_version, re.ASCII):
+        raise ValueError(f"kubeadm is given an exact release, not {kubernetes_version!r}")
+    kube = settings.kubernetes
+    api_version = versions.KUBEADM_API_VERSION
+    init = _init_configuration(cluster, settings)
 
     # The operator's machine reaches the API server on the inventory address, which may differ from the
     # advertised one (a public address in front of a private network): the certificate covers both. Every

@@ -1,21 +1,20 @@
 """The smoke test's driver: train CIFAR-10 on the cluster and observe the run through the Kubernetes API.
 
 `run_smoke_test` asks what the cluster offers (choices.py: the TrainJob and PyTorchJob APIs, Volcano, a
-default StorageClass), creates a namespace, applies the trainer's ConfigMap and its workload (a Job, a
-PyTorchJob or a TrainJob; under Volcano with its PodGroup; see manifests.py), custom objects dry-run
-server-side first (dryRun=All), then polls the workload, the PodGroup and the pods and follows the trainer's
-log. After every poll it writes down what it saw as an Observation (observation.py) and asks the pure
-verdict (verdict.py) whether the run is over: PASS with the accuracy and the time, or FAIL with the
-cause as the API states it. With a save directory it copies the model and metrics back (save.py). What
-it created is deleted afterwards unless the caller keeps it: the namespace, or (when the cache is a PVC, which
-lives in a namespace kept for it) the run's own objects.
+default StorageClass) and makes the run's spec from that (spec.py), creates a namespace, applies the trainer's
+ConfigMap and its workload (a Job, a PyTorchJob or a TrainJob; under Volcano with its PodGroup; see
+manifests.py), custom objects dry-run server-side first (dryRun=All), then polls the workload, the PodGroup
+and the pods and follows the trainer's log. After every poll it writes down what it saw as an Observation
+(observation.py) and asks the pure verdict (verdict.py) whether the run is over: PASS with the accuracy and
+the time, or FAIL with the cause as the API states it. With a save directory it copies the model and metrics
+back (save.py). What it created is deleted afterwards unless the caller keeps it: the namespace, or (when
+the cache is a PVC, which lives in a namespace kept for it) the run's own objects.
 
 Library code: nothing is printed; progress goes to the `on_progress` callback.
 """
 from __future__ import annotations
 
 import json
-import secrets
 import tempfile
 import time
 from collections.abc import Callable
@@ -27,9 +26,7 @@ import urllib3
 from kubernetes import client
 from kubernetes.client.exceptions import ApiException
 
-from provision.inputs import versions
-from provision.inputs.settings import GPU_RESOURCE, Settings
-from provision.inputs.sources import resolve_sources
+from provision.inputs.settings import Settings
 from provision.kube.client import load_api_client
 from provision.kube.pods import (
     CONFIG_REASONS,
@@ -45,7 +42,7 @@ from provision.kube.pods import (
     unschedulable,
     waiting_state,
 )
-from provision.smoke.choices import Choices, NotOffered, assumed_offer, choose, survey
+from provision.smoke.choices import Choices, NotOffered, choose, survey
 from provision.smoke.gpu_metrics import GpuSampler
 from provision.smoke.manifests import CUSTOM_KINDS, RUN_LABEL, SmokeSpec, render
 from provision.smoke.observation import (
@@ -60,10 +57,9 @@ from provision.smoke.observation import (
 )
 from provision.smoke.save import save_results, write_verdict
 from provision.smoke.serve import CIFAR10_CLASSES, Served, serve_and_ask
+from provision.smoke.spec import CACHE_NAMESPACE, build_spec, choose_mode, cluster_gpu_generations, new_namespace
 from provision.smoke.verdict import FailureKind, Policy, Verdict, failed, judge
 
-# Where the smoke test runs when its cache is a PVC: a namespace kept for the claim between runs.
-CACHE_NAMESPACE = "cb-smoke-cache"
 T = TypeVar("T")
 
 
@@ -112,22 +108,6 @@ class SmokeProgress:
     @property
     def elapsed(self) -> float:
         return time.monotonic() - self.started
-
-
-def new_namespace() -> str:
-    return f"cb-smoke-{secrets.token_hex(3)}"
-
-
-def choose_mode(api: client.ApiClient, configured: str, cpu: bool, timeout_s: float = 10.0,
-                gpu_resource: str = GPU_RESOURCE) -> Mode:
-    """cpu when asked; gpu when asked; otherwise gpu exactly when some node offers the GPU resource."""
-    if cpu or configured == "cpu":
-        return "cpu"
-    if configured == "gpu":
-        return "gpu"
-    nodes = client.CoreV1Api(api).list_node(_request_timeout=timeout_s).items
-    offered = sum(int((n.status.allocatable or {}).get(gpu_resource, 0) or 0) for n in nodes if n.status)
-    return "gpu" if offered > 0 else "cpu"
 
 
 def _stage(pods: tuple[PodObservation, ...], stage: str, podgroup: PodGroupObservation | None = None) -> str:
@@ -385,58 +365,6 @@ def _describe(exc: Exception) -> str:
     return f"{type(exc).__name__}: {exc}"
 
 
-def smoke_image(settings: Settings, generations: list[str]) -> str:
-    """smoke_test.image when cluster.yaml sets it; else the image the versions table gives the oldest of the
-    GPU generations the cluster's nodes are labelled with (CUDA 13 from Turing on, CUDA 12.6 before)."""
-    smoke = settings.smoke_test
-    if "image" in smoke.model_fields_set:
-        return smoke.image
-    return versions.smoke_image_for(generations) or smoke.image
-
-
-def cluster_gpu_generations(api: client.ApiClient, timeout_s: float = 10.0) -> list[str]:
-    """The GPU generations the gpu phase labelled the nodes with (none on a cluster it never labelled)."""
-    nodes = client.CoreV1Api(api).list_node(_request_timeout=timeout_s).items
-    found = {(n.metadata.labels or {}).get(versions.GPU_GENERATION_LABEL) for n in nodes if n.metadata}
-    return sorted(name for name in found if name in {g.name for g in versions.GPU_GENERATIONS})
-
-
-def build_spec(settings: Settings, mode: Mode, *, namespace: str, gpus: int | None = None, nodes: int | None = None,
-               image: str | None = None, epochs: int | None = None, timeout_s: int | None = None,
-               choices: Choices | None = None, keep_results: bool = False,
-               generations: list[str] | None = None) -> SmokeSpec:
-    """The one place a run's spec is made: the arguments given, else `settings.smoke_test` (the image for the GPU
-    generations given, see smoke_image). On CPU the trainer's own CPU defaults (fewer epochs, a smaller synthetic
-    set) apply unless epochs are given here or set in cluster.yaml. `choices`: what `auto` became on the cluster
-    (None: what it becomes on a cluster that offers nothing it was not asked for, choices.assumed_offer)."""
-    smoke = settings.smoke_test
-    if epochs is None and (mode == "gpu" or "epochs" in smoke.model_fields_set):
-        epochs = smoke.epochs
-    nodes = nodes or smoke.nodes
-    if choices is None:
-        choices = choose(assumed_offer(settings), settings, nodes=nodes, save=keep_results)
-    sources = resolve_sources(settings)
-    name = "cifar10-smoke"
-    if namespace == CACHE_NAMESPACE:
-        # Runs share the cache's namespace: each names its objects after itself.
-        name = f"cifar10-smoke-{secrets.token_hex(3)}"
-    return SmokeSpec(namespace=namespace, name=name, image=image or smoke_image(settings, generations or []),
-                     gpus=0 if mode == "cpu" else (gpus or smoke.gpus), nodes=nodes, epochs=epochs,
-                     dataset=smoke.dataset, timeout_s=timeout_s or smoke.timeout_s,
-                     runtime_class=settings.gpu.runtime_class,
-                     pip_index=sources.pip_index, workload=choices.workload, scheduler=choices.scheduler,
-                     queue=settings.addons.volcano_queue, gpu_resource=settings.smoke_gpu_resource, env=dict(smoke.env),
-                     host_network=smoke.host_network, shm_size=smoke.shm_size,
-                     extra_resources=dict(smoke.extra_resources), ipc_lock=smoke.ipc_lock,
-                     cifar10_url=sources.cifar10_archive, cifar10_md5=smoke.cifar10_md5, cache=choices.cache,
-                     cache_path=smoke.cache_path, cache_size=smoke.cache_size, data_timeout_s=smoke.data_timeout_s,
-                     min_accuracy=smoke.cifar10_min_accuracy if smoke.dataset == "cifar10" else smoke.min_accuracy,
-                     throughput_floors=dict(smoke.throughput_floors), registry_mirrors=sources.registry_mirrors,
-                     min_link_gbps=smoke.min_link_gbps, keep_results=keep_results,
-                     # Shared GPUs: several one-GPU pods at once (a plain Job; the settings refuse several nodes).
-                     shared_pods=settings.shared_pods if mode == "gpu" and choices.workload == "job" else 1)
-
-
 def smoke_policy(spec: SmokeSpec, timings: Timings, link_gbps: float | None = None) -> Policy:
     """What the verdict holds a run to: its spec (the image and deadline it runs with, the accuracy and speed
     asked for, the mirrors its image may come through), the link between its nodes, and the driver's patience."""
@@ -471,28 +399,25 @@ def run_smoke_test(
 ) -> Verdict:
     """Run the CIFAR-10 smoke test on the cluster behind `kubeconfig` and return its verdict.
 
-    Arguments left None take their value from `settings.smoke_test` (see build_spec); `workload` and `scheduler`
+    Arguments left None take their value from `settings.smoke_test` (see spec.build_spec); `workload` and `scheduler`
     override the settings' (auto: what the cluster offers). `save_dir`: copy the model and metrics there.
     `link_gbps`: the slowest link between the nodes, as preflight read it. The Verdict's exit_code is the
     command's; progress goes to `on_progress` after every poll.
     """
     api = load_api_client(kubeconfig)
     started = time.monotonic()
-    chosen_nodes = nodes or settings.smoke_test.nodes
     run_namespace = namespace or new_namespace()
+    # --serve reads the model where --save would: the run keeps it in the cache.
+    keep_results = save_dir is not None or serve
 
     def before_run(cause: FailureKind, detail: str, mode: Mode) -> Verdict:
         nothing_yet = Observation(namespace=run_namespace, mode=mode, elapsed_s=time.monotonic() - started)
         return failed(cause, detail, nothing_yet)
 
     try:
-        mode = choose_mode(api, settings.smoke_test.mode, cpu, timings.request_timeout_s,
-                           settings.smoke_gpu_resource)
-        generations = cluster_gpu_generations(api, timings.request_timeout_s) if mode == "gpu" else []
-        # --serve reads the model where --save would: the run keeps it in the cache.
-        offer = survey(api, settings.addons.volcano_queue, timings.request_timeout_s)
-        choices = choose(offer, settings, nodes=chosen_nodes, save=save_dir is not None or serve, workload=workload,
-                         scheduler=scheduler)
+        mode, generations, choices = _ask_cluster(api, settings, cpu=cpu, nodes=nodes or settings.smoke_test.nodes,
+                                                  keep_results=keep_results, workload=workload, scheduler=scheduler,
+                                                  timings=timings)
     except (ApiException, urllib3.exceptions.HTTPError) as exc:
         return before_run(FailureKind.API_ERROR, f"cannot ask the cluster what it offers: {_describe(exc)}",
                           "cpu" if cpu else "gpu")
@@ -501,8 +426,7 @@ def run_smoke_test(
     if choices.cache == "pvc":
         run_namespace = CACHE_NAMESPACE
     spec = build_spec(settings, mode, namespace=run_namespace, gpus=gpus, nodes=nodes, image=image, epochs=epochs,
-                      timeout_s=timeout_s, choices=choices, keep_results=save_dir is not None or serve,
-                      generations=generations)
+                      timeout_s=timeout_s, choices=choices, keep_results=keep_results, generations=generations)
     run = _Run(api, spec, mode, smoke_policy(spec, timings, link_gbps), timings, on_progress=on_progress, sleep=sleep,
                gpu_metrics="dcgm_exporter" in settings.addons.enabled)
     saved: list[str] = []
@@ -529,6 +453,25 @@ def run_smoke_test(
     finally:
         cleanup_error = None if keep else run.clean_up()
     verdict = replace(verdict, kept=keep, cleanup_error=cleanup_error, saved=tuple(saved), save_error=save_error)
+    return _finish(verdict, spec, settings, served, save_dir)
+
+
+def _ask_cluster(api: client.ApiClient, settings: Settings, *, cpu: bool, nodes: int, keep_results: bool,
+                 workload: str | None, scheduler: str | None, timings: Timings) -> tuple[Mode, list[str], Choices]:
+    """What the run will be on this cluster, before anything is created: its mode, the GPU generations its nodes
+    are labelled with, and what `auto` becomes for the workload, scheduler and cache. Raises what the API raises,
+    and NotOffered."""
+    mode = choose_mode(api, settings.smoke_test.mode, cpu, timings.request_timeout_s, settings.smoke_gpu_resource)
+    generations = cluster_gpu_generations(api, timings.request_timeout_s) if mode == "gpu" else []
+    offer = survey(api, settings.addons.volcano_queue, timings.request_timeout_s)
+    choices = choose(offer, settings, nodes=nodes, save=keep_results, workload=workload, scheduler=scheduler)
+    return mode, generations, choices
+
+
+def _finish(verdict: Verdict, spec: SmokeSpec, settings: Settings, served: Served | None,
+            save_dir: Path | None) -> Verdict:
+    """The run's verdict with what followed it: the shared GPUs it trained on, the model served (a failed
+    answer fails the test), and the verdict itself written beside the saved results."""
     if verdict.passed and spec.shared_pods > 1:
         verdict = replace(verdict, summary=f"{verdict.summary}; {spec.shared_pods} pods trained at once on shared "
                                            f"GPUs ({settings.gpu.sharing}, {settings.gpu.replicas} per GPU)")

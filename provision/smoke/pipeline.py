@@ -338,7 +338,7 @@ def run_pipeline_smoke_test(kubeconfig: Path, settings: Settings, *, cpu: bool =
                             clock: Callable[[], float] = time.monotonic) -> Verdict:
     """Run the pipeline on the cluster behind `kubeconfig` and judge it: PASS when every step succeeded and the
     training reached the accuracy floor; every other ending a FAIL verdict naming its cause."""
-    from provision.smoke.driver import build_spec, choose_mode, cluster_gpu_generations
+    from provision.smoke.spec import build_spec, choose_mode, cluster_gpu_generations
 
     api = load_api_client(kubeconfig)
     started = time.monotonic()

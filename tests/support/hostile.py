@@ -27,8 +27,8 @@ from provision.render.ansible_data import unsafe_yaml
 from provision.render.kubeadm_config import render_init_config
 from provision.render.manifests import api_proxy, calico_source, device_plugin_manifest, kube_vip_manifest
 from provision.render.playbook_vars import playbook_vars, prepare_vars
-from provision.smoke.driver import build_spec
 from provision.smoke.manifests import render
+from provision.smoke.spec import build_spec
 from tests.support.node_reports import installed_release
 
 INVENTORY = "[control_plane]\ncp1 ansible_host=10.0.0.1\n[workers]\nw1 ansible_host=10.0.0.2\nw2 ansible_host=10.0.0.3\n"

@@ -11,7 +11,6 @@ from typing import Any
 
 from provision.inputs.settings import Settings
 from provision.inputs.versions import SMOKE_IMAGE_DEFAULT
-from provision.smoke.driver import build_spec
 from provision.smoke.manifests import CUSTOM_KINDS, RUN_LABEL, SmokeSpec
 from provision.smoke.observation import (
     Condition,
@@ -21,6 +20,7 @@ from provision.smoke.observation import (
     Terminated,
     Waiting,
 )
+from provision.smoke.spec import build_spec
 from tests.support.apiserver import FakeApiServer, RecordedRequest, Response, object_list, status
 from tests.support.kube_objects import STARTED, crd, node, pod
 from tests.support.paths import REPO_ROOT

@@ -8,8 +8,8 @@ from typing import Any
 
 from provision.inputs import versions
 from provision.inputs.settings import Settings
-from provision.smoke.driver import build_spec
 from provision.smoke.manifests import SmokeSpec
+from provision.smoke.spec import build_spec
 
 IMAGE = versions.SMOKE_IMAGE_DEFAULT
 

@@ -61,9 +61,9 @@ def print_verdict(verdict: Verdict) -> None:
     from rich.text import Text
 
     from provision.cli.console import console
-    from provision.smoke.driver import CACHE_NAMESPACE
     from provision.smoke.manifests import RUN_LABEL
     from provision.smoke.serve import Served
+    from provision.smoke.spec import CACHE_NAMESPACE
 
     colour = "green" if verdict.passed else "red"
     console.print(Text(verdict.summary, style=f"bold {colour}"), soft_wrap=True)
@@ -223,8 +223,8 @@ def _manifests_yaml(settings: Settings, workload: Workload, scheduler: Scheduler
                     keep_results: bool) -> str:
     """`--print-manifests`: the objects the test would create, as YAML, chosen without a cluster to ask."""
     from provision.smoke.choices import assumed_offer, choose
-    from provision.smoke.driver import build_spec, new_namespace
     from provision.smoke.manifests import render, to_yaml
+    from provision.smoke.spec import build_spec, new_namespace
 
     # Without a cluster to ask, "auto" means GPU unless --cpu or the settings say CPU.
     mode: Mode = "cpu" if cpu or settings.smoke_test.mode == "cpu" else "gpu"

@@ -21,7 +21,6 @@ from provision.nodes.doctor.checks import (
     check_containerd,
     check_disk,
     check_dns,
-    check_firewall,
     check_gpu,
     check_hostname,
     check_hosts,
@@ -29,8 +28,8 @@ from provision.nodes.doctor.checks import (
     check_package_source,
     check_selinux,
     check_swap,
-    required_ports,
 )
+from provision.nodes.doctor.firewall import check_firewall, required_ports
 from provision.nodes.doctor.probe import NodeHealth, parse_health, probe_script
 from provision.nodes.probe import NodeProbe, probe_nodes
 from provision.render.playbook_vars import sandbox_image
