@@ -341,11 +341,11 @@ def run_pipeline_smoke_test(kubeconfig: Path, settings: Settings, *, cpu: bool =
     from provision.smoke.spec import build_spec, choose_mode, cluster_gpu_generations
 
     api = load_api_client(kubeconfig)
-    started = time.monotonic()
+    started = clock()
     mode: Mode = "cpu" if cpu else "gpu"
 
     def verdict_failed(cause: FailureKind, detail: str, steps: tuple[dict[str, Any], ...] = ()) -> Verdict:
-        nothing = Observation(namespace=NAMESPACE, mode=mode, elapsed_s=time.monotonic() - started)
+        nothing = Observation(namespace=NAMESPACE, mode=mode, elapsed_s=clock() - started)
         return replace(failed(cause, detail, nothing), workload="Kubeflow pipeline", pipeline_steps=steps)
 
     core = client.CoreV1Api(api)
@@ -402,5 +402,5 @@ def run_pipeline_smoke_test(kubeconfig: Path, settings: Settings, *, cpu: bool =
                            cleanup_error=left)
         accuracy = f"; test accuracy {metrics.test_accuracy:.2%} in the PyTorchJob"
     return Verdict(passed=True, summary=f"PASS: pipeline run {run_id} succeeded ({names}){accuracy}{_served(steps)}",
-                   namespace=NAMESPACE, mode=mode, elapsed_s=time.monotonic() - started, metrics=metrics,
+                   namespace=NAMESPACE, mode=mode, elapsed_s=clock() - started, metrics=metrics,
                    workload="Kubeflow pipeline", pipeline_steps=steps, cleanup_error=left)
