@@ -231,5 +231,6 @@ def _say_how_to_go_on(error: BootstrapError, options: UpgradeOptions) -> None:
     console.print(carry(f"fix the cause, then re-run `{again}`: it reads what the cluster runs and goes on "
                         "from there"), style="yellow", soft_wrap=True)
 
+
 def register(app: typer.Typer) -> None:
     app.command("upgrade")(upgrade)
